@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file samplers/shard.hpp
+/// @brief `tutti::shard`: one rank's share of an epoch, and the tail policies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tutti {
+
+/// What to do when the dataset size is not a multiple of the world size.
+enum class tail_policy : std::uint8_t {
+  pad,   ///< every rank gets ceil(n / W) slots; padded slots repeat a sample with weight 0
+  drop,  ///< every rank gets floor(n / W) slots; the last n mod W samples sit out this epoch
+};
+
+/// One rank's samples for one epoch, in the order it visits them.
+/// All ranks of a group receive shards of the same size, so they run the same number of steps.
+struct shard {
+  /// Dataset positions, one per slot (a padded slot repeats a real position).
+  std::vector<std::uint64_t> indices;
+  /// 1 for a real sample, 0 for a padded slot.
+  std::vector<float> weights;
+  /// `real_prefix[j]` = real samples over all ranks in local slots [0, j); size() + 1 entries.
+  /// Lets each rank know the global weight of a step without communicating.
+  std::vector<std::uint64_t> real_prefix;
+
+  /// Slots in this shard (the same on every rank).
+  std::size_t size() const noexcept { return indices.size(); }
+  /// Real samples over all ranks in local slots [begin, end).
+  std::uint64_t global_real(std::size_t begin, std::size_t end) const {
+    return real_prefix[end] - real_prefix[begin];
+  }
+};
+
+}  // namespace tutti

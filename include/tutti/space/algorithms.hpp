@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file space/algorithms.hpp
+/// @brief Space-generic building blocks: `parallel_for`, `transform_reduce`, `fill`.
+///
+/// Each takes the space instance first and dispatches through its explicit Thrust policy, so a
+/// `TUTTI_HOST_DEVICE` functor written once runs on the host (OpenMP) and on a CUDA stream.
+#pragma once
+
+#include <tutti/config.hpp>
+#include <tutti/space/traits.hpp>
+
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
+#include <span>
+
+namespace tutti {
+
+/// Calls `f(i)` for every i in [0, n) on `space`, in parallel and in no particular order.
+template <execution_space Space, class F>
+void parallel_for(const Space& space, std::size_t n, F f) {
+  if (n == 0) return;
+  thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), n, f);
+}
+
+/// Returns `op`-reduction of `f(i)` over i in [0, n), starting from `init`.
+/// On a device space this synchronises (it returns a host value); keep it out of training steps.
+template <execution_space Space, class T, class F, class Op>
+T transform_reduce(const Space& space, std::size_t n, F f, T init, Op op) {
+  if (n == 0) return init;
+  return thrust::transform_reduce(space.policy(), thrust::counting_iterator<std::size_t>(0),
+                                  thrust::counting_iterator<std::size_t>(n), f, init, op);
+}
+
+namespace detail {
+template <class T>
+struct fill_fn {
+  T* out;
+  T value;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { out[i] = value; }
+};
+template <class T>
+struct scale_fn {
+  T* out;
+  T factor;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { out[i] *= factor; }
+};
+}  // namespace detail
+
+/// Sets every element of a span of `space`'s memory to `value`.
+template <execution_space Space, class T>
+void fill(const Space& space, std::span<T> s, T value) {
+  parallel_for(space, s.size(), detail::fill_fn<T>{s.data(), value});
+}
+
+/// Multiplies every element of a span of `space`'s memory by `factor`.
+template <execution_space Space, class T>
+void scale(const Space& space, std::span<T> s, T factor) {
+  parallel_for(space, s.size(), detail::scale_fn<T>{s.data(), factor});
+}
+
+}  // namespace tutti

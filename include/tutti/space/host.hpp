@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file space/host.hpp
+/// @brief `tutti::host_space`: the execution space that runs kernels through Thrust's OpenMP system.
+#pragma once
+
+#include <tutti/config.hpp>
+
+#include <thrust/system/omp/execution_policy.h>
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+namespace tutti {
+
+/// Execution space of the CPU: kernels run through `thrust::omp::par`, memory is ordinary
+/// 64-byte aligned host memory. Stateless; every instance is interchangeable.
+///
+/// A space describes itself with the members below; `tutti::execution_space` checks them, and
+/// `tutti::cuda_space` offers the same ones (with a stream) so one kernel source serves both.
+struct host_space {
+  /// True when memory of this space can be dereferenced by host code.
+  static constexpr bool host_accessible = true;
+  /// Short name, as printed in reports and accepted by `tutti train --space`.
+  static constexpr const char* name() noexcept { return "host"; }
+
+  /// The explicit Thrust policy kernels of this space are dispatched through.
+  auto policy() const noexcept { return thrust::omp::par; }
+
+  /// Allocates `bytes` bytes, 64-byte aligned (a cache line; also enough for AVX-512 loads).
+  void* allocate(std::size_t bytes) const {
+    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{64});
+  }
+  /// Releases memory obtained from `allocate`.
+  void deallocate(void* p, std::size_t /*bytes*/) const noexcept {
+    ::operator delete(p, std::align_val_t{64});
+  }
+  /// Copies host memory into memory of this space.
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  /// Copies memory of this space to host memory; complete when it returns.
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  /// Copies within this space (ordered after earlier work of this space instance).
+  void copy(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  /// Waits for all work submitted to this space instance; a no-op on the host.
+  void fence() const noexcept {}
+
+  friend constexpr bool operator==(const host_space&, const host_space&) noexcept { return true; }
+};
+
+}  // namespace tutti

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <doctest/doctest.h>
+
+#include "spaces.hpp"
+
+#include <tutti/layout.hpp>
+#include <tutti/space/algorithms.hpp>
+#include <tutti/space/buffer.hpp>
+
+#include <functional>
+#include <numeric>
+#include <vector>
+
+namespace {
+struct square_fn {
+  float* out;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { out[i] = float(i) * float(i); }
+};
+struct read_fn {
+  const float* in;
+  TUTTI_HOST_DEVICE double operator()(std::size_t i) const { return in[i]; }
+};
+}  // namespace
+
+TEST_CASE_TEMPLATE("buffer and kernels round-trip through a space", Space, TUTTI_TEST_SPACES) {
+  Space space{};
+  tutti::buffer<float, Space> b(1000, space);
+  tutti::parallel_for(space, b.size(), square_fn{b.data()});
+  auto host = tutti::to_host_vector(space, b.span());
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(host[i] == float(i) * float(i));
+  double sum = tutti::transform_reduce(space, b.size(), read_fn{b.data()}, 0.0, std::plus<>{});
+  CHECK(sum == doctest::Approx(999.0 * 1000.0 * 1999.0 / 6.0));
+  tutti::fill(space, b.span(), 2.5f);
+  tutti::scale(space, b.span(), 2.0f);
+  host = tutti::to_host_vector(space, b.span());
+  CHECK(std::all_of(host.begin(), host.end(), [](float v) { return v == 5.0f; }));
+
+  tutti::buffer<float, Space> moved = std::move(b);
+  CHECK(b.empty());
+  CHECK(moved.size() == 1000);
+  std::vector<float> wrong(3);
+  CHECK_THROWS_AS(tutti::copy_to_host(space, std::span<const float>(moved.span()), std::span<float>(wrong)),
+                  tutti::invalid_argument);
+}
+
+TEST_CASE("parameter_layout aligns segments and rejects bad shapes") {
+  tutti::parameter_layout l;
+  l.add("a", 3, 5, tutti::segment_kind::embedding);
+  l.add("b", 1, 1, tutti::segment_kind::bias);
+  CHECK(l[0].offset == 0);
+  CHECK(l[1].offset == 16);
+  CHECK(l.total() == 32);
+  CHECK(l.parameter_count() == 16);
+  CHECK(l.find("b").size() == 1);
+  CHECK_THROWS_AS(l.add("a", 1, 1, tutti::segment_kind::bias), tutti::invalid_argument);
+  CHECK_THROWS_AS(l.add("c", 0, 1, tutti::segment_kind::bias), tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(l.find("zzz"), doctest::Contains("no segment named 'zzz'"), tutti::invalid_argument);
+  tutti::parameter_layout l2;
+  l2.add("a", 3, 5, tutti::segment_kind::embedding);
+  CHECK(l2.digest() != l.digest());
+}
