@@ -23,6 +23,14 @@ namespace tutti {
 template <execution_space Space, class F>
 void parallel_for(const Space& space, std::size_t n, F f) {
   if (n == 0) return;
+  // A fork-join costs microseconds, and far more when the cores are shared: small loops run
+  // serially on spaces that say where that pays off.
+  if constexpr (requires { Space::serial_below; }) {
+    if (n < Space::serial_below) {
+      for (std::size_t i = 0; i < n; ++i) f(i);
+      return;
+    }
+  }
   thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), n, f);
 }
 

@@ -21,6 +21,9 @@ namespace tutti {
 struct host_space {
   /// True when memory of this space can be dereferenced by host code.
   static constexpr bool host_accessible = true;
+  /// `tutti::parallel_for` runs loops shorter than this serially: below it an OpenMP fork-join
+  /// costs more than it saves.
+  static constexpr std::size_t serial_below = 4096;
   /// Short name, as printed in reports and accepted by `tutti train --space`.
   static constexpr const char* name() noexcept { return "host"; }
 

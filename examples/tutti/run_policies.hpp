@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// Policies chosen on the command line. A library user composes schedule and optimizer as types;
+// a program that takes them as options needs a policy that picks at run time. These two are
+// ordinary models of `tutti::lr_schedule` and `tutti::optimizer` that hold a std::variant.
+#pragma once
+
+#include <tutti/tutti.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+
+namespace tutti::cli {
+
+/// A `tutti::lr_schedule` chosen by name: constant, step, cosine or poly, each behind warmup.
+struct run_schedule {
+  std::variant<warmup<constant>, warmup<step_decay>, warmup<cosine>, warmup<polynomial>> chosen;
+  double lr(std::size_t step, std::size_t total, double base) const {
+    return std::visit([&](const auto& s) { return s.lr(step, total, base); }, chosen);
+  }
+};
+
+/// A `tutti::optimizer` chosen by name: sgd or adam.
+struct run_optimizer {
+  std::variant<sgd, adam> chosen;
+  std::size_t state_size(std::size_t n) const {
+    return std::visit([&](const auto& o) { return o.state_size(n); }, chosen);
+  }
+  template <class Space>
+  void step(const Space& space, std::span<float> p, std::span<const float> g,
+            std::span<float> state, float lr, std::uint64_t t) const {
+    std::visit([&](const auto& o) { o.step(space, p, g, state, lr, t); }, chosen);
+  }
+};
+
+/// The schedule called `name` with `warmup_steps` of linear warmup in front.
+inline run_schedule make_schedule(const std::string& name, std::size_t warmup_steps) {
+  if (name == "constant") return {warmup<constant>{.warmup_steps = warmup_steps}};
+  if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}};
+  if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}};
+  if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}};
+  detail::throw_invalid("tutti train", "unknown --schedule '" + name +
+                                           "'; expected constant, step, cosine or poly");
+}
+
+/// The optimizer called `name`.
+inline run_optimizer make_optimizer(const std::string& name, float momentum, float weight_decay) {
+  if (name == "sgd") return {sgd{.momentum = momentum, .weight_decay = weight_decay}};
+  if (name == "adam") return {adam{.weight_decay = weight_decay}};
+  detail::throw_invalid("tutti train", "unknown --optimizer '" + name + "'; expected sgd or adam");
+}
+
+}  // namespace tutti::cli

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti train`: options, run-time choice of policies, the epoch table and the JSON report.
+#pragma once
+
+#include "run_policies.hpp"
+
+#include <tutti/tutti.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tutti::cli {
+
+/// Everything `tutti train` can be told.
+struct train_config {
+  std::string data;  // empty: the synthetic course data
+  std::string user_col = "userId";
+  std::string item_col = "movieId";
+  std::string label_col = "rating";
+  std::string timestamp_col;
+  bool implicit = false;
+  std::int32_t learners = 4000;
+  std::int32_t courses = 500;
+  bool synthetic_ratings = false;
+  std::uint64_t data_seed = 42;
+  double test_fraction = 0.1;
+
+  std::string model = "mf";
+  int dim = 32;
+  float l2 = 1e-4f;
+  int ranks = 4;
+  std::size_t epochs = 8;
+  std::size_t batch = 4096;
+  double lr = 0.01;
+  std::string scaling = "none";
+  std::size_t reference_batch = 256;
+  std::size_t warmup_steps = 0;
+  std::string schedule = "cosine";
+  std::string optimizer = "adam";
+  float momentum = 0.9f;
+  float weight_decay = 0.f;
+  std::string tail = "pad";
+  std::uint64_t seed = 1;
+  std::string json;
+  std::string log;
+  std::size_t log_every = 0;
+  bool quiet = false;
+};
+
+inline void add_train_options(CLI::App& app, train_config& c) {
+  app.add_option("--data", c.data, "CSV/TSV file with a header line (default: synthetic courses)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--user-col", c.user_col, "name of the user id column")->capture_default_str();
+  app.add_option("--item-col", c.item_col, "name of the item id column")->capture_default_str();
+  app.add_option("--label-col", c.label_col, "name of the label column")->capture_default_str();
+  app.add_option("--timestamp-col", c.timestamp_col, "name of an optional timestamp column");
+  app.add_flag("--implicit", c.implicit, "labels are implicit 0/1 feedback (logistic loss, AUC)");
+  app.add_option("--learners", c.learners, "synthetic data: learners")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--courses", c.courses, "synthetic data: courses")
+      ->check(CLI::Range(2, 10000000))
+      ->capture_default_str();
+  app.add_flag("--synthetic-ratings", c.synthetic_ratings,
+               "synthetic data: 1-5 ratings instead of implicit 0/1");
+  app.add_option("--data-seed", c.data_seed, "synthetic data: generator seed")->capture_default_str();
+  app.add_option("--test-fraction", c.test_fraction, "share of rows held out for evaluation")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  app.add_option("--model", c.model, "model")
+      ->check(CLI::IsMember({"mf", "lr"}))
+      ->capture_default_str();
+  app.add_option("--dim", c.dim, "embedding dimension (mf)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--l2", c.l2, "L2 regularisation")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--ranks", c.ranks, "data-parallel ranks (threads of this process)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--epochs", c.epochs, "passes over the training data")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
+  app.add_option("--batch", c.batch, "global batch (over all ranks)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--lr", c.lr, "base learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--scaling", c.scaling, "learning-rate scaling rule for the global batch")
+      ->check(CLI::IsMember({"none", "linear", "sqrt"}))
+      ->capture_default_str();
+  app.add_option("--reference-batch", c.reference_batch, "batch the base rate was tuned for")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--schedule", c.schedule, "learning-rate schedule")
+      ->check(CLI::IsMember({"constant", "step", "cosine", "poly"}))
+      ->capture_default_str();
+  app.add_option("--optimizer", c.optimizer, "optimizer")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  app.add_option("--momentum", c.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "optimizer weight decay")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tail", c.tail, "tail policy of the shard sampler")
+      ->check(CLI::IsMember({"pad", "drop"}))
+      ->capture_default_str();
+  app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")->capture_default_str();
+  app.add_option("--json", c.json, "write a JSON report to this file");
+  app.add_option("--log", c.log, "write per-rank JSON-lines step records to this file");
+  app.add_option("--log-every", c.log_every, "steps between log records (0: once per epoch)")
+      ->capture_default_str();
+  app.add_flag("--quiet", c.quiet, "print only the final line");
+}
+
+/// Draws a progress bar on stderr when it is a terminal; silent otherwise.
+class progress_bar {
+ public:
+  progress_bar() : m_enabled(::isatty(2) == 1) {}
+  void update(const step_progress& p) {
+    if (!m_enabled) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (p.step + 1 != p.steps && now - m_last < std::chrono::milliseconds(100)) return;
+    m_last = now;
+    constexpr int width = 30;
+    const double frac = double(p.global_step + 1) / double(p.total_steps);
+    const int filled = static_cast<int>(frac * width);
+    std::fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  epoch %zu  step %zu/%zu  lr %.3g ", filled,
+                 "==============================", width - filled, "", 100 * frac, p.epoch + 1,
+                 p.step + 1, p.steps, p.lr);
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (m_enabled) std::fprintf(stderr, "\r%*s\r", 78, "");
+  }
+
+ private:
+  bool m_enabled;
+  std::chrono::steady_clock::time_point m_last{};
+};
+
+namespace detail {
+
+struct loaded_data {
+  data::interactions all;
+  data::split_result parts;
+  std::string source;
+};
+
+inline loaded_data load(const train_config& c) {
+  loaded_data d;
+  if (c.data.empty()) {
+    d.all = data::synthetic_courses({.learners = c.learners,
+                                     .courses = c.courses,
+                                     .implicit = !c.synthetic_ratings,
+                                     .seed = c.data_seed});
+    d.source = "synthetic courses (" + std::to_string(c.learners) + " learners, " +
+               std::to_string(c.courses) + " courses, " +
+               (c.synthetic_ratings ? "ratings" : "implicit") + ")";
+  } else {
+    d.all = data::load_csv(c.data, {.user_col = c.user_col,
+                                    .item_col = c.item_col,
+                                    .label_col = c.label_col,
+                                    .timestamp_col = c.timestamp_col,
+                                    .implicit = c.implicit});
+    d.source = c.data;
+  }
+  d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
+  return d;
+}
+
+inline double mean_label(const data::interactions& d) {
+  double s = 0;
+  for (float y : d.labels) s += y;
+  return d.size() ? s / double(d.size()) : 0.0;
+}
+
+/// RMSE of predicting the training mean for every test row: the bar a model must clear.
+inline double global_mean_rmse(const data::interactions& train, const data::interactions& test) {
+  std::vector<float> p(test.size(), static_cast<float>(mean_label(train)));
+  return test.size() ? rmse(p, std::span<const float>(test.labels)) : 0.0;
+}
+
+struct run_output {
+  fit_result result;
+  std::mutex mutex;
+};
+
+template <class Model, class Reducer>
+void train_rank(const train_config& c, const loaded_data& d, Model model, Reducer reducer,
+                json_lines_log* log, progress_bar& bar, run_output& out) {
+  using trainer_t = trainer<Model, shuffled_shards, Reducer, run_schedule, run_optimizer>;
+  train_options opt{.batch = c.batch,
+                    .epochs = c.epochs,
+                    .base_lr = c.lr,
+                    .scaling = parse_lr_scaling(c.scaling),
+                    .reference_batch = c.reference_batch,
+                    .seed = c.seed,
+                    .log_every = c.log_every,
+                    .log = log};
+  const bool quiet = c.quiet;
+  opt.on_step = [&bar](const step_progress& p) {
+    if (p.rank == 0) bar.update(p);
+  };
+  opt.on_epoch = [&bar, quiet](int rank, const epoch_record& e) {
+    if (rank != 0 || quiet) return;
+    bar.clear();
+    std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f\n", e.epoch, e.train_loss, e.eval.metric,
+                e.eval.value, e.samples_per_second, e.seconds);
+    std::fflush(stdout);
+  };
+  const tail_policy tail = c.tail == "drop" ? tail_policy::drop : tail_policy::pad;
+  trainer_t t(std::move(model), shuffled_shards{.tail = tail}, std::move(reducer),
+              make_schedule(c.schedule, c.warmup_steps), make_optimizer(c.optimizer, c.momentum,
+                                                                        c.weight_decay),
+              std::move(opt));
+  fit_result r = t.fit(d.parts.train, d.parts.test);
+  if (t.reducer().rank() == 0) {
+    std::lock_guard lock(out.mutex);
+    out.result = std::move(r);
+  }
+}
+
+template <class Model, class MakeModel>
+void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
+               json_lines_log* log, progress_bar& bar, run_output& out) {
+  if (c.ranks == 1) {
+    train_rank<Model>(c, d, make_model(), no_op_reducer{}, log, bar, out);
+  } else {
+    run_local(c.ranks, [&](local_ring ring) {
+      train_rank<Model>(c, d, make_model(), ring, log, bar, out);
+    });
+  }
+}
+
+inline nlohmann::json to_json(const eval_result& e) {
+  return {{"metric", e.metric}, {"value", e.value}};
+}
+
+inline nlohmann::json to_json(const phase_seconds& p) {
+  return {{"data", p.data}, {"compute", p.compute}, {"reduce", p.reduce}, {"optimizer", p.optimizer}};
+}
+
+}  // namespace detail
+
+/// Runs `tutti train`; returns the process exit code.
+inline int run_train(const train_config& c) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  TUTTI_EXPECTS(c.batch % static_cast<std::size_t>(c.ranks) == 0, "tutti train",
+                "--batch " + std::to_string(c.batch) + " is not a multiple of --ranks " +
+                    std::to_string(c.ranks) + "; expected a global batch every rank can share");
+  detail::loaded_data d = detail::load(c);
+  const bool implicit = d.all.implicit;
+  const loss_kind loss = implicit ? loss_kind::logistic : loss_kind::squared;
+  const float mean = static_cast<float>(detail::mean_label(d.parts.train));
+
+  if (!c.quiet) {
+    std::printf("tutti train: %s\n", d.source.c_str());
+    std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
+                d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
+                implicit ? "implicit 0/1" : "rating");
+    std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
+                c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
+                c.schedule.c_str());
+    std::printf("\n%6s  %12s  %17s  %12s  %9s\n", "epoch", "train loss", "test metric",
+                "samples/s", "seconds");
+    std::fflush(stdout);
+  }
+
+  std::optional<std::ofstream> log_file;
+  std::optional<json_lines_log> log;
+  if (!c.log.empty()) {
+    log_file.emplace(c.log);
+    if (!*log_file) throw error("tutti train: cannot write the log file '" + c.log + "'");
+    log.emplace(*log_file);
+  }
+  json_lines_log* log_ptr = log ? &*log : nullptr;
+
+  progress_bar bar;
+  detail::run_output out;
+  const std::int32_t users = d.all.n_users(), items = d.all.n_items();
+  if (c.model == "mf") {
+    using model_t = models::matrix_factorization<host_space>;
+    auto make = [&] {
+      return model_t({.dim = c.dim,
+                      .l2 = c.l2,
+                      .loss = loss,
+                      .global_bias_init = loss == loss_kind::squared ? mean : 0.f},
+                     users, items);
+    };
+    detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
+  } else {
+    using model_t = models::logistic_regression<host_space>;
+    auto make = [&] { return model_t({.l2 = c.l2, .loss = loss}, users, items); };
+    detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
+  }
+  bar.clear();
+  const fit_result& r = out.result;
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  const double baseline = implicit ? 0.5 : detail::global_mean_rmse(d.parts.train, d.parts.test);
+  const char* baseline_name = implicit ? "random scores" : "global mean";
+  if (c.quiet) {
+    std::printf("%s %.5f (%s: %.5f), final train loss %.6f, %.1f s\n", r.eval.metric, r.eval.value,
+                baseline_name, baseline, r.epochs.back().train_loss, seconds);
+  } else {
+    std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, baseline_name,
+                baseline);
+    std::printf("time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
+                "  (total %.1f s)\n",
+                r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
+  }
+
+  if (!c.json.empty()) {
+    nlohmann::json j;
+    j["dataset"] = {{"source", d.source},
+                    {"rows_read", d.all.size()},
+                    {"rows_used", d.all.size()},
+                    {"train_rows", d.parts.train.size()},
+                    {"test_rows", d.parts.test.size()},
+                    {"users", users},
+                    {"items", items},
+                    {"implicit", implicit}};
+    j["model"] = c.model;
+    j["world_size"] = r.world_size;
+    j["global_batch"] = r.global_batch;
+    j["lr"] = r.lr;
+    j["optimizer"] = c.optimizer;
+    j["schedule"] = c.schedule;
+    j["seed"] = c.seed;
+    nlohmann::json epochs = nlohmann::json::array();
+    for (const auto& e : r.epochs)
+      epochs.push_back({{"epoch", e.epoch},
+                        {"train_loss", e.train_loss},
+                        {"samples_per_rank", e.samples_per_rank},
+                        {"weighted_samples", e.weighted_samples},
+                        {"steps", e.steps},
+                        {"test", detail::to_json(e.eval)},
+                        {"seconds", e.seconds},
+                        {"samples_per_second", e.samples_per_second},
+                        {"phases_rank0", detail::to_json(e.phases)}});
+    j["epochs"] = epochs;
+    j["eval"] = detail::to_json(r.eval);
+    j["eval"]["baseline"] = {{"name", baseline_name}, {"value", baseline}};
+    j["phases_rank0"] = detail::to_json(r.phases);
+    j["seconds"] = seconds;
+    std::ofstream f(c.json);
+    if (!f) throw error("tutti train: cannot write the JSON report '" + c.json + "'");
+    f << j.dump(2) << '\n';
+  }
+  return 0;
+}
+
+}  // namespace tutti::cli

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file models/matrix_factorization.hpp
+/// @brief `tutti::models::matrix_factorization`: biased matrix factorisation for recommenders,
+/// with squared or logistic loss and deterministic sparse gradients.
+#pragma once
+
+#include <tutti/batch.hpp>
+#include <tutti/config.hpp>
+#include <tutti/detail/random.hpp>
+#include <tutti/error.hpp>
+#include <tutti/layout.hpp>
+#include <tutti/models/detail/sparse_accumulate.hpp>
+#include <tutti/space/algorithms.hpp>
+#include <tutti/space/host.hpp>
+#include <tutti/space/traits.hpp>
+
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace tutti::models {
+
+/// Hyper-parameters of `matrix_factorization` (designated initialisers:
+/// `{.dim = 64, .loss = tutti::loss_kind::logistic}`).
+struct mf_options {
+  /// Embedding dimension of users and items (>= 1).
+  std::int32_t dim = 32;
+  /// L2 strength: each weighted sample adds l2·(|p_u|² + |q_i|² + b_u² + b_i²) to the objective.
+  float l2 = 1e-4f;
+  /// Loss minimised: squared (ratings) or logistic (0/1 labels).
+  loss_kind loss = loss_kind::squared;
+  /// Standard deviation of the normal initialisation of embeddings (>= 0).
+  float init_scale = 0.1f;
+  /// Initial global bias (e.g. the mean rating for squared loss).
+  float global_bias_init = 0.f;
+};
+
+}  // namespace tutti::models
+
+namespace tutti::detail {
+
+/// Arena offsets of the matrix-factorisation segments (a POD that kernels can carry).
+struct mf_offsets {
+  std::size_t user_embedding;
+  std::size_t item_embedding;
+  std::size_t user_bias;
+  std::size_t item_bias;
+  std::size_t global_bias;
+};
+
+/// Score g + b_u + b_i + <p_u, q_i> of one (user, item) pair.
+template <class T>
+TUTTI_HOST_DEVICE inline T mf_score(const T* params, const mf_offsets& o, std::size_t dim,
+                                    std::size_t u, std::size_t i) {
+  const T* p = params + o.user_embedding + u * dim;
+  const T* q = params + o.item_embedding + i * dim;
+  T dot = T(0);
+  for (std::size_t c = 0; c < dim; ++c) dot += p[c] * q[c];
+  return params[o.global_bias] + params[o.user_bias + u] + params[o.item_bias + i] + dot;
+}
+
+/// Kernel over the arena: embeddings from N(0, scale²), global bias its initial value, every
+/// other value (biases, padding) zero. Counter-based, so identical on every space.
+template <class T>
+struct mf_init_fn {
+  T* params;
+  std::size_t user_begin, user_end, item_begin, item_end, global_bias;
+  double scale;
+  T global_bias_init;
+  std::uint64_t seed;
+  TUTTI_HOST_DEVICE void operator()(std::size_t k) const {
+    if ((k >= user_begin && k < user_end) || (k >= item_begin && k < item_end))
+      params[k] = static_cast<T>(scale * normal01(seed, k));
+    else if (k == global_bias)
+      params[k] = global_bias_init;
+    else
+      params[k] = T(0);
+  }
+};
+
+/// Kernel over slots: writes slot i's gradient contributions (user row: dim embedding values
+/// then the bias; item row likewise), its weighted loss and its global-bias gradient.
+template <class T>
+struct mf_slot_fn {
+  const T* params;
+  const std::int32_t* users;
+  const std::int32_t* items;
+  const float* labels;
+  const float* weights;
+  mf_offsets off;
+  std::size_t dim;
+  std::int32_t n_users, n_items;
+  loss_kind loss;
+  T l2, scale;
+  T* user_contrib;  // n × (dim + 1)
+  T* item_contrib;  // n × (dim + 1)
+  T* slot_loss;     // n
+  T* slot_global;   // n
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    const T w = static_cast<T>(weights[i]);
+    if (w == T(0)) {
+      // Padding: the row kernels skip this slot, so only the per-slot sums need zeros.
+      slot_loss[i] = T(0);
+      slot_global[i] = T(0);
+      return;
+    }
+    const std::int32_t u = users[i];
+    const std::int32_t it = items[i];
+    assert(u >= 0 && u < n_users && "tutti::models::matrix_factorization: user id out of range");
+    assert(it >= 0 && it < n_items && "tutti::models::matrix_factorization: item id out of range");
+    const std::size_t uu = static_cast<std::size_t>(u);
+    const std::size_t ii = static_cast<std::size_t>(it);
+    const T* p = params + off.user_embedding + uu * dim;
+    const T* q = params + off.item_embedding + ii * dim;
+    const T s = mf_score(params, off, dim, uu, ii);
+    T l, dl;
+    pointwise_loss(loss, s, static_cast<T>(labels[i]), l, dl);
+    const T sw = scale * w;
+    const T gs = sw * dl;
+    const T r = sw * T(2) * l2;
+    T* uc = user_contrib + i * (dim + 1);
+    T* ic = item_contrib + i * (dim + 1);
+    for (std::size_t c = 0; c < dim; ++c) {
+      uc[c] = gs * q[c] + r * p[c];
+      ic[c] = gs * p[c] + r * q[c];
+    }
+    uc[dim] = gs + r * params[off.user_bias + uu];
+    ic[dim] = gs + r * params[off.item_bias + ii];
+    slot_loss[i] = w * l;
+    slot_global[i] = gs;
+  }
+};
+
+/// Kernel over slots: out[i] = score of (users[i], items[i]).
+template <class T>
+struct mf_predict_fn {
+  const T* params;
+  const std::int32_t* users;
+  const std::int32_t* items;
+  mf_offsets off;
+  std::size_t dim;
+  std::int32_t n_users, n_items;
+  T* out;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    assert(users[i] >= 0 && users[i] < n_users && "tutti: user id out of range in predict");
+    assert(items[i] >= 0 && items[i] < n_items && "tutti: item id out of range in predict");
+    out[i] = mf_score(params, off, dim, static_cast<std::size_t>(users[i]),
+                      static_cast<std::size_t>(items[i]));
+  }
+};
+
+}  // namespace tutti::detail
+
+namespace tutti::models {
+
+/// Biased matrix factorisation: score s = g + b_u + b_i + <p_u, q_i>.
+///
+/// Parameters live in the trainer's arena with the segments, in this order,
+/// "user_embedding" (n_users × dim, embedding), "item_embedding" (n_items × dim, embedding),
+/// "user_bias" (n_users × 1, bias), "item_bias" (n_items × 1, bias), "global_bias" (1 × 1, bias).
+///
+/// Objective of a batch: Σ_i w_i·[L(s_i, y_i) + l2·(|p_u|² + |q_i|² + b_u² + b_i²)] with
+/// L = (s - y)² (squared) or y·softplus(-s) + (1-y)·softplus(s) (logistic, computed stably).
+/// The global bias is not regularised.
+///
+/// Contract of `loss_and_gradient`, for every slot i with weight w_i:
+/// - it ADDS scale·w_i·∂(L_i + l2-term_i)/∂θ into `grads` (the caller zeroes them; adding lets a
+///   caller accumulate several batches);
+/// - it ADDS Σ_i w_i·L_i (the data loss only, without the L2 term) into `*loss_sum`, one value
+///   in the space's memory, so a device step never synchronises to report its loss; pass
+///   nullptr to skip the loss;
+/// - any batch is valid, duplicates of a user or item included; weight-0 slots (padding)
+///   contribute nothing and their ids are never dereferenced;
+/// - results are bitwise reproducible: no atomics, and every sum runs in an order fixed by the
+///   batch alone, so runs and OpenMP thread counts agree to the last bit.
+///
+/// Ids outside [0, n_users) or [0, n_items) in a batch are the caller's bug (tutti's cleaning
+/// rejects them before training): debug builds stop on an assertion, release builds read and
+/// write out of bounds.
+///
+/// One instance is not safe to call from two threads at once (it owns scratch memory); copies
+/// are independent and cheap (scratch is not copied), one per rank.
+///
+/// @tparam Space a type modelling `tutti::execution_space`
+/// @tparam T the value type of parameters and gradients (float; double for gradient checks)
+template <execution_space Space = host_space, class T = float>
+class matrix_factorization {
+ public:
+  /// The execution space parameters live in and kernels run on.
+  using space_type = Space;
+  /// The value type of parameters, gradients and losses.
+  using value_type = T;
+
+  /// A model of `n_users` users and `n_items` items with hyper-parameters `opt`.
+  matrix_factorization(mf_options opt, std::int32_t n_users, std::int32_t n_items, Space space = {})
+      : m_opt(opt),
+        m_n_users(n_users),
+        m_n_items(n_items),
+        m_space(std::move(space)),
+        m_users(m_space),
+        m_items(m_space),
+        m_user_contrib(m_space),
+        m_item_contrib(m_space),
+        m_slot_loss(m_space),
+        m_slot_global(m_space),
+        m_sum(m_space) {
+    constexpr const char* fn = "tutti::models::matrix_factorization";
+    TUTTI_EXPECTS(opt.dim >= 1, fn, "dim is " + std::to_string(opt.dim) + "; expected >= 1");
+    TUTTI_EXPECTS(n_users >= 1, fn, "n_users is " + std::to_string(n_users) + "; expected >= 1");
+    TUTTI_EXPECTS(n_items >= 1, fn, "n_items is " + std::to_string(n_items) + "; expected >= 1");
+    TUTTI_EXPECTS(std::isfinite(opt.l2) && opt.l2 >= 0.f, fn,
+                  "l2 is " + std::to_string(opt.l2) + "; expected a finite value >= 0");
+    TUTTI_EXPECTS(
+        std::isfinite(opt.init_scale) && opt.init_scale >= 0.f, fn,
+        "init_scale is " + std::to_string(opt.init_scale) + "; expected a finite value >= 0");
+    TUTTI_EXPECTS(std::isfinite(opt.global_bias_init), fn,
+                  "global_bias_init is not finite; expected a finite value");
+    TUTTI_EXPECTS(opt.loss == loss_kind::squared || opt.loss == loss_kind::logistic, fn,
+                  "loss is not a tutti::loss_kind; expected squared or logistic");
+    const auto nu = static_cast<std::size_t>(n_users);
+    const auto ni = static_cast<std::size_t>(n_items);
+    const auto d = static_cast<std::size_t>(opt.dim);
+    m_off.user_embedding =
+        m_layout[m_layout.add("user_embedding", nu, d, segment_kind::embedding)].offset;
+    m_off.item_embedding =
+        m_layout[m_layout.add("item_embedding", ni, d, segment_kind::embedding)].offset;
+    m_off.user_bias = m_layout[m_layout.add("user_bias", nu, 1, segment_kind::bias)].offset;
+    m_off.item_bias = m_layout[m_layout.add("item_bias", ni, 1, segment_kind::bias)].offset;
+    m_off.global_bias = m_layout[m_layout.add("global_bias", 1, 1, segment_kind::bias)].offset;
+  }
+
+  /// The space instance kernels run on.
+  const Space& space() const noexcept { return m_space; }
+  /// The parameter layout (five segments, see the class comment).
+  const parameter_layout& layout() const noexcept { return m_layout; }
+  /// The loss minimised.
+  loss_kind loss() const noexcept { return m_opt.loss; }
+  /// The hyper-parameters.
+  const mf_options& options() const noexcept { return m_opt; }
+  /// Number of users (rows of "user_embedding").
+  std::int32_t n_users() const noexcept { return m_n_users; }
+  /// Number of items (rows of "item_embedding").
+  std::int32_t n_items() const noexcept { return m_n_items; }
+  /// Embedding dimension.
+  std::int32_t dim() const noexcept { return m_opt.dim; }
+
+  /// Fills `params` (memory of the space, layout().total() values): embedding value at arena
+  /// index k is init_scale·normal01(seed, k), biases and padding 0, global bias
+  /// global_bias_init. Depends only on (layout, seed): identical on every space and thread count.
+  void initialize(std::span<T> params, std::uint64_t seed) const {
+    TUTTI_EXPECTS(params.size() == m_layout.total(),
+                  "tutti::models::matrix_factorization::initialize",
+                  "params has " + std::to_string(params.size()) +
+                      " values; expected layout().total() = " + std::to_string(m_layout.total()));
+    const auto d = static_cast<std::size_t>(m_opt.dim);
+    parallel_for(
+        m_space, params.size(),
+        detail::mf_init_fn<T>{
+            params.data(), m_off.user_embedding,
+            m_off.user_embedding + static_cast<std::size_t>(m_n_users) * d, m_off.item_embedding,
+            m_off.item_embedding + static_cast<std::size_t>(m_n_items) * d, m_off.global_bias,
+            static_cast<double>(m_opt.init_scale), static_cast<T>(m_opt.global_bias_init), seed});
+  }
+
+  /// Adds the batch's scaled, weighted gradient into `grads` and its weighted data loss into
+  /// `*loss_sum` (see the class comment for the exact contract). `params`, `grads`, the batch
+  /// and `loss_sum` are memory of the space; nothing is read back to the host.
+  void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
+                         T scale, T* loss_sum) {
+    detail::check_loss_and_gradient_args("tutti::models::matrix_factorization::loss_and_gradient",
+                                         m_layout.total(), params.size(), grads.size(), batch);
+    const std::size_t n = batch.size();
+    if (n == 0) return;
+    const auto d = static_cast<std::size_t>(m_opt.dim);
+    T* uc = m_user_contrib.reserve(n * (d + 1));
+    T* ic = m_item_contrib.reserve(n * (d + 1));
+    T* sl = m_slot_loss.reserve(n);
+    T* sg = m_slot_global.reserve(n);
+    parallel_for(m_space, n,
+                 detail::mf_slot_fn<T>{params.data(), batch.users.data(), batch.items.data(),
+                                       batch.labels.data(), batch.weights.data(), m_off, d,
+                                       m_n_users, m_n_items, m_opt.loss, static_cast<T>(m_opt.l2),
+                                       scale, uc, ic, sl, sg});
+    const float* w = batch.weights.data();
+    T* g = grads.data();
+    m_users.group(m_space, batch.users.data(), n);
+    m_users.scatter_add(m_space, uc, d + 1, d, w, g + m_off.user_embedding, d, m_n_users);
+    m_users.scatter_add(m_space, uc + d, d + 1, std::size_t{1}, w, g + m_off.user_bias,
+                        std::size_t{1}, m_n_users);
+    m_items.group(m_space, batch.items.data(), n);
+    m_items.scatter_add(m_space, ic, d + 1, d, w, g + m_off.item_embedding, d, m_n_items);
+    m_items.scatter_add(m_space, ic + d, d + 1, std::size_t{1}, w, g + m_off.item_bias,
+                        std::size_t{1}, m_n_items);
+    m_sum.add_to(m_space, sg, n, g + m_off.global_bias);
+    if (loss_sum != nullptr) m_sum.add_to(m_space, sl, n, loss_sum);
+  }
+
+  /// Writes the score s = g + b_u + b_i + <p_u, q_i> of each (users[k], items[k]) to out[k]
+  /// (all memory of the space). For the logistic loss this is the logit: apply a sigmoid for a
+  /// probability; ranking metrics such as AUC need only its order.
+  void predict(std::span<const T> params, std::span<const std::int32_t> users,
+               std::span<const std::int32_t> items, std::span<T> out) const {
+    detail::check_predict_args("tutti::models::matrix_factorization::predict", m_layout.total(),
+                               params.size(), users.size(), items.size(), out.size());
+    parallel_for(m_space, users.size(),
+                 detail::mf_predict_fn<T>{params.data(), users.data(), items.data(), m_off,
+                                          static_cast<std::size_t>(m_opt.dim), m_n_users, m_n_items,
+                                          out.data()});
+  }
+
+ private:
+  mf_options m_opt;
+  std::int32_t m_n_users;
+  std::int32_t m_n_items;
+  Space m_space;
+  parameter_layout m_layout;
+  detail::mf_offsets m_off{};
+  detail::row_grouping<Space> m_users;
+  detail::row_grouping<Space> m_items;
+  detail::scratch_array<T, Space> m_user_contrib;
+  detail::scratch_array<T, Space> m_item_contrib;
+  detail::scratch_array<T, Space> m_slot_loss;
+  detail::scratch_array<T, Space> m_slot_global;
+  detail::ordered_sum<T, Space> m_sum;
+};
+
+}  // namespace tutti::models

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <doctest/doctest.h>
+
+#include <tutti/concepts.hpp>
+#include <tutti/samplers/contiguous_shards.hpp>
+#include <tutti/samplers/shuffled_shards.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+static_assert(tutti::shard_sampler<tutti::shuffled_shards>);
+static_assert(tutti::shard_sampler<tutti::contiguous_shards>);
+static_assert(tutti::check_shard_sampler<tutti::shuffled_shards>());
+static_assert(tutti::check_shard_sampler<tutti::contiguous_shards>());
+
+// Checks the exactly-once property of one epoch over all ranks; returns "" or what broke.
+template <class Sampler>
+std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, std::uint64_t seed,
+                             std::uint64_t epoch) {
+  const std::size_t w = static_cast<std::size_t>(world);
+  const bool pad = sampler.tail == tutti::tail_policy::pad;
+  const std::size_t slots = pad ? (n + w - 1) / w : n / w;
+  std::vector<tutti::shard> shards;
+  for (int r = 0; r < world; ++r) shards.push_back(sampler.shard(n, world, r, seed, epoch));
+
+  std::vector<double> weight_of(n, 0.0);
+  double total = 0;
+  for (int r = 0; r < world; ++r) {
+    const auto& s = shards[static_cast<std::size_t>(r)];
+    if (s.size() != slots)
+      return "rank " + std::to_string(r) + " has " + std::to_string(s.size()) + " slots";
+    if (s.weights.size() != slots || s.real_prefix.size() != slots + 1)
+      return "inconsistent vectors";
+    bool seen_pad = false;
+    for (std::size_t j = 0; j < slots; ++j) {
+      if (s.indices[j] >= n) return "index out of range";
+      if (s.weights[j] != 0.0f && s.weights[j] != 1.0f) return "weight not 0 or 1";
+      // Padding sits at the end of a shard, at most one slot of it.
+      if (seen_pad && s.weights[j] != 0.0f) return "real slot after a padded slot";
+      if (s.weights[j] == 0.0f) {
+        if (seen_pad) return "two padded slots on one rank";
+        seen_pad = true;
+      }
+      weight_of[s.indices[j]] += s.weights[j];
+      total += s.weights[j];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pad && weight_of[i] != 1.0)
+      return "index " + std::to_string(i) + " has weight " + std::to_string(weight_of[i]);
+    if (!pad && weight_of[i] > 1.0) return "index " + std::to_string(i) + " counted twice";
+  }
+  if (!pad && total != static_cast<double>(w * (n / w)))
+    return "drop kept " + std::to_string(total);
+
+  // real_prefix must equal the brute-force count over all ranks, identically on every rank.
+  std::uint64_t running = 0;
+  for (std::size_t j = 0; j <= slots; ++j) {
+    for (int r = 0; r < world; ++r)
+      if (shards[static_cast<std::size_t>(r)].real_prefix[j] != running)
+        return "real_prefix[" + std::to_string(j) + "] on rank " + std::to_string(r) + " is " +
+               std::to_string(shards[static_cast<std::size_t>(r)].real_prefix[j]) + ", expected " +
+               std::to_string(running);
+    if (j < slots)
+      for (int r = 0; r < world; ++r)
+        running += shards[static_cast<std::size_t>(r)].weights[j] == 1.0f ? 1 : 0;
+  }
+  return "";
+}
+
+template <class Sampler>
+void check_coverage(const Sampler& sampler) {
+  const std::uint64_t seeds[] = {0, 1, 0xdeadbeefULL};
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = 1; n <= 60; ++n) sizes.push_back(n);
+  for (std::size_t n : {97, 1000, 4097, 100003}) sizes.push_back(n);
+  for (std::size_t n : sizes)
+    for (int world = 1; world <= 8; ++world)
+      for (std::uint64_t seed : seeds)
+        for (std::uint64_t epoch : {0, 1, 7}) {
+          if (n > 1000 && (seed != 1 || epoch == 7)) continue;
+          INFO("n = " << n << ", W = " << world << ", seed = " << seed << ", epoch = " << epoch);
+          CHECK(coverage_problem(sampler, n, world, seed, epoch) == "");
+        }
+}
+
+std::vector<std::uint64_t> permutation(std::size_t n, std::uint64_t seed, std::uint64_t epoch) {
+  return tutti::shuffled_shards{}.shard(n, 1, 0, seed, epoch).indices;
+}
+
+}  // namespace
+
+TEST_CASE("shuffled_shards: every sample exactly once with pad, at most once with drop") {
+  check_coverage(tutti::shuffled_shards{.tail = tutti::tail_policy::pad});
+  check_coverage(tutti::shuffled_shards{.tail = tutti::tail_policy::drop});
+}
+
+TEST_CASE("contiguous_shards: every sample exactly once with pad, at most once with drop") {
+  for (bool shuffle : {false, true}) {
+    check_coverage(
+        tutti::contiguous_shards{.tail = tutti::tail_policy::pad, .shuffle_within = shuffle});
+    check_coverage(
+        tutti::contiguous_shards{.tail = tutti::tail_policy::drop, .shuffle_within = shuffle});
+  }
+}
+
+TEST_CASE("shuffled_shards: the permutation depends on (seed, epoch) and nothing else") {
+  const std::size_t n = 1000;
+  const auto p = permutation(n, 42, 3);
+  std::vector<std::uint64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(sorted[i] == i);
+  CHECK(p != sorted);
+  CHECK(permutation(n, 42, 3) == p);
+  CHECK(permutation(n, 42, 4) != p);
+  CHECK(permutation(n, 43, 3) != p);
+  CHECK(permutation(n, 0, 0) != permutation(n, 0, 1));
+
+  // Rank r of W deals positions r, r + W, ... of that same permutation, whatever W is.
+  for (int world : {2, 3, 7}) {
+    for (int r = 0; r < world; ++r) {
+      const auto s = tutti::shuffled_shards{}.shard(n, world, r, 42, 3);
+      for (std::size_t j = 0; j < s.size(); ++j) {
+        const std::size_t pos = j * static_cast<std::size_t>(world) + static_cast<std::size_t>(r);
+        if (pos < n) CHECK(s.indices[j] == p[pos]);
+      }
+    }
+  }
+}
+
+TEST_CASE("shuffled_shards: sizes, padding and real_prefix on a small case") {
+  // n = 10, W = 4: 3 slots per rank; slot 2 is real on ranks 0 and 1 only.
+  const tutti::shuffled_shards pad{};
+  for (int r = 0; r < 4; ++r) {
+    const auto s = pad.shard(10, 4, r, 7, 0);
+    CHECK(s.size() == 3);
+    CHECK(s.real_prefix == std::vector<std::uint64_t>{0, 4, 8, 10});
+    CHECK(s.weights[2] == (r < 2 ? 1.0f : 0.0f));
+    CHECK(s.global_real(1, 3) == 6);
+  }
+  const tutti::shuffled_shards drop{.tail = tutti::tail_policy::drop};
+  CHECK(drop.shard(10, 4, 3, 7, 0).size() == 2);
+  CHECK(drop.shard(10, 4, 3, 7, 0).real_prefix == std::vector<std::uint64_t>{0, 4, 8});
+  // Fewer samples than ranks: pad gives every rank one slot, drop gives none.
+  CHECK(pad.shard(3, 5, 4, 1, 1).size() == 1);
+  CHECK(pad.shard(3, 5, 4, 1, 1).weights[0] == 0.0f);
+  CHECK(drop.shard(3, 5, 4, 1, 1).size() == 0);
+  CHECK(drop.shard(3, 5, 4, 1, 1).real_prefix == std::vector<std::uint64_t>{0});
+}
+
+TEST_CASE("contiguous_shards: each rank reads one contiguous block, in rank order") {
+  for (std::size_t n : {1, 5, 10, 17, 64, 1001})
+    for (int world = 1; world <= 8; ++world)
+      for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop}) {
+        INFO("n = " << n << ", W = " << world);
+        std::uint64_t next = 0;
+        for (int r = 0; r < world; ++r) {
+          const auto ordered =
+              tutti::contiguous_shards{.tail = tail, .shuffle_within = false}.shard(n, world, r, 5,
+                                                                                    2);
+          const auto shuffled =
+              tutti::contiguous_shards{.tail = tail, .shuffle_within = true}.shard(n, world, r, 5,
+                                                                                   2);
+          std::vector<std::uint64_t> real;
+          for (std::size_t j = 0; j < ordered.size(); ++j)
+            if (ordered.weights[j] == 1.0f) real.push_back(ordered.indices[j]);
+          for (std::uint64_t idx : real) CHECK(idx == next++);
+          std::vector<std::uint64_t> real_shuffled;
+          for (std::size_t j = 0; j < shuffled.size(); ++j)
+            if (shuffled.weights[j] == 1.0f) real_shuffled.push_back(shuffled.indices[j]);
+          std::sort(real_shuffled.begin(), real_shuffled.end());
+          CHECK(real_shuffled == real);
+        }
+        if (tail == tutti::tail_policy::pad) CHECK(next == n);
+      }
+}
+
+TEST_CASE("contiguous_shards: shuffle_within changes the order with the epoch and seed") {
+  const tutti::contiguous_shards s{};
+  const auto a = s.shard(4000, 4, 1, 9, 0).indices;
+  CHECK(s.shard(4000, 4, 1, 9, 0).indices == a);
+  CHECK(s.shard(4000, 4, 1, 9, 1).indices != a);
+  CHECK(s.shard(4000, 4, 1, 8, 0).indices != a);
+  CHECK(a.front() >= 1000);
+  CHECK(a.front() < 2000);
+  CHECK(!std::is_sorted(a.begin(), a.end()));
+}
+
+TEST_CASE("shard samplers reject bad arguments with clear messages") {
+  const tutti::shuffled_shards sh{};
+  const tutti::contiguous_shards co{};
+  CHECK_THROWS_WITH_AS(sh.shard(10, 0, 0, 1, 0),
+                       doctest::Contains("tutti::shuffled_shards::shard(): world_size = 0"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(sh.shard(10, 4, 4, 1, 0), doctest::Contains("rank = 4; expected 0 <= rank"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(sh.shard(10, 4, -1, 1, 0), doctest::Contains("rank = -1"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(sh.shard(0, 4, 0, 1, 0), doctest::Contains("n = 0"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(co.shard(0, 1, 0, 1, 0),
+                       doctest::Contains("tutti::contiguous_shards::shard(): dataset size n = 0"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_AS(co.shard(10, -2, 0, 1, 0), tutti::invalid_argument);
+  CHECK_THROWS_AS(co.shard(10, 2, 2, 1, 0), tutti::invalid_argument);
+}

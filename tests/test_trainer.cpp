@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// The trainer end to end: data-parallel equivalence, exactly-once epochs, agreement checks.
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include <cmath>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+
+tutti::data::split_result small_data(bool implicit, std::int32_t learners = 300) {
+  auto all = tutti::data::synthetic_courses(
+      {.learners = learners, .courses = 60, .interactions_per_learner = 12, .implicit = implicit, .seed = 5});
+  return tutti::data::split(all, {.test_fraction = 0.2, .seed = 3});
+}
+
+mf make_mf(const tutti::data::interactions& d, tutti::loss_kind loss) {
+  return mf({.dim = 8, .l2 = 1e-3f, .loss = loss}, d.n_users(), d.n_items());
+}
+
+struct run {
+  std::vector<float> params;
+  tutti::fit_result result;
+};
+
+template <class Schedule = tutti::constant, class Optimizer = tutti::sgd>
+run train_on(int world, const tutti::data::split_result& parts, tutti::train_options opt,
+             tutti::loss_kind loss = tutti::loss_kind::logistic, Schedule schedule = {},
+             Optimizer optimizer = {.momentum = 0.9f}) {
+  run out;
+  std::mutex m;
+  auto body = [&](auto reducer) {
+    tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), Schedule, Optimizer> t(
+        make_mf(parts.train, loss), tutti::shuffled_shards{}, reducer, schedule, optimizer, opt);
+    auto r = t.fit(parts.train, parts.test);
+    if (reducer.rank() == 0) {
+      std::lock_guard lock(m);
+      out.params = t.parameters_on_host();
+      out.result = std::move(r);
+    }
+  };
+  if (world == 1)
+    body(tutti::no_op_reducer{});
+  else
+    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+TEST_CASE("W ranks at global batch B end with the parameters of 1 rank at batch B") {
+  const auto parts = small_data(true);
+  // 240 is divisible by 2, 3 and 4; the training rows are not a multiple of 240, so the last
+  // step of every epoch is partial and, for W > 1, padded.
+  const tutti::train_options opt{.batch = 240, .epochs = 2, .base_lr = 0.05, .seed = 11,
+                                 .evaluate_each_epoch = false};
+  REQUIRE(parts.train.size() % 240 != 0);
+  const run one = train_on(1, parts, opt);
+  for (int world : {2, 3, 4}) {
+    CAPTURE(world);
+    const run many = train_on(world, parts, opt);
+    CHECK(many.result.steps == one.result.steps);
+    CHECK(relative_difference(many.params, one.params) <= 1e-5);
+    CHECK(many.result.epochs.back().train_loss ==
+          doctest::Approx(one.result.epochs.back().train_loss).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("with Adam, warmup and a cosine schedule the equivalence still holds") {
+  const auto parts = small_data(false);
+  const tutti::train_options opt{.batch = 120, .epochs = 2, .base_lr = 0.01, .seed = 2,
+                                 .evaluate_each_epoch = false};
+  using sched = tutti::warmup<tutti::cosine>;
+  const sched s{.warmup_steps = 5};
+  const run one = train_on(1, parts, opt, tutti::loss_kind::squared, s, tutti::adam{});
+  const run three = train_on(3, parts, opt, tutti::loss_kind::squared, s, tutti::adam{});
+  CHECK(relative_difference(three.params, one.params) <= 1e-5);
+}
+
+TEST_CASE("every epoch uses each training row exactly once across ranks") {
+  const auto parts = small_data(true);
+  for (int world : {1, 3, 4}) {
+    CAPTURE(world);
+    const run r = train_on(world, parts, {.batch = 96, .epochs = 2, .seed = 4});
+    for (const auto& e : r.result.epochs) {
+      CHECK(e.weighted_samples == double(parts.train.size()));
+      REQUIRE(e.samples_per_rank.size() == static_cast<std::size_t>(world));
+      std::uint64_t sum = 0;
+      for (auto s : e.samples_per_rank) sum += s;
+      CHECK(sum == parts.train.size());
+    }
+  }
+}
+
+TEST_CASE("training learns: loss falls and the test AUC beats chance clearly") {
+  const auto parts = small_data(true, 800);
+  const run r = train_on(2, parts, {.batch = 256, .epochs = 6, .base_lr = 0.02, .seed = 1},
+                         tutti::loss_kind::logistic, tutti::constant{}, tutti::adam{});
+  CHECK(r.result.epochs.back().train_loss < r.result.epochs.front().train_loss);
+  CHECK(std::string(r.result.eval.metric) == "auc");
+  CHECK(r.result.eval.value > 0.7);
+}
+
+TEST_CASE("ranks that disagree on the seed are stopped before the first step, named") {
+  const auto parts = small_data(true);
+  auto attempt = [&] {
+    tutti::run_local(3, [&](tutti::local_ring ring) {
+      tutti::train_options opt{.batch = 96, .epochs = 1, .seed = ring.rank() == 2 ? 99u : 1u};
+      tutti::trainer<mf, tutti::shuffled_shards, tutti::local_ring> t(
+          make_mf(parts.train, tutti::loss_kind::logistic), {}, ring, {}, {}, opt);
+      t.fit(parts.train, parts.test);
+    });
+  };
+  CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("seed: rank(s) 2 differ from rank 0"),
+                       tutti::mismatch_error);
+}
+
+TEST_CASE("ranks holding different data are stopped, named") {
+  const auto parts = small_data(true);
+  auto other = parts;
+  other.train.labels[0] = 1.f - other.train.labels[0];
+  auto attempt = [&] {
+    tutti::run_local(2, [&](tutti::local_ring ring) {
+      const auto& mine = ring.rank() == 1 ? other : parts;
+      tutti::trainer<mf, tutti::shuffled_shards, tutti::local_ring> t(
+          make_mf(mine.train, tutti::loss_kind::logistic), {}, ring, {}, {}, {.batch = 96});
+      t.fit(mine.train, mine.test);
+    });
+  };
+  CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("dataset digest: rank(s) 1"),
+                       tutti::mismatch_error);
+}
+
+TEST_CASE("a global batch that the ranks cannot share evenly is refused") {
+  const auto parts = small_data(true);
+  auto attempt = [&] {
+    tutti::run_local(3, [&](tutti::local_ring ring) {
+      tutti::trainer<mf, tutti::shuffled_shards, tutti::local_ring> t(
+          make_mf(parts.train, tutti::loss_kind::logistic), {}, ring, {}, {}, {.batch = 100});
+    });
+  };
+  CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("not a multiple of the world size 3"),
+                       tutti::invalid_argument);
+}
+
+TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples and seconds") {
+  const auto parts = small_data(true);
+  std::ostringstream out;
+  tutti::json_lines_log log(out);
+  train_on(2, parts, {.batch = 64, .epochs = 2, .seed = 1, .log_every = 10, .log = &log});
+  std::istringstream in(out.str());
+  std::string line;
+  int lines = 0, rank1 = 0;
+  double samples = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    CHECK(line.front() == '{');
+    CHECK(line.back() == '}');
+    for (const char* key : {"\"rank\":", "\"epoch\":", "\"step\":", "\"loss\":", "\"samples\":",
+                            "\"seconds\":"})
+      CHECK(line.find(key) != std::string::npos);
+    if (line.find("\"rank\":1") != std::string::npos) ++rank1;
+    const auto at = line.find("\"samples\":") + 10;
+    samples += std::stod(line.substr(at));
+  }
+  CHECK(lines > 4);
+  CHECK(rank1 * 2 == lines);
+  // The records' sample counts cover both epochs of both ranks exactly once.
+  CHECK(samples == doctest::Approx(2.0 * double(parts.train.size())));
+}
