@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what is missing, configures (Release), builds and runs the whole test suite.
 # The build folder is `build` in the repository root, or $TUTTI_BUILD_DIR.
-# Exits non-zero on any failure.
+# Arguments are passed to ctest (e.g. `scripts/test.sh -R consumer`). Exits non-zero on any
+# failure.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,4 +15,4 @@ bash "${root}/scripts/deps.sh"
 cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release
 cmake --build "${build}" -j "${jobs}"
 cd "${build}"
-ctest --output-on-failure -j "${jobs}"
+ctest --output-on-failure -j "${jobs}" "$@"

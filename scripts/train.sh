@@ -13,5 +13,6 @@ bash "${root}/scripts/deps.sh"
 
 # Configured quietly so the program's own output is what a user sees.
 cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "${build}" --target tutti -j "${jobs}"
+# The program's target is tutti_cli (tutti is the library); its executable is named tutti.
+cmake --build "${build}" --target tutti_cli -j "${jobs}"
 exec "${build}/examples/tutti" train "$@"

@@ -40,16 +40,18 @@ int main() {
                     r.epochs.empty() ? 0.0 : r.epochs.back().train_loss, r.epochs.size());
       }
       if (!learned) {
-        std::fprintf(stderr, "consumer rank %d: expected test auc > 0.6\n", rank);
+        std::printf("consumer rank %d: FAILED: expected test auc > 0.6\n", rank);
         ++failures;
       }
       if (!loss_fell) {
-        std::fprintf(stderr, "consumer rank %d: expected the training loss to fall\n", rank);
+        std::printf("consumer rank %d: FAILED: expected the training loss to fall\n", rank);
         ++failures;
       }
     });
+    std::fflush(stdout);
     return failures.load() == 0 ? 0 : 1;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "consumer: %s\n", e.what());
     return 1;
   }

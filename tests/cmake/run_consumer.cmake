@@ -85,7 +85,7 @@ elseif(MODE STREQUAL "find_package")
   set(prefix "${WORK_DIR}/prefix")
   step("configure tutti" ${CMAKE_COMMAND} -S ${TUTTI_SOURCE_DIR} -B ${tutti_build} ${common_args}
        -DTUTTI_BUILD_TESTS=OFF -DTUTTI_BUILD_EXAMPLES=OFF -DTUTTI_BUILD_BENCHMARKS=OFF
-       -DCMAKE_INSTALL_PREFIX=${prefix})
+       -DCMAKE_INSTALL_PREFIX=${prefix} -DCMAKE_INSTALL_MESSAGE=NEVER)
   step("install tutti" ${CMAKE_COMMAND} --install ${tutti_build} --config ${BUILD_TYPE})
 
   # Only the scratch prefix may satisfy find_package: no package registry, no checkout.

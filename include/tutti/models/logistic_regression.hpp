@@ -140,8 +140,7 @@ class logistic_regression {
         m_user_contrib(m_space),
         m_item_contrib(m_space),
         m_slot_loss(m_space),
-        m_slot_bias(m_space),
-        m_sum(m_space) {
+        m_slot_bias(m_space) {
     constexpr const char* fn = "tutti::models::logistic_regression";
     TUTTI_EXPECTS(n_users >= 1, fn, "n_users is " + std::to_string(n_users) + "; expected >= 1");
     TUTTI_EXPECTS(n_items >= 1, fn, "n_items is " + std::to_string(n_items) + "; expected >= 1");
@@ -201,12 +200,12 @@ class logistic_regression {
     const float* w = batch.weights.data();
     T* g = grads.data();
     const std::size_t one = 1;
-    m_users.group(m_space, batch.users.data(), n);
-    m_users.scatter_add(m_space, uc, one, one, w, g + m_off.user_weight, one, m_n_users);
-    m_items.group(m_space, batch.items.data(), n);
-    m_items.scatter_add(m_space, ic, one, one, w, g + m_off.item_weight, one, m_n_items);
-    m_sum.add_to(m_space, sb, n, g + m_off.bias);
-    if (loss_sum != nullptr) m_sum.add_to(m_space, sl, n, loss_sum);
+    m_users.group(m_space, batch.users.data(), w, n, m_n_users);
+    m_users.scatter_add(m_space, uc, one, one, g + m_off.user_weight, one);
+    m_users.add_sum(m_space, sb, g + m_off.bias);
+    if (loss_sum != nullptr) m_users.add_sum(m_space, sl, loss_sum);
+    m_items.group(m_space, batch.items.data(), w, n, m_n_items);
+    m_items.scatter_add(m_space, ic, one, one, g + m_off.item_weight, one);
   }
 
   /// Writes the score bias + w_u + w_i of each (users[k], items[k]) to out[k] (memory of the
@@ -227,13 +226,12 @@ class logistic_regression {
   Space m_space;
   parameter_layout m_layout;
   detail::lr_offsets m_off{};
-  detail::row_grouping<Space> m_users;
-  detail::row_grouping<Space> m_items;
+  detail::sparse_accumulator<T, Space> m_users;
+  detail::sparse_accumulator<T, Space> m_items;
   detail::scratch_array<T, Space> m_user_contrib;
   detail::scratch_array<T, Space> m_item_contrib;
   detail::scratch_array<T, Space> m_slot_loss;
   detail::scratch_array<T, Space> m_slot_bias;
-  detail::ordered_sum<T, Space> m_sum;
 };
 
 }  // namespace tutti::models

@@ -206,8 +206,7 @@ class matrix_factorization {
         m_user_contrib(m_space),
         m_item_contrib(m_space),
         m_slot_loss(m_space),
-        m_slot_global(m_space),
-        m_sum(m_space) {
+        m_slot_global(m_space) {
     constexpr const char* fn = "tutti::models::matrix_factorization";
     TUTTI_EXPECTS(opt.dim >= 1, fn, "dim is " + std::to_string(opt.dim) + "; expected >= 1");
     TUTTI_EXPECTS(n_users >= 1, fn, "n_users is " + std::to_string(n_users) + "; expected >= 1");
@@ -287,16 +286,15 @@ class matrix_factorization {
                                        scale, uc, ic, sl, sg});
     const float* w = batch.weights.data();
     T* g = grads.data();
-    m_users.group(m_space, batch.users.data(), n);
-    m_users.scatter_add(m_space, uc, d + 1, d, w, g + m_off.user_embedding, d, m_n_users);
-    m_users.scatter_add(m_space, uc + d, d + 1, std::size_t{1}, w, g + m_off.user_bias,
-                        std::size_t{1}, m_n_users);
-    m_items.group(m_space, batch.items.data(), n);
-    m_items.scatter_add(m_space, ic, d + 1, d, w, g + m_off.item_embedding, d, m_n_items);
-    m_items.scatter_add(m_space, ic + d, d + 1, std::size_t{1}, w, g + m_off.item_bias,
-                        std::size_t{1}, m_n_items);
-    m_sum.add_to(m_space, sg, n, g + m_off.global_bias);
-    if (loss_sum != nullptr) m_sum.add_to(m_space, sl, n, loss_sum);
+    const std::size_t one = 1;
+    m_users.group(m_space, batch.users.data(), w, n, m_n_users);
+    m_users.scatter_add(m_space, uc, d + 1, d, g + m_off.user_embedding, d);
+    m_users.scatter_add(m_space, uc + d, d + 1, one, g + m_off.user_bias, one);
+    m_users.add_sum(m_space, sg, g + m_off.global_bias);
+    if (loss_sum != nullptr) m_users.add_sum(m_space, sl, loss_sum);
+    m_items.group(m_space, batch.items.data(), w, n, m_n_items);
+    m_items.scatter_add(m_space, ic, d + 1, d, g + m_off.item_embedding, d);
+    m_items.scatter_add(m_space, ic + d, d + 1, one, g + m_off.item_bias, one);
   }
 
   /// Writes the score s = g + b_u + b_i + <p_u, q_i> of each (users[k], items[k]) to out[k]
@@ -319,13 +317,12 @@ class matrix_factorization {
   Space m_space;
   parameter_layout m_layout;
   detail::mf_offsets m_off{};
-  detail::row_grouping<Space> m_users;
-  detail::row_grouping<Space> m_items;
+  detail::sparse_accumulator<T, Space> m_users;
+  detail::sparse_accumulator<T, Space> m_items;
   detail::scratch_array<T, Space> m_user_contrib;
   detail::scratch_array<T, Space> m_item_contrib;
   detail::scratch_array<T, Space> m_slot_loss;
   detail::scratch_array<T, Space> m_slot_global;
-  detail::ordered_sum<T, Space> m_sum;
 };
 
 }  // namespace tutti::models

@@ -6,9 +6,9 @@
 /// A batch may name the same user or item many times. Scatter-adding with atomics would make
 /// the floating-point summation order depend on thread scheduling, so two runs (or one run on 1
 /// and on 8 threads) would disagree in the last bits and replicas of a data-parallel group
-/// would drift apart. Instead each slot writes its contribution to scratch,
-/// slots are stably sorted by row id, and one thread per (row, column) sums that row's
-/// contributions in slot order. Every result is a function of the batch alone.
+/// would drift apart. Instead each slot writes its contribution to scratch, slots are stably
+/// sorted by row id, and each row's contributions are summed in slot order with a fixed
+/// association. Every result is a function of the batch alone.
 #pragma once
 
 #include <tutti/batch.hpp>
@@ -80,106 +80,107 @@ TUTTI_HOST_DEVICE inline void pointwise_loss(loss_kind kind, T s, T y, T& loss, 
   slope = sigmoid - y;
 }
 
-/// Kernel: the keys to sort are the ids, the values the slot indices.
+/// Sort key of a weight-0 slot: above every valid id, so padding sorts behind all real slots
+/// and the real slots keep the same sorted positions whether or not padding is present.
+inline constexpr std::int32_t padding_key = std::numeric_limits<std::int32_t>::max();
+
+/// Kernel: the keys to sort are the ids (padding_key for weight-0 slots), the values the slots.
 struct init_row_sort_fn {
   const std::int32_t* ids;
+  const float* weights;
   std::int32_t* keys;
   std::int32_t* order;
+  std::int32_t n_rows;
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    keys[i] = ids[i];
+    const bool real = weights[i] != 0.f;
+    assert((!real || (ids[i] >= 0 && ids[i] < n_rows)) && "tutti: id out of range in a batch");
+    keys[i] = real ? ids[i] : padding_key;
     order[i] = static_cast<std::int32_t>(i);
   }
 };
 
-/// Kernel over (sorted position j, column c): the first position of each run of equal keys
-/// sums column c of the run's contributions in slot order and adds it to the row of `dest`.
-/// Weight-0 slots are skipped, so padding neither changes a sum nor touches a row.
+/// Kernel over (chunk k, column c) of the sorted positions: sums each run of equal keys inside
+/// the chunk in slot order. A run wholly inside the chunk is added to its row here (it has no
+/// other writer); a run crossing a chunk boundary leaves its pieces in `first_piece` (the
+/// piece that continues a run from the previous chunk) and `last_piece` (the piece that starts
+/// a run continuing into the next chunk) for `chain_pieces_fn`.
 template <class T>
-struct row_segment_sum_fn {
-  const std::int32_t* keys;   // sorted ids
+struct chunk_pieces_fn {
+  const std::int32_t* keys;   // sorted keys
   const std::int32_t* order;  // slot index of each sorted position
-  const float* weights;
-  const T* contrib;  // contrib[slot * contrib_stride + c]
+  const T* contrib;           // contrib[slot * contrib_stride + c]
   std::size_t contrib_stride;
   std::size_t cols;
   std::size_t n;
+  std::size_t chunk;
   T* dest;  // dest[row * dest_stride + c]
   std::size_t dest_stride;
-  std::int32_t n_rows;
+  T* first_piece;  // [chunk * cols + c]
+  T* last_piece;   // [chunk * cols + c]
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
-    const std::size_t j = t / cols;
+    const std::size_t k = t / cols;
     const std::size_t c = t % cols;
-    const std::int32_t row = keys[j];
-    if (j > 0 && keys[j - 1] == row) return;
-    T sum = T(0);
-    bool any = false;
-    for (std::size_t k = j; k < n && keys[k] == row; ++k) {
-      const std::size_t slot = static_cast<std::size_t>(order[k]);
-      if (weights[slot] == 0.f) continue;
-      sum += contrib[slot * contrib_stride + c];
-      any = true;
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    std::size_t j = begin;
+    while (j < end) {
+      const std::int32_t row = keys[j];
+      if (row == padding_key) return;  // only padding from here on
+      T sum = T(0);
+      std::size_t e = j;
+      for (; e < end && keys[e] == row; ++e)
+        sum += contrib[static_cast<std::size_t>(order[e]) * contrib_stride + c];
+      const bool starts_before = j == begin && begin > 0 && keys[begin - 1] == row;
+      const bool continues_after = e == end && end < n && keys[end] == row;
+      if (starts_before)
+        first_piece[k * cols + c] = sum;
+      else if (continues_after)
+        last_piece[k * cols + c] = sum;
+      else
+        dest[static_cast<std::size_t>(row) * dest_stride + c] += sum;
+      j = e;
     }
-    if (!any) return;
-    assert(row >= 0 && row < n_rows && "tutti: id out of range in a batch");
-    dest[static_cast<std::size_t>(row) * dest_stride + c] += sum;
   }
 };
 
-/// Groups the slots of a batch by row id (one stable sort), then adds per-slot contributions
-/// into the rows of a table, each row summed by one thread in slot order.
-template <execution_space Space>
-class row_grouping {
- public:
-  row_grouping() = default;
-  explicit row_grouping(const Space& space) : m_keys(space), m_order(space) {}
-  // A copy starts with empty scratch and no grouping of its own.
-  row_grouping(const row_grouping& o) : m_keys(o.m_keys), m_order(o.m_order) {}
-  row_grouping& operator=(const row_grouping& o) {
-    if (this != &o) {
-      m_keys = o.m_keys;
-      m_order = o.m_order;
-      m_n = 0;
+/// Kernel over (chunk k, column c): when chunk k holds the first piece of a run that crosses
+/// into later chunks, adds that piece and the run's pieces in the following chunks, in chunk
+/// order, to the run's row.
+template <class T>
+struct chain_pieces_fn {
+  const std::int32_t* keys;
+  std::size_t cols;
+  std::size_t n;
+  std::size_t chunk;
+  const T* first_piece;
+  const T* last_piece;
+  T* dest;
+  std::size_t dest_stride;
+  TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
+    const std::size_t k = t / cols;
+    const std::size_t c = t % cols;
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    if (end >= n) return;
+    const std::int32_t row = keys[end - 1];
+    if (row == padding_key || keys[end] != row) return;
+    if (begin > 0 && keys[begin - 1] == row) return;  // the run started in an earlier chunk
+    T total = last_piece[k * cols + c];
+    for (std::size_t k2 = k + 1;; ++k2) {
+      total += first_piece[k2 * cols + c];
+      const std::size_t end2 = (k2 + 1) * chunk;
+      if (end2 >= n || keys[end2] != row) break;
     }
-    return *this;
+    dest[static_cast<std::size_t>(row) * dest_stride + c] += total;
   }
-  row_grouping(row_grouping&&) noexcept = default;
-  row_grouping& operator=(row_grouping&&) noexcept = default;
-  ~row_grouping() = default;
-
-  /// Sorts slots by `ids[0..n)` (memory of `space`); a later `scatter_add` uses this grouping.
-  void group(const Space& space, const std::int32_t* ids, std::size_t n) {
-    m_n = n;
-    if (n == 0) return;
-    std::int32_t* keys = m_keys.reserve(n);
-    std::int32_t* order = m_order.reserve(n);
-    parallel_for(space, n, init_row_sort_fn{ids, keys, order});
-    // Stable, so equal ids keep slot order; a stable sort's output is unique, hence the same
-    // on every thread count and backend.
-    thrust::stable_sort_by_key(space.policy(), keys, keys + n, order);
-  }
-
-  /// For every row r of the last grouping and every c < cols, adds the sum over the row's
-  /// slots s with weights[s] != 0 of contrib[s*contrib_stride + c] to dest[r*dest_stride + c].
-  template <class T>
-  void scatter_add(const Space& space, const T* contrib, std::size_t contrib_stride,
-                   std::size_t cols, const float* weights, T* dest, std::size_t dest_stride,
-                   std::int32_t n_rows) const {
-    if (m_n == 0 || cols == 0) return;
-    parallel_for(space, m_n * cols,
-                 row_segment_sum_fn<T>{m_keys.data(), m_order.data(), weights, contrib,
-                                       contrib_stride, cols, m_n, dest, dest_stride, n_rows});
-  }
-
- private:
-  scratch_array<std::int32_t, Space> m_keys;
-  scratch_array<std::int32_t, Space> m_order;
-  std::size_t m_n = 0;
 };
 
-/// Kernel: out[b] = in[b*block] + ... + in[min(n, (b+1)*block) - 1], left to right.
+/// Kernel: out[b] = in[p(b*block)] + ... + in[p(min(n, (b+1)*block) - 1)], left to right,
+/// where p is `perm` or the identity when `perm` is null.
 template <class T>
 struct block_sum_fn {
   const T* in;
+  const std::int32_t* perm;
   std::size_t n;
   std::size_t block;
   T* out;
@@ -187,27 +188,32 @@ struct block_sum_fn {
     const std::size_t begin = b * block;
     const std::size_t end = begin + block < n ? begin + block : n;
     T s = T(0);
-    for (std::size_t k = begin; k < end; ++k) s += in[k];
+    if (perm != nullptr)
+      for (std::size_t k = begin; k < end; ++k) s += in[static_cast<std::size_t>(perm[k])];
+    else
+      for (std::size_t k = begin; k < end; ++k) s += in[k];
     out[b] = s;
   }
 };
 
-/// Kernel with one thread: *dest += in[0] + ... + in[n-1], left to right.
+/// Kernel with one thread: *dest += in[p(0)] + ... + in[p(n-1)], left to right.
 template <class T>
 struct serial_sum_add_fn {
   const T* in;
+  const std::int32_t* perm;
   std::size_t n;
   T* dest;
   TUTTI_HOST_DEVICE void operator()(std::size_t) const {
     T s = T(0);
-    for (std::size_t k = 0; k < n; ++k) s += in[k];
+    for (std::size_t k = 0; k < n; ++k)
+      s += in[perm != nullptr ? static_cast<std::size_t>(perm[k]) : k];
     *dest += s;
   }
 };
 
 /// Sum of an array in a fixed association (blocks of `block`, then blocks of block sums, then
-/// one serial pass), so the result depends only on the values, never on the thread count.
-/// Runs on the space without reading anything back to the host.
+/// one serial pass), so the result depends only on the values, never on the thread count or
+/// the machine. Runs on the space without reading anything back to the host.
 template <class T, execution_space Space>
 class ordered_sum {
  public:
@@ -218,8 +224,9 @@ class ordered_sum {
   ordered_sum() = default;
   explicit ordered_sum(const Space& space) : m_partials(space) {}
 
-  /// Adds the sum of `x[0..n)` (memory of `space`) to `*dest` (memory of `space`).
-  void add_to(const Space& space, const T* x, std::size_t n, T* dest) {
+  /// Adds the sum of `x[perm[k]]` over k in [0, n) (of `x[k]` when `perm` is null) to `*dest`;
+  /// all pointers are memory of `space`.
+  void add_to(const Space& space, const T* x, const std::int32_t* perm, std::size_t n, T* dest) {
     if (n == 0) return;
     std::size_t need = 0;
     for (std::size_t m = n; m > block; m = (m + block - 1) / block) need += (m + block - 1) / block;
@@ -228,16 +235,102 @@ class ordered_sum {
     std::size_t m = n;
     while (m > block) {
       const std::size_t nb = (m + block - 1) / block;
-      parallel_for(space, nb, block_sum_fn<T>{in, m, block, partials});
+      parallel_for(space, nb, block_sum_fn<T>{in, perm, m, block, partials});
       in = partials;
+      perm = nullptr;  // later levels read the partials in place
       partials += nb;
       m = nb;
     }
-    parallel_for(space, 1, serial_sum_add_fn<T>{in, m, dest});
+    parallel_for(space, 1, serial_sum_add_fn<T>{in, perm, m, dest});
   }
 
  private:
   scratch_array<T, Space> m_partials;
+};
+
+/// Groups the slots of a batch by row id with one stable sort, then adds per-slot
+/// contributions into the rows of a table and sums per-slot values, all in an order fixed by
+/// the batch alone. Weight-0 slots sort behind every real slot and are never read, so padding
+/// changes no bit of any result.
+///
+/// A row's sum is split into chunks of `chunk` sorted positions: each chunk sums its pieces in
+/// slot order, and a run crossing chunks is then chained chunk by chunk, so a hot row (one
+/// item in a third of the batch) costs chunk + run/chunk serial steps, not run.
+template <class T, execution_space Space>
+class sparse_accumulator {
+ public:
+  /// Sorted positions one thread sums serially before handing over to the chain.
+  static constexpr std::size_t chunk = 256;
+
+  sparse_accumulator() = default;
+  explicit sparse_accumulator(const Space& space)
+      : m_keys(space), m_order(space), m_first(space), m_last(space), m_sum(space) {}
+  // A copy starts with empty scratch and no grouping of its own.
+  sparse_accumulator(const sparse_accumulator& o)
+      : m_keys(o.m_keys),
+        m_order(o.m_order),
+        m_first(o.m_first),
+        m_last(o.m_last),
+        m_sum(o.m_sum) {}
+  sparse_accumulator& operator=(const sparse_accumulator& o) {
+    if (this != &o) {
+      m_keys = o.m_keys;
+      m_order = o.m_order;
+      m_first = o.m_first;
+      m_last = o.m_last;
+      m_sum = o.m_sum;
+      m_n = 0;
+    }
+    return *this;
+  }
+  sparse_accumulator(sparse_accumulator&&) noexcept = default;
+  sparse_accumulator& operator=(sparse_accumulator&&) noexcept = default;
+  ~sparse_accumulator() = default;
+
+  /// Groups slots [0, n) by `ids` (slots whose `weights` are 0 drop out); ids of real slots
+  /// must lie in [0, n_rows) (debug assertion). All pointers are memory of `space`.
+  void group(const Space& space, const std::int32_t* ids, const float* weights, std::size_t n,
+             std::int32_t n_rows) {
+    m_n = n;
+    if (n == 0) return;
+    std::int32_t* keys = m_keys.reserve(n);
+    std::int32_t* order = m_order.reserve(n);
+    parallel_for(space, n, init_row_sort_fn{ids, weights, keys, order, n_rows});
+    // Stable, so equal ids keep slot order; a stable sort's output is unique, hence the same
+    // on every thread count and backend.
+    thrust::stable_sort_by_key(space.policy(), keys, keys + n, order);
+  }
+
+  /// For every row r of the last grouping and every c < cols, adds the sum over the row's real
+  /// slots s of contrib[s*contrib_stride + c] to dest[r*dest_stride + c].
+  void scatter_add(const Space& space, const T* contrib, std::size_t contrib_stride,
+                   std::size_t cols, T* dest, std::size_t dest_stride) {
+    if (m_n == 0 || cols == 0) return;
+    const std::size_t chunks = (m_n + chunk - 1) / chunk;
+    T* first = m_first.reserve(chunks * cols);
+    T* last = m_last.reserve(chunks * cols);
+    parallel_for(space, chunks * cols,
+                 chunk_pieces_fn<T>{m_keys.data(), m_order.data(), contrib, contrib_stride, cols,
+                                    m_n, chunk, dest, dest_stride, first, last});
+    if (chunks > 1)
+      parallel_for(
+          space, chunks * cols,
+          chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest, dest_stride});
+  }
+
+  /// Adds the sum of values[s] over the slots s of the last grouping to `*dest`, in sorted
+  /// order; weight-0 slots come last, so their values must be 0 (the models write 0).
+  void add_sum(const Space& space, const T* values, T* dest) {
+    m_sum.add_to(space, values, m_order.data(), m_n, dest);
+  }
+
+ private:
+  scratch_array<std::int32_t, Space> m_keys;
+  scratch_array<std::int32_t, Space> m_order;
+  scratch_array<T, Space> m_first;
+  scratch_array<T, Space> m_last;
+  ordered_sum<T, Space> m_sum;
+  std::size_t m_n = 0;
 };
 
 /// Checks the spans handed to a model's `loss_and_gradient` against its arena size.

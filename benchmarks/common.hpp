@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+/// @file benchmarks/common.hpp
+/// @brief What every tutti benchmark shares: the OpenMP wait policy, machine facts, medians
+/// and the JSON envelope {machine, date, results}.
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tutti::bench {
+
+/// Re-runs the program with OMP_WAIT_POLICY=passive unless the user chose a policy.
+/// libgomp reads the variable once, when it loads; its default spins between parallel regions,
+/// and on shared cores (2-core CI, other jobs) spinning threads starve the rank threads, which
+/// makes every figure several times worse and far noisier. Same logic as the `tutti` program.
+inline void prefer_passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default
+}
+
+/// Median of `v` (the mean of the two middle values for an even count); 0 when empty.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
+}
+
+/// Seconds elapsed since `t`.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// Hardware threads and host name of this machine.
+inline nlohmann::json machine_json() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return {{"cores", std::thread::hardware_concurrency()}, {"hostname", std::string(host)}};
+}
+
+/// The current UTC time as ISO 8601 (2026-11-30T12:00:00Z).
+inline std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// Writes {machine, date, results, ...extra} to `path`; throws std::runtime_error on failure.
+inline void write_json(const std::string& path, const nlohmann::json& results,
+                       const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json j = {{"machine", machine_json()}, {"date", utc_now()}, {"results", results}};
+  for (const auto& [key, value] : extra.items()) j[key] = value;
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write the JSON report '" + path + "'");
+  f << j.dump(2) << '\n';
+  if (!f) throw std::runtime_error("could not finish writing the JSON report '" + path + "'");
+}
+
+}  // namespace tutti::bench
