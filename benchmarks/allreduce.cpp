@@ -110,8 +110,8 @@ rank_sample measure(Reducer& reducer, std::size_t count, const config& c) {
   line_up(reducer);
   const auto warm_start = clock_type::now();
   for (std::size_t k = 0; k < c.warmup; ++k) reducer.all_reduce_mean(s);
-  double per_iter[1] = {tutti::bench::seconds_since(warm_start) / double(std::max<std::size_t>(
-                                                                          c.warmup, 1))};
+  double per_iter[1] = {tutti::bench::seconds_since(warm_start) /
+                        double(std::max<std::size_t>(c.warmup, 1))};
   // Every rank must run the same number of iterations: agree on the slowest rank's estimate.
   reducer.all_reduce_max(std::span<double>(per_iter));
   std::size_t iters = c.iters;
@@ -158,8 +158,9 @@ row summarise(const std::string& reducer, int world, std::size_t count,
 
 void print_header(const std::string& reducer, int world) {
   if (reducer == "no_op")
-    std::printf("\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the "
-                "clock's own overhead, algbw is not a bandwidth)\n");
+    std::printf(
+        "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the "
+        "clock's own overhead, algbw is not a bandwidth)\n");
   else
     std::printf("\n# %s, %d ranks (threads of one process), float32, all_reduce_mean\n",
                 reducer.c_str(), world);
@@ -214,10 +215,11 @@ nlohmann::json to_json(const row& r) {
 
 int run(const config& c) {
   const auto sizes = message_sizes(c);
-  std::printf("tutti_bench_allreduce: %zu sizes, %zu B ... %zu B (x%zu), %s iterations, "
-              "%zu warmup; time = median over iterations of the slowest rank\n",
-              sizes.size(), sizes.front(), sizes.back(), c.factor,
-              c.iters ? std::to_string(c.iters).c_str() : "adaptive", c.warmup);
+  std::printf(
+      "tutti_bench_allreduce: %zu sizes, %zu B ... %zu B (x%zu), %s iterations, "
+      "%zu warmup; time = median over iterations of the slowest rank\n",
+      sizes.size(), sizes.front(), sizes.back(), c.factor,
+      c.iters ? std::to_string(c.iters).c_str() : "adaptive", c.warmup);
   std::vector<row> all;
   std::size_t wrong = 0;
   for (const auto& name : c.reducers) {
@@ -240,16 +242,15 @@ int run(const config& c) {
   if (!c.json.empty()) {
     nlohmann::json results = nlohmann::json::array();
     for (const auto& r : all) results.push_back(to_json(r));
-    tutti::bench::write_json(
-        c.json, results,
-        {{"benchmark", "allreduce"},
-         {"config",
-          {{"min_bytes", c.min_bytes},
-           {"max_bytes", c.max_bytes},
-           {"factor", c.factor},
-           {"iters", c.iters},
-           {"warmup", c.warmup},
-           {"seconds_per_size", c.seconds_per_size}}}});
+    tutti::bench::write_json(c.json, results,
+                             {{"benchmark", "allreduce"},
+                              {"config",
+                               {{"min_bytes", c.min_bytes},
+                                {"max_bytes", c.max_bytes},
+                                {"factor", c.factor},
+                                {"iters", c.iters},
+                                {"warmup", c.warmup},
+                                {"seconds_per_size", c.seconds_per_size}}}});
     std::printf("\nwrote %s\n", c.json.c_str());
   }
   if (wrong > 0) {

@@ -174,9 +174,11 @@ namespace tutti::models {
 ///   in the space's memory, so a device step never synchronises to report its loss; pass
 ///   nullptr to skip the loss;
 /// - any batch is valid, duplicates of a user or item included; weight-0 slots (padding)
-///   contribute nothing and their ids are never dereferenced;
+///   contribute nothing, wherever they sit (the results are bitwise those of the batch without
+///   them), and their ids are never dereferenced;
 /// - results are bitwise reproducible: no atomics, and every sum runs in an order fixed by the
-///   batch alone, so runs and OpenMP thread counts agree to the last bit.
+///   batch alone, so runs, OpenMP thread counts and core counts agree to the last bit (host and
+///   CUDA agree to rounding: the compilers contract multiply-adds differently).
 ///
 /// Ids outside [0, n_users) or [0, n_items) in a batch are the caller's bug (tutti's cleaning
 /// rejects them before training): debug builds stop on an assertion, release builds read and

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA test executable is one translation unit: nvcc takes ~20 s or more per unit on two
+// cores, so the space-generic test sources are compiled together, each instantiated for
+// tutti::host_space and tutti::cuda_space (TUTTI_TEST_SPACES in tests/spaces.hpp).
+#include "main.cpp"
+
+#include "../test_space.cpp"
+#include "../test_models.cpp"
+#include "../test_optimizers.cpp"
+#include "parity.cpp"

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host and CUDA spaces run the same kernels from the same source: after K training steps from
+// the same seed they must hold the same parameters (within 1e-4 relative).
+#include <doctest/doctest.h>
+
+#include <tutti/space/cuda.hpp>
+#include <tutti/tutti.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+template <class Space, class Optimizer>
+std::vector<float> train_parameters(const tutti::data::split_result& parts, tutti::loss_kind loss,
+                                    Optimizer optimizer, double* final_loss) {
+  using model = tutti::models::matrix_factorization<Space>;
+  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer,
+                 tutti::warmup<tutti::cosine>, Optimizer>
+      t(model({.dim = 16, .l2 = 1e-3f, .loss = loss}, parts.train.n_users(),
+              parts.train.n_items()),
+        tutti::shuffled_shards{}, tutti::no_op_reducer{},
+        tutti::warmup<tutti::cosine>{.warmup_steps = 4}, optimizer,
+        {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9});
+  auto r = t.fit(parts.train, parts.test);
+  *final_loss = r.epochs.back().train_loss;
+  return t.parameters_on_host();
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+TEST_CASE("host and cuda spaces train to the same parameters") {
+  for (bool implicit : {true, false}) {
+    CAPTURE(implicit);
+    auto all = tutti::data::synthetic_courses(
+        {.learners = 400, .courses = 80, .interactions_per_learner = 15, .implicit = implicit});
+    auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 2});
+    const auto loss = implicit ? tutti::loss_kind::logistic : tutti::loss_kind::squared;
+    double host_loss = 0, cuda_loss = 0;
+    auto host = train_parameters<tutti::host_space>(parts, loss, tutti::adam{}, &host_loss);
+    auto cuda = train_parameters<tutti::cuda_space>(parts, loss, tutti::adam{}, &cuda_loss);
+    REQUIRE(host.size() == cuda.size());
+    CHECK(relative_difference(cuda, host) <= 1e-4);
+    CHECK(cuda_loss == doctest::Approx(host_loss).epsilon(1e-4));
+    host = train_parameters<tutti::host_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &host_loss);
+    cuda = train_parameters<tutti::cuda_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &cuda_loss);
+    CHECK(relative_difference(cuda, host) <= 1e-4);
+  }
+}
+
+TEST_CASE("TUTTI_CUDA_CHECK names the call, the CUDA error and the place") {
+  void* p = nullptr;
+  try {
+    TUTTI_CUDA_CHECK(cudaMalloc(&p, std::size_t{1} << 62));
+    FAIL("an impossible allocation succeeded");
+  } catch (const tutti::cuda_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("cudaMalloc(&p") != std::string::npos);
+    CHECK(what.find("cudaErrorMemoryAllocation") != std::string::npos);
+    CHECK(what.find("parity.cpp:") != std::string::npos);
+  }
+}
