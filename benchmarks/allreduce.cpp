@@ -162,8 +162,8 @@ void print_header(const std::string& reducer, int world) {
         "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the "
         "clock's own overhead, algbw is not a bandwidth)\n");
   else
-    std::printf("\n# %s, %d ranks (threads of one process), float32, all_reduce_mean\n",
-                reducer.c_str(), world);
+    std::printf("\n# %s, %d rank%s (threads of one process), float32, all_reduce_mean\n",
+                reducer.c_str(), world, world == 1 ? "" : "s");
   std::printf("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count", "iters", "time(us)",
               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   std::fflush(stdout);
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
   config c;
   app.add_option("--ranks", c.ranks, "world sizes of local_ring (comma-separated)")
       ->delimiter(',')
-      ->check(CLI::Range(2, 256))
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   app.add_option("--reducer", c.reducers, "reducers to run (comma-separated)")
       ->delimiter(',')
@@ -300,7 +300,10 @@ int main(int argc, char** argv) {
     if (c.max_bytes < c.min_bytes)
       throw CLI::ValidationError("--max-bytes", "must be at least --min-bytes");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, as a shell user expects; exit code 2 marks a usage error.
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", "tutti_bench_allreduce", e.what());
+    return 2;
   }
   try {
     return run(c);

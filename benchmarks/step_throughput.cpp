@@ -252,14 +252,17 @@ void print_row(const row& r, double base_sps) {
   const auto pct = [t](double x) {
     return t > 0 ? 100.0 * x / t : 0.0;
   };
+  // Speedup is relative to the 1-rank run of the same model, when there is one.
+  char speedup[16] = "-";
+  if (base_sps > 0)
+    std::snprintf(speedup, sizeof speedup, "%.2fx", r.samples_per_second / base_sps);
   std::printf(
-      "%-5s %5d %-10s %6zu %11.0f %7.2fx %9.3f %5.1f%% %5.1f%% %5.1f%% %5.1f%% %9.3f %7.2f "
+      "%-5s %5d %-10s %6zu %11.0f %8s %9.3f %5.1f%% %5.1f%% %5.1f%% %5.1f%% %9.3f %7.2f "
       "%7.1f%%\n",
-      r.model.c_str(), r.ranks, r.reducer.c_str(), r.steps_per_epoch, r.samples_per_second,
-      base_sps > 0 ? r.samples_per_second / base_sps : 0.0, r.step_seconds * 1e3,
-      pct(r.phases_per_step.data), pct(r.phases_per_step.compute), pct(r.phases_per_step.reduce),
-      pct(r.phases_per_step.optimizer), r.min_bytes_per_step / 1e6, r.achieved_gbs,
-      100.0 * r.roofline_share);
+      r.model.c_str(), r.ranks, r.reducer.c_str(), r.steps_per_epoch, r.samples_per_second, speedup,
+      r.step_seconds * 1e3, pct(r.phases_per_step.data), pct(r.phases_per_step.compute),
+      pct(r.phases_per_step.reduce), pct(r.phases_per_step.optimizer), r.min_bytes_per_step / 1e6,
+      r.achieved_gbs, 100.0 * r.roofline_share);
   std::fflush(stdout);
 }
 
@@ -405,7 +408,10 @@ int main(int argc, char** argv) {
             "--batch",
             std::to_string(c.batch) + " is not a multiple of the world size " + std::to_string(w));
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, as a shell user expects; exit code 2 marks a usage error.
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", "tutti_bench_step", e.what());
+    return 2;
   }
   try {
     if (c.optimizer == "adam") return run(c, tutti::adam{});

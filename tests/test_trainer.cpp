@@ -15,8 +15,11 @@ namespace {
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
 
 tutti::data::split_result small_data(bool implicit, std::int32_t learners = 300) {
-  auto all = tutti::data::synthetic_courses(
-      {.learners = learners, .courses = 60, .interactions_per_learner = 12, .implicit = implicit, .seed = 5});
+  auto all = tutti::data::synthetic_courses({.learners = learners,
+                                             .courses = 60,
+                                             .interactions_per_learner = 12,
+                                             .implicit = implicit,
+                                             .seed = 5});
   return tutti::data::split(all, {.test_fraction = 0.2, .seed = 3});
 }
 
@@ -68,8 +71,8 @@ TEST_CASE("W ranks at global batch B end with the parameters of 1 rank at batch 
   const auto parts = small_data(true);
   // 240 is divisible by 2, 3 and 4; the training rows are not a multiple of 240, so the last
   // step of every epoch is partial and, for W > 1, padded.
-  const tutti::train_options opt{.batch = 240, .epochs = 2, .base_lr = 0.05, .seed = 11,
-                                 .evaluate_each_epoch = false};
+  const tutti::train_options opt{
+      .batch = 240, .epochs = 2, .base_lr = 0.05, .seed = 11, .evaluate_each_epoch = false};
   REQUIRE(parts.train.size() % 240 != 0);
   const run one = train_on(1, parts, opt);
   for (int world : {2, 3, 4}) {
@@ -84,8 +87,8 @@ TEST_CASE("W ranks at global batch B end with the parameters of 1 rank at batch 
 
 TEST_CASE("with Adam, warmup and a cosine schedule the equivalence still holds") {
   const auto parts = small_data(false);
-  const tutti::train_options opt{.batch = 120, .epochs = 2, .base_lr = 0.01, .seed = 2,
-                                 .evaluate_each_epoch = false};
+  const tutti::train_options opt{
+      .batch = 120, .epochs = 2, .base_lr = 0.01, .seed = 2, .evaluate_each_epoch = false};
   using sched = tutti::warmup<tutti::cosine>;
   const sched s{.warmup_steps = 5};
   const run one = train_on(1, parts, opt, tutti::loss_kind::squared, s, tutti::adam{});
@@ -172,8 +175,8 @@ TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples an
     ++lines;
     CHECK(line.front() == '{');
     CHECK(line.back() == '}');
-    for (const char* key : {"\"rank\":", "\"epoch\":", "\"step\":", "\"loss\":", "\"samples\":",
-                            "\"seconds\":"})
+    for (const char* key :
+         {"\"rank\":", "\"epoch\":", "\"step\":", "\"loss\":", "\"samples\":", "\"seconds\":"})
       CHECK(line.find(key) != std::string::npos);
     if (line.find("\"rank\":1") != std::string::npos) ++rank1;
     const auto at = line.find("\"samples\":") + 10;

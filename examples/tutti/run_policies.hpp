@@ -41,8 +41,8 @@ inline run_schedule make_schedule(const std::string& name, std::size_t warmup_st
   if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}};
   if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}};
   if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}};
-  detail::throw_invalid("tutti train", "unknown --schedule '" + name +
-                                           "'; expected constant, step, cosine or poly");
+  detail::throw_invalid(
+      "tutti train", "unknown --schedule '" + name + "'; expected constant, step, cosine or poly");
 }
 
 /// The optimizer called `name`.

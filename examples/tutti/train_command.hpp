@@ -75,7 +75,8 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->capture_default_str();
   app.add_flag("--synthetic-ratings", c.synthetic_ratings,
                "synthetic data: 1-5 ratings instead of implicit 0/1");
-  app.add_option("--data-seed", c.data_seed, "synthetic data: generator seed")->capture_default_str();
+  app.add_option("--data-seed", c.data_seed, "synthetic data: generator seed")
+      ->capture_default_str();
   app.add_option("--test-fraction", c.test_fraction, "share of rows held out for evaluation")
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
@@ -85,7 +86,9 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--dim", c.dim, "embedding dimension (mf)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app.add_option("--l2", c.l2, "L2 regularisation")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--l2", c.l2, "L2 regularisation")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--ranks", c.ranks, "data-parallel ranks (threads of this process)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -95,7 +98,9 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--batch", c.batch, "global batch (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--lr", c.lr, "base learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", c.lr, "base learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--scaling", c.scaling, "learning-rate scaling rule for the global batch")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}))
       ->capture_default_str();
@@ -118,7 +123,8 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--tail", c.tail, "tail policy of the shard sampler")
       ->check(CLI::IsMember({"pad", "drop"}))
       ->capture_default_str();
-  app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")->capture_default_str();
+  app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")
+      ->capture_default_str();
   app.add_option("--json", c.json, "write a JSON report to this file");
   app.add_option("--log", c.log, "write per-rank JSON-lines step records to this file");
   app.add_option("--log-every", c.log_every, "steps between log records (0: once per epoch)")
@@ -224,9 +230,8 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
   };
   const tail_policy tail = c.tail == "drop" ? tail_policy::drop : tail_policy::pad;
   trainer_t t(std::move(model), shuffled_shards{.tail = tail}, std::move(reducer),
-              make_schedule(c.schedule, c.warmup_steps), make_optimizer(c.optimizer, c.momentum,
-                                                                        c.weight_decay),
-              std::move(opt));
+              make_schedule(c.schedule, c.warmup_steps),
+              make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
   fit_result r = t.fit(d.parts.train, d.parts.test);
   if (t.reducer().rank() == 0) {
     std::lock_guard lock(out.mutex);
@@ -240,9 +245,8 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
   if (c.ranks == 1) {
     train_rank<Model>(c, d, make_model(), no_op_reducer{}, log, bar, out);
   } else {
-    run_local(c.ranks, [&](local_ring ring) {
-      train_rank<Model>(c, d, make_model(), ring, log, bar, out);
-    });
+    run_local(c.ranks,
+              [&](local_ring ring) { train_rank<Model>(c, d, make_model(), ring, log, bar, out); });
   }
 }
 
@@ -251,7 +255,8 @@ inline nlohmann::json to_json(const eval_result& e) {
 }
 
 inline nlohmann::json to_json(const phase_seconds& p) {
-  return {{"data", p.data}, {"compute", p.compute}, {"reduce", p.reduce}, {"optimizer", p.optimizer}};
+  return {
+      {"data", p.data}, {"compute", p.compute}, {"reduce", p.reduce}, {"optimizer", p.optimizer}};
 }
 
 }  // namespace detail
@@ -276,8 +281,8 @@ inline int run_train(const train_config& c) {
     std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
                 c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
                 c.schedule.c_str());
-    std::printf("\n%6s  %12s  %17s  %12s  %9s\n", "epoch", "train loss", "test metric",
-                "samples/s", "seconds");
+    std::printf("\n%6s  %12s  %17s  %12s  %9s\n", "epoch", "train loss", "test metric", "samples/s",
+                "seconds");
     std::fflush(stdout);
   }
 
@@ -305,7 +310,9 @@ inline int run_train(const train_config& c) {
     detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
   } else {
     using model_t = models::logistic_regression<host_space>;
-    auto make = [&] { return model_t({.l2 = c.l2, .loss = loss}, users, items); };
+    auto make = [&] {
+      return model_t({.l2 = c.l2, .loss = loss}, users, items);
+    };
     detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
   }
   bar.clear();
@@ -319,9 +326,10 @@ inline int run_train(const train_config& c) {
   } else {
     std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, baseline_name,
                 baseline);
-    std::printf("time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
-                "  (total %.1f s)\n",
-                r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
+    std::printf(
+        "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
+        "  (total %.1f s)\n",
+        r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
   }
 
   if (!c.json.empty()) {

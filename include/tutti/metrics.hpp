@@ -37,7 +37,8 @@ inline double auc(std::span<const float> scores, std::span<const float> labels) 
                     std::to_string(labels.size()) + " labels; expected equal sizes");
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
   double positives = 0, rank_sum = 0;
   for (std::size_t i = 0; i < order.size();) {
     std::size_t j = i;

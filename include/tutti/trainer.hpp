@@ -35,12 +35,12 @@ namespace tutti {
 /// Per-step progress handed to `train_options::on_step` (on every rank, after the optimizer).
 struct step_progress {
   int rank = 0;
-  std::size_t epoch = 0;       ///< 0-based epoch
-  std::size_t step = 0;        ///< 0-based step within the epoch
-  std::size_t steps = 0;       ///< steps per epoch
-  std::size_t global_step = 0; ///< 0-based step over the run
-  std::size_t total_steps = 0; ///< steps over the run
-  double lr = 0;               ///< learning rate used by this step
+  std::size_t epoch = 0;        ///< 0-based epoch
+  std::size_t step = 0;         ///< 0-based step within the epoch
+  std::size_t steps = 0;        ///< steps per epoch
+  std::size_t global_step = 0;  ///< 0-based step over the run
+  std::size_t total_steps = 0;  ///< steps over the run
+  double lr = 0;                ///< learning rate used by this step
 };
 
 /// A thread-safe JSON-lines sink shared by the ranks of one process.
@@ -91,29 +91,29 @@ struct epoch_record {
 
 /// Run options of a trainer: an aggregate, set with designated initialisers.
 struct train_options {
-  std::size_t batch = 4096;                ///< global batch: samples per step over all ranks
-  std::size_t epochs = 3;                  ///< passes over the training data
-  double base_lr = 0.05;                   ///< learning rate before scaling and schedule
-  lr_scaling scaling = lr_scaling::none;   ///< rule applied to base_lr for the global batch
-  std::size_t reference_batch = 256;       ///< batch at which base_lr was tuned (for scaling)
-  std::uint64_t seed = 1;                  ///< initialisation and shuffling seed
-  bool evaluate_each_epoch = true;         ///< evaluate the test split after every epoch
-  std::size_t log_every = 0;               ///< steps between JSON-lines records; 0: per epoch
-  json_lines_log* log = nullptr;           ///< JSON-lines sink (per-rank records), or none
+  std::size_t batch = 4096;               ///< global batch: samples per step over all ranks
+  std::size_t epochs = 3;                 ///< passes over the training data
+  double base_lr = 0.05;                  ///< learning rate before scaling and schedule
+  lr_scaling scaling = lr_scaling::none;  ///< rule applied to base_lr for the global batch
+  std::size_t reference_batch = 256;      ///< batch at which base_lr was tuned (for scaling)
+  std::uint64_t seed = 1;                 ///< initialisation and shuffling seed
+  bool evaluate_each_epoch = true;        ///< evaluate the test split after every epoch
+  std::size_t log_every = 0;              ///< steps between JSON-lines records; 0: per epoch
+  json_lines_log* log = nullptr;          ///< JSON-lines sink (per-rank records), or none
   std::function<void(const step_progress&)> on_step{};  ///< called after each step, or empty
   std::function<void(int rank, const epoch_record&)> on_epoch{};  ///< after each epoch
 };
 
 /// Result of `trainer::fit`.
 struct fit_result {
-  std::vector<epoch_record> epochs;   ///< one record per epoch
-  eval_result eval;                   ///< final test metric
-  phase_seconds phases;               ///< this rank's time per phase over the run
-  std::size_t steps = 0;              ///< optimizer steps taken
-  double seconds = 0;                 ///< wall time of fit on this rank
-  double lr = 0;                      ///< base learning rate after scaling
-  std::size_t global_batch = 0;       ///< samples per step over all ranks
-  int world_size = 1;                 ///< ranks
+  std::vector<epoch_record> epochs;  ///< one record per epoch
+  eval_result eval;                  ///< final test metric
+  phase_seconds phases;              ///< this rank's time per phase over the run
+  std::size_t steps = 0;             ///< optimizer steps taken
+  double seconds = 0;                ///< wall time of fit on this rank
+  double lr = 0;                     ///< base learning rate after scaling
+  std::size_t global_batch = 0;      ///< samples per step over all ranks
+  int world_size = 1;                ///< ranks
 };
 
 namespace detail {
@@ -166,7 +166,8 @@ inline std::string json_number(double v) {
 /// @tparam Reducer a `tutti::gradient_reducer` that accepts the model's space
 /// @tparam Schedule a `tutti::lr_schedule`
 /// @tparam Optimizer a `tutti::optimizer` for the model's space
-template <class Model, class Sampler, class Reducer, class Schedule = constant, class Optimizer = sgd>
+template <class Model, class Sampler, class Reducer, class Schedule = constant,
+          class Optimizer = sgd>
 class trainer {
   static_assert(check_model<Model>());
   static_assert(check_shard_sampler<Sampler>());
@@ -241,8 +242,8 @@ class trainer {
                       " samples; expected fewer ranks or the pad tail policy");
     const std::size_t steps_per_epoch = (slots + local_batch - 1) / local_batch;
     const std::size_t total_steps = steps_per_epoch * m_options.epochs;
-    const double lr0 = scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch,
-                                 m_options.scaling);
+    const double lr0 =
+        scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
 
     buffer<std::uint64_t, space_type> d_slots(slots, m_space);
     buffer<float, space_type> d_slot_weights(slots, m_space);
@@ -259,10 +260,10 @@ class trainer {
       phase_seconds phases;
       auto t0 = clock::now();
       shard sh = m_sampler.shard(n, world, rank, m_options.seed, epoch);
-      TUTTI_EXPECTS(sh.size() == slots && sh.real_prefix.size() == slots + 1,
-                    "tutti::trainer::fit", "the sampler returned a shard of " +
-                        std::to_string(sh.size()) + " slots in epoch " + std::to_string(epoch) +
-                        "; expected " + std::to_string(slots) + " in every epoch");
+      TUTTI_EXPECTS(sh.size() == slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
+                    "the sampler returned a shard of " + std::to_string(sh.size()) +
+                        " slots in epoch " + std::to_string(epoch) + "; expected " +
+                        std::to_string(slots) + " in every epoch");
       copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices), d_slots.span());
       copy_from_host(m_space, std::span<const float>(sh.weights), d_slot_weights.span());
       fill(m_space, m_loss.span(), 0.f);
@@ -278,11 +279,10 @@ class trainer {
 
         t0 = clock::now();
         parallel_for(m_space, count,
-                     detail::gather_batch_fn<float>{d_slots.data() + begin,
-                                                    d_slot_weights.data() + begin, d_users.data(),
-                                                    d_items.data(), d_labels.data(), b_users.data(),
-                                                    b_items.data(), b_labels.data(),
-                                                    b_weights.data()});
+                     detail::gather_batch_fn<float>{
+                         d_slots.data() + begin, d_slot_weights.data() + begin, d_users.data(),
+                         d_items.data(), d_labels.data(), b_users.data(), b_items.data(),
+                         b_labels.data(), b_weights.data()});
         batch_view batch{{b_users.data(), count},
                          {b_items.data(), count},
                          {b_labels.data(), count},
@@ -328,8 +328,8 @@ class trainer {
           since_log_weight = 0;
         }
         if (m_options.on_step)
-          m_options.on_step(step_progress{rank, epoch, step, steps_per_epoch, global_step,
-                                          total_steps, lr});
+          m_options.on_step(
+              step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, lr});
       }
 
       // Epoch summary: one small reduction for the loss, one gather for per-rank counts.
@@ -339,7 +339,8 @@ class trainer {
       m_reducer.all_reduce_sum(std::span<double>(sums));
       std::uint64_t mine[1] = {static_cast<std::uint64_t>(std::llround(local_weight))};
       std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(world));
-      m_reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(per_rank));
+      m_reducer.all_gather(std::span<const std::uint64_t>(mine),
+                           std::span<std::uint64_t>(per_rank));
 
       epoch_record rec;
       rec.epoch = epoch + 1;
@@ -445,13 +446,11 @@ class trainer {
 
   void write_log(std::size_t epoch, std::size_t step, std::size_t global_step, double loss,
                  double samples, double lr, double seconds) {
-    std::string rec = "{\"rank\":" + std::to_string(m_reducer.rank()) +
-                      ",\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step) +
-                      ",\"global_step\":" + std::to_string(global_step) +
-                      ",\"loss\":" + detail::json_number(loss) +
-                      ",\"samples\":" + detail::json_number(samples) +
-                      ",\"lr\":" + detail::json_number(lr) +
-                      ",\"seconds\":" + detail::json_number(seconds) + "}";
+    std::string rec =
+        "{\"rank\":" + std::to_string(m_reducer.rank()) + ",\"epoch\":" + std::to_string(epoch) +
+        ",\"step\":" + std::to_string(step) + ",\"global_step\":" + std::to_string(global_step) +
+        ",\"loss\":" + detail::json_number(loss) + ",\"samples\":" + detail::json_number(samples) +
+        ",\"lr\":" + detail::json_number(lr) + ",\"seconds\":" + detail::json_number(seconds) + "}";
     m_options.log->write(rec);
   }
 

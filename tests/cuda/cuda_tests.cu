@@ -4,7 +4,7 @@
 // tutti::host_space and tutti::cuda_space (TUTTI_TEST_SPACES in tests/spaces.hpp).
 #include "main.cpp"
 
-#include "../test_space.cpp"
 #include "../test_models.cpp"
 #include "../test_optimizers.cpp"
+#include "../test_space.cpp"
 #include "parity.cpp"

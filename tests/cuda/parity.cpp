@@ -15,10 +15,9 @@ template <class Space, class Optimizer>
 std::vector<float> train_parameters(const tutti::data::split_result& parts, tutti::loss_kind loss,
                                     Optimizer optimizer, double* final_loss) {
   using model = tutti::models::matrix_factorization<Space>;
-  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer,
-                 tutti::warmup<tutti::cosine>, Optimizer>
-      t(model({.dim = 16, .l2 = 1e-3f, .loss = loss}, parts.train.n_users(),
-              parts.train.n_items()),
+  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::warmup<tutti::cosine>,
+                 Optimizer>
+      t(model({.dim = 16, .l2 = 1e-3f, .loss = loss}, parts.train.n_users(), parts.train.n_items()),
         tutti::shuffled_shards{}, tutti::no_op_reducer{},
         tutti::warmup<tutti::cosine>{.warmup_steps = 4}, optimizer,
         {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9});
@@ -51,8 +50,10 @@ TEST_CASE("host and cuda spaces train to the same parameters") {
     REQUIRE(host.size() == cuda.size());
     CHECK(relative_difference(cuda, host) <= 1e-4);
     CHECK(cuda_loss == doctest::Approx(host_loss).epsilon(1e-4));
-    host = train_parameters<tutti::host_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &host_loss);
-    cuda = train_parameters<tutti::cuda_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &cuda_loss);
+    host =
+        train_parameters<tutti::host_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &host_loss);
+    cuda =
+        train_parameters<tutti::cuda_space>(parts, loss, tutti::sgd{.momentum = 0.9f}, &cuda_loss);
     CHECK(relative_difference(cuda, host) <= 1e-4);
   }
 }

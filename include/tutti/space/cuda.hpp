@@ -82,7 +82,9 @@ class cuda_space {
     return p;
   }
   /// Frees memory from `allocate`, ordered after the stream's earlier work.
-  void deallocate(void* p, std::size_t /*bytes*/) const noexcept { (void)cudaFreeAsync(p, m_stream); }
+  void deallocate(void* p, std::size_t /*bytes*/) const noexcept {
+    (void)cudaFreeAsync(p, m_stream);
+  }
   /// Copies host memory to the device. Returns once `src` may be reused (pageable sources are
   /// staged before the call returns).
   void copy_from_host(void* dst, const void* src, std::size_t bytes) const {
