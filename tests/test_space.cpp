@@ -39,8 +39,9 @@ TEST_CASE_TEMPLATE("buffer and kernels round-trip through a space", Space, TUTTI
   CHECK(b.empty());
   CHECK(moved.size() == 1000);
   std::vector<float> wrong(3);
-  CHECK_THROWS_AS(tutti::copy_to_host(space, std::span<const float>(moved.span()), std::span<float>(wrong)),
-                  tutti::invalid_argument);
+  CHECK_THROWS_AS(
+      tutti::copy_to_host(space, std::span<const float>(moved.span()), std::span<float>(wrong)),
+      tutti::invalid_argument);
 }
 
 TEST_CASE("parameter_layout aligns segments and rejects bad shapes") {
@@ -54,7 +55,8 @@ TEST_CASE("parameter_layout aligns segments and rejects bad shapes") {
   CHECK(l.find("b").size() == 1);
   CHECK_THROWS_AS(l.add("a", 1, 1, tutti::segment_kind::bias), tutti::invalid_argument);
   CHECK_THROWS_AS(l.add("c", 0, 1, tutti::segment_kind::bias), tutti::invalid_argument);
-  CHECK_THROWS_WITH_AS(l.find("zzz"), doctest::Contains("no segment named 'zzz'"), tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(l.find("zzz"), doctest::Contains("no segment named 'zzz'"),
+                       tutti::invalid_argument);
   tutti::parameter_layout l2;
   l2.add("a", 3, 5, tutti::segment_kind::embedding);
   CHECK(l2.digest() != l.digest());

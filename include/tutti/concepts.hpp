@@ -29,7 +29,9 @@ concept model_has_space = requires(const M& m) {
   { m.space() } -> std::convertible_to<const typename M::space_type&>;
 };
 template <class M>
-concept model_has_value_type = requires { typename M::value_type; };
+concept model_has_value_type = requires {
+  typename M::value_type;
+};
 template <class M>
 concept model_has_layout = requires(const M& m) {
   { m.layout() } -> std::convertible_to<const parameter_layout&>;
@@ -41,24 +43,28 @@ concept model_has_loss = requires(const M& m) {
 template <class M>
 concept model_has_initialize = model_has_value_type<M> &&
     requires(const M& m, std::span<typename M::value_type> p, std::uint64_t seed) {
-      m.initialize(p, seed);
-    };
+  m.initialize(p, seed);
+};
 template <class M>
 concept model_has_loss_and_gradient = model_has_value_type<M> &&
     requires(M& m, std::span<const typename M::value_type> p, const batch_view& b,
              std::span<typename M::value_type> g, typename M::value_type scale,
-             typename M::value_type* loss_sum) { m.loss_and_gradient(p, b, g, scale, loss_sum); };
+             typename M::value_type* loss_sum) {
+  m.loss_and_gradient(p, b, g, scale, loss_sum);
+};
 template <class M>
 concept model_has_predict = model_has_value_type<M> &&
     requires(M& m, std::span<const typename M::value_type> p, std::span<const std::int32_t> ids,
-             std::span<typename M::value_type> out) { m.predict(p, ids, ids, out); };
+             std::span<typename M::value_type> out) {
+  m.predict(p, ids, ids, out);
+};
 
 // ---- shard sampler ---------------------------------------------------------------------------
 template <class S>
-concept sampler_has_shard =
-    requires(const S& s, std::size_t n, int world, int rank, std::uint64_t seed, std::uint64_t epoch) {
-      { s.shard(n, world, rank, seed, epoch) } -> std::convertible_to<shard>;
-    };
+concept sampler_has_shard = requires(const S& s, std::size_t n, int world, int rank,
+                                     std::uint64_t seed, std::uint64_t epoch) {
+  { s.shard(n, world, rank, seed, epoch) } -> std::convertible_to<shard>;
+};
 
 // ---- gradient reducer ------------------------------------------------------------------------
 template <class R>
@@ -67,19 +73,23 @@ concept reducer_has_rank = requires(const R& r) {
   { r.world_size() } -> std::convertible_to<int>;
 };
 template <class R>
-concept reducer_has_all_reduce_mean = requires(R& r, std::span<float> g) { r.all_reduce_mean(g); };
+concept reducer_has_all_reduce_mean = requires(R& r, std::span<float> g) {
+  r.all_reduce_mean(g);
+};
 template <class R>
-concept reducer_has_broadcast = requires(R& r, std::span<float> g, int root) { r.broadcast(g, root); };
+concept reducer_has_broadcast = requires(R& r, std::span<float> g, int root) {
+  r.broadcast(g, root);
+};
 template <class R>
 concept reducer_has_scalar_reductions = requires(R& r, std::span<double> x) {
   r.all_reduce_sum(x);
   r.all_reduce_max(x);
 };
 template <class R>
-concept reducer_has_all_gather =
-    requires(R& r, std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-      r.all_gather(mine, all);
-    };
+concept reducer_has_all_gather = requires(R& r, std::span<const std::uint64_t> mine,
+                                          std::span<std::uint64_t> all) {
+  r.all_gather(mine, all);
+};
 template <class R>
 concept reducer_has_accepts = requires {
   { R::template accepts<host_space> } -> std::convertible_to<bool>;
@@ -97,9 +107,11 @@ concept optimizer_has_state_size = requires(const O& o, std::size_t n) {
   { o.state_size(n) } -> std::convertible_to<std::size_t>;
 };
 template <class O, class Space>
-concept optimizer_has_step =
-    requires(const O& o, const Space& space, std::span<float> p, std::span<const float> g,
-             std::span<float> state, float lr, std::uint64_t t) { o.step(space, p, g, state, lr, t); };
+concept optimizer_has_step = requires(const O& o, const Space& space, std::span<float> p,
+                                      std::span<const float> g, std::span<float> state, float lr,
+                                      std::uint64_t t) {
+  o.step(space, p, g, state, lr, t);
+};
 
 }  // namespace detail
 
@@ -107,9 +119,8 @@ concept optimizer_has_step =
 /// execution space. See docs/concepts.md#model.
 template <class M>
 concept model = detail::model_has_space<M> && detail::model_has_value_type<M> &&
-                detail::model_has_layout<M> && detail::model_has_loss<M> &&
-                detail::model_has_initialize<M> && detail::model_has_loss_and_gradient<M> &&
-                detail::model_has_predict<M>;
+    detail::model_has_layout<M> && detail::model_has_loss<M> && detail::model_has_initialize<M> &&
+    detail::model_has_loss_and_gradient<M> && detail::model_has_predict<M>;
 
 /// A shard sampler: gives each rank its share of an epoch's samples.
 /// See docs/concepts.md#shard-sampler.
@@ -120,9 +131,8 @@ concept shard_sampler = detail::sampler_has_shard<S>;
 /// See docs/concepts.md#gradient-reducer.
 template <class R>
 concept gradient_reducer = detail::reducer_has_rank<R> && detail::reducer_has_all_reduce_mean<R> &&
-                           detail::reducer_has_broadcast<R> &&
-                           detail::reducer_has_scalar_reductions<R> &&
-                           detail::reducer_has_all_gather<R> && detail::reducer_has_accepts<R>;
+    detail::reducer_has_broadcast<R> && detail::reducer_has_scalar_reductions<R> &&
+    detail::reducer_has_all_gather<R> && detail::reducer_has_accepts<R>;
 
 /// A learning-rate schedule: the rate at a step. See docs/concepts.md#lr-schedule.
 template <class S>
@@ -146,8 +156,9 @@ consteval bool check_model() {
   static_assert(detail::model_has_layout<M>,
                 "tutti::model: missing `const tutti::parameter_layout& layout() const` "
                 "(see docs/concepts.md#model)");
-  static_assert(detail::model_has_loss<M>,
-                "tutti::model: missing `tutti::loss_kind loss() const` (see docs/concepts.md#model)");
+  static_assert(
+      detail::model_has_loss<M>,
+      "tutti::model: missing `tutti::loss_kind loss() const` (see docs/concepts.md#model)");
   static_assert(detail::model_has_initialize<M>,
                 "tutti::model: missing `void initialize(std::span<value_type> params, "
                 "std::uint64_t seed) const` (see docs/concepts.md#model)");

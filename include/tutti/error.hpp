@@ -74,7 +74,7 @@ namespace detail {
 
 /// Checks an argument precondition; on failure throws `tutti::invalid_argument`
 /// with "fn(): msg". `msg` may be any expression convertible to std::string.
-#define TUTTI_EXPECTS(cond, fn, msg)         \
-  do {                                       \
+#define TUTTI_EXPECTS(cond, fn, msg)                      \
+  do {                                                    \
     if (!(cond)) ::tutti::detail::throw_invalid(fn, msg); \
   } while (0)

@@ -3,8 +3,8 @@
 /// @brief `tutti::parameter_layout`: a model's parameters as named segments of one flat arena.
 #pragma once
 
-#include <tutti/error.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/error.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -37,7 +37,9 @@ class buffer {
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
   buffer(buffer&& o) noexcept
-      : m_space(o.m_space), m_data(std::exchange(o.m_data, nullptr)), m_size(std::exchange(o.m_size, 0)) {}
+      : m_space(o.m_space),
+        m_data(std::exchange(o.m_data, nullptr)),
+        m_size(std::exchange(o.m_size, 0)) {}
   buffer& operator=(buffer&& o) noexcept {
     if (this != &o) {
       release();

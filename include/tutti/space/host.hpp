@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file space/host.hpp
-/// @brief `tutti::host_space`: the execution space that runs kernels through Thrust's OpenMP system.
+/// @brief `tutti::host_space`: the execution space that runs kernels through Thrust's OpenMP
+/// system.
 #pragma once
 
 #include <tutti/config.hpp>
@@ -32,11 +33,11 @@ struct host_space {
 
   /// Allocates `bytes` bytes, 64-byte aligned (a cache line; also enough for AVX-512 loads).
   void* allocate(std::size_t bytes) const {
-    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{64});
+    return ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64});
   }
   /// Releases memory obtained from `allocate`.
   void deallocate(void* p, std::size_t /*bytes*/) const noexcept {
-    ::operator delete(p, std::align_val_t{64});
+    ::operator delete (p, std::align_val_t{64});
   }
   /// Copies host memory into memory of this space.
   void copy_from_host(void* dst, const void* src, std::size_t bytes) const {
