@@ -263,7 +263,7 @@ int run(const config& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tutti::bench::prefer_passive_openmp_wait(argv);
+  tutti::prefer_passive_openmp_wait(argv);
   CLI::App app{"tutti_bench_allreduce: all_reduce_mean time and bandwidth per message size"};
   config c;
   app.add_option("--ranks", c.ranks, "world sizes of local_ring (comma-separated)")

@@ -19,17 +19,9 @@
 #include <thread>
 #include <vector>
 
-namespace tutti::bench {
+#include <tutti/openmp_wait.hpp>
 
-/// Re-runs the program with OMP_WAIT_POLICY=passive unless the user chose a policy.
-/// libgomp reads the variable once, when it loads; its default spins between parallel regions,
-/// and on shared cores (2-core CI, other jobs) spinning threads starve the rank threads, which
-/// makes every figure several times worse and far noisier. Same logic as the `tutti` program.
-inline void prefer_passive_openmp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default
-}
+namespace tutti::bench {
 
 /// Median of `v` (the mean of the two middle values for an even count); 0 when empty.
 inline double median(std::vector<double> v) {

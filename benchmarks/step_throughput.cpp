@@ -362,7 +362,7 @@ int run(const config& c, const Optimizer& optimizer) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tutti::bench::prefer_passive_openmp_wait(argv);
+  tutti::prefer_passive_openmp_wait(argv);
   CLI::App app{"tutti_bench_step: samples/s of full training steps on 1..N local ranks"};
   config c;
   app.add_option("--ranks", c.ranks, "world sizes (comma-separated); 1 uses no_op_reducer")

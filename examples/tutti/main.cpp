@@ -2,28 +2,16 @@
 // The `tutti` program: trains the course recommender (and, in later issues, benchmarks, plans).
 #include "train_command.hpp"
 
-#include <CLI/CLI.hpp>
+#include <tutti/openmp_wait.hpp>
 
-#include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 
-namespace {
-// libgomp reads OMP_WAIT_POLICY once, when it loads. Its default spins between parallel regions;
-// on a machine whose cores are shared (2-core CI, other jobs) spinning threads starve the rank
-// threads and a run gets several times slower. Unless the user chose a policy, run again with
-// the passive one.
-void prefer_passive_openmp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default
-}
-}  // namespace
-
 int main(int argc, char** argv) {
-  prefer_passive_openmp_wait(argv);
+  tutti::prefer_passive_openmp_wait(argv);
   CLI::App app{"tutti: data-parallel training that keeps the books"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tutti 0.1.0");

@@ -14,6 +14,7 @@
 #include <tutti/launch.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/metrics.hpp>
+#include <tutti/openmp_wait.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/optimizers/adam.hpp>
