@@ -14,9 +14,9 @@
 #include <tutti/launch.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/metrics.hpp>
-#include <tutti/openmp_wait.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
+#include <tutti/openmp_wait.hpp>
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/reducers/local_ring.hpp>
