@@ -8,3 +8,6 @@
 #include "../test_optimizers.cpp"
 #include "../test_space.cpp"
 #include "parity.cpp"
+#if defined(TUTTI_TEST_NCCL)
+#include "nccl.cpp"
+#endif

@@ -3,6 +3,7 @@
 /// @brief `tutti::shuffled_shards`: a fresh global permutation per epoch, dealt round-robin.
 #pragma once
 
+#include <tutti/detail/permutation.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/detail/sharding.hpp>
 #include <tutti/samplers/shard.hpp>
@@ -18,8 +19,9 @@ namespace tutti {
 /// Shard sampler that permutes the whole dataset every epoch and deals the permutation like
 /// cards: rank r takes permutation positions r, r + W, r + 2W, ... (models `shard_sampler`).
 ///
-/// The permutation is a Fisher–Yates shuffle seeded from (seed, epoch) alone, so every rank
-/// computes the same one without communicating; each rank costs O(n) time and memory per epoch.
+/// The permutation is a keyed bijection of [0, n) (detail::feistel_permutation) seeded from
+/// (seed, epoch) alone, so every rank computes the same one without communicating, and each
+/// rank evaluates only its own positions: O(n / W) time and memory per epoch, in parallel.
 /// Dealing round-robin leaves at most one padded slot per rank and puts the padding in the last
 /// slot, where `real_prefix` accounts for it.
 struct shuffled_shards {
@@ -34,23 +36,27 @@ struct shuffled_shards {
     const std::size_t w = static_cast<std::size_t>(world_size);
     const std::size_t r = static_cast<std::size_t>(rank);
 
-    std::vector<std::uint64_t> perm(n);
-    std::iota(perm.begin(), perm.end(), std::uint64_t{0});
-    detail::seeded_shuffle(perm, detail::hash2(seed, epoch));
-
+    const detail::feistel_permutation perm(n, detail::hash2(seed, epoch));
     const std::size_t slots = tail == tail_policy::pad ? (n + w - 1) / w : n / w;
     tutti::shard out;
     out.indices.resize(slots);
     out.weights.resize(slots);
     out.real_prefix.resize(slots + 1);
-    out.real_prefix[0] = 0;
-    for (std::size_t j = 0; j < slots; ++j) {
+    std::uint64_t* indices = out.indices.data();
+    float* weights = out.weights.data();
+    const auto count = static_cast<std::int64_t>(slots);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t jj = 0; jj < count; ++jj) {
+      const auto j = static_cast<std::size_t>(jj);
       const std::size_t pos = j * w + r;
       const bool real = pos < n;
       // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps
       // it out of the loss and the gradient.
-      out.indices[j] = perm[real ? pos : pos % n];
-      out.weights[j] = real ? 1.0f : 0.0f;
+      indices[j] = perm(real ? pos : pos % n);
+      weights[j] = real ? 1.0f : 0.0f;
+    }
+    out.real_prefix[0] = 0;
+    for (std::size_t j = 0; j < slots; ++j) {
       const std::size_t first = j * w;
       const std::size_t real_in_row = first < n ? std::min(w, n - first) : 0;
       out.real_prefix[j + 1] = out.real_prefix[j] + real_in_row;

@@ -17,6 +17,7 @@
 #include <thrust/system/cuda/execution_policy.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tutti {
@@ -52,6 +53,32 @@ inline void cuda_check(cudaError_t code, const char* call, const char* file, int
 
 namespace tutti {
 
+namespace detail {
+/// Thrust's temporary storage (CUB sort and scan buffers) from the stream-ordered pool: its
+/// default allocator calls cudaMalloc/cudaFree, which synchronise the device.
+struct stream_ordered_allocator {
+  using value_type = char;
+  cudaStream_t stream;
+  char* allocate(std::ptrdiff_t bytes) {
+    void* p = nullptr;
+    TUTTI_CUDA_CHECK(cudaMallocAsync(&p, static_cast<std::size_t>(bytes), stream));
+    return static_cast<char*>(p);
+  }
+  void deallocate(char* p, std::size_t) noexcept { (void)cudaFreeAsync(p, stream); }
+};
+
+/// Lets the current device's default memory pool keep freed memory instead of returning it to
+/// the driver at each synchronisation, so steady-state steps allocate without system calls.
+inline void retain_pool_memory() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) return;
+  std::uint64_t threshold = UINT64_MAX;
+  (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+}
+}  // namespace detail
+
 /// Execution space of one CUDA device: kernels run on the stream this instance carries.
 ///
 /// Work is stream-ordered: allocation (`cudaMallocAsync`), kernels, copies into the space and
@@ -66,14 +93,23 @@ class cuda_space {
   static constexpr const char* name() noexcept { return "cuda"; }
 
   /// The current device's per-thread default stream.
-  cuda_space() noexcept : m_stream(cudaStreamPerThread) {}
+  cuda_space() noexcept : cuda_space(cudaStreamPerThread) {}
   /// Runs on `stream` (not owned; it must outlive every use of this space instance).
-  explicit cuda_space(cudaStream_t stream) noexcept : m_stream(stream) {}
+  explicit cuda_space(cudaStream_t stream) noexcept : m_stream(stream), m_alloc{stream} {
+    detail::retain_pool_memory();
+  }
+  cuda_space(const cuda_space& o) noexcept : m_stream(o.m_stream), m_alloc{o.m_stream} {}
+  cuda_space& operator=(const cuda_space& o) noexcept {
+    m_stream = o.m_stream;
+    m_alloc.stream = o.m_stream;
+    return *this;
+  }
 
   /// The stream this instance enqueues on.
   cudaStream_t stream() const noexcept { return m_stream; }
-  /// The explicit Thrust policy: CUDA system, this stream, no synchronisation after algorithms.
-  auto policy() const { return thrust::cuda::par_nosync.on(m_stream); }
+  /// The explicit Thrust policy: CUDA system, this stream, no synchronisation after algorithms,
+  /// temporary storage from the stream-ordered pool.
+  auto policy() const { return thrust::cuda::par_nosync(m_alloc).on(m_stream); }
 
   /// Allocates `bytes` bytes of device memory, ordered on the stream.
   void* allocate(std::size_t bytes) const {
@@ -111,6 +147,7 @@ class cuda_space {
 
  private:
   cudaStream_t m_stream;
+  mutable detail::stream_ordered_allocator m_alloc;
 };
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or device).

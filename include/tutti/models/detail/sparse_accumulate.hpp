@@ -218,8 +218,9 @@ template <class T, execution_space Space>
 class ordered_sum {
  public:
   /// Values summed serially per block: large enough to amortise a launch per level, small
-  /// enough that the serial tail of one thread stays short.
-  static constexpr std::size_t block = 256;
+  /// enough that the serial tail of one thread stays short. A GPU needs many more, shorter
+  /// threads than a CPU to hide memory latency.
+  static constexpr std::size_t block = Space::host_accessible ? 256 : 32;
 
   ordered_sum() = default;
   explicit ordered_sum(const Space& space) : m_partials(space) {}
@@ -259,8 +260,9 @@ class ordered_sum {
 template <class T, execution_space Space>
 class sparse_accumulator {
  public:
-  /// Sorted positions one thread sums serially before handing over to the chain.
-  static constexpr std::size_t chunk = 256;
+  /// Sorted positions one thread sums serially before handing over to the chain (shorter on a
+  /// GPU, where a batch must spread over hundreds of thousands of threads).
+  static constexpr std::size_t chunk = Space::host_accessible ? 256 : 32;
 
   sparse_accumulator() = default;
   explicit sparse_accumulator(const Space& space)
