@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Debian packages tutti's build and tests need, only those missing.
+# Installs the Debian packages tutti's build and tests need, only those missing; packages named
+# as arguments are added (scripts/fuzz.sh asks for clang-14 and libclang-rt-14-dev this way).
 # Runs `apt-get update` once, and only when something has to be installed. Works as root (CI)
 # and through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev libcli11-dev nlohmann-json3-dev clang-format)
+packages=(cmake g++ make doctest-dev libcli11-dev nlohmann-json3-dev clang-format
+  libsodium-dev pkg-config
+  libopenmpi-dev openmpi-bin
+  "$@")
 
 # Thrust/CUB ship with the CUDA toolkit's CCCL; Debian's packages stand in where it is absent.
 have_thrust=0

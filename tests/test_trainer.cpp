@@ -96,6 +96,25 @@ TEST_CASE("with Adam, warmup and a cosine schedule the equivalence still holds")
   CHECK(relative_difference(three.params, one.params) <= 1e-5);
 }
 
+TEST_CASE("the finite guard, replica checks and the wait collective leave training unchanged") {
+  const auto parts = small_data(true);
+  tutti::train_options plain{
+      .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
+  plain.nonfinite = tutti::nonfinite_policy::off;
+  tutti::train_options checked = plain;
+  checked.nonfinite = tutti::nonfinite_policy::skip;
+  checked.replica_check_every = 2;
+  checked.measure_wait = true;
+  const run a = train_on(2, parts, plain);
+  const run b = train_on(2, parts, checked);
+  // Bitwise: the checks observe the step, they never change its arithmetic.
+  CHECK(a.params == b.params);
+  CHECK(a.result.epochs.back().train_loss == b.result.epochs.back().train_loss);
+  CHECK(b.result.skipped_steps == 0);
+  CHECK(b.result.replica_checks > 0);
+  CHECK(b.result.replica_events.empty());
+}
+
 TEST_CASE("every epoch uses each training row exactly once across ranks") {
   const auto parts = small_data(true);
   for (int world : {1, 3, 4}) {
@@ -112,7 +131,7 @@ TEST_CASE("every epoch uses each training row exactly once across ranks") {
 }
 
 TEST_CASE("training learns: loss falls and the test AUC beats chance clearly") {
-  const auto parts = small_data(true, 800);
+  const auto parts = small_data(true, 3000);
   const run r = train_on(2, parts, {.batch = 256, .epochs = 6, .base_lr = 0.02, .seed = 1},
                          tutti::loss_kind::logistic, tutti::constant{}, tutti::adam{});
   CHECK(r.result.epochs.back().train_loss < r.result.epochs.front().train_loss);

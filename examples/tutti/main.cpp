@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `tutti` program: trains the course recommender (and, in later issues, benchmarks, plans).
+#include "audit_command.hpp"
+#include "bench_command.hpp"
+#include "plan_command.hpp"
+#include "seal_command.hpp"
 #include "train_command.hpp"
 
 #include <tutti/openmp_wait.hpp>
@@ -9,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
   tutti::prefer_passive_openmp_wait(argv);
@@ -18,6 +23,14 @@ int main(int argc, char** argv) {
   tutti::cli::train_config train_cfg;
   CLI::App* train = app.add_subcommand("train", "train the course recommender");
   tutti::cli::add_train_options(*train, train_cfg);
+  tutti::cli::plan_config plan_cfg;
+  CLI::App* plan =
+      app.add_subcommand("plan", "advise: does the model fit, is there enough data, what N buys");
+  tutti::cli::add_plan_options(*plan, plan_cfg);
+  tutti::cli::bench_config bench_cfg;
+  CLI::App* bench = tutti::cli::add_bench_commands(app, bench_cfg);
+  tutti::cli::seal_command seal(app);
+  tutti::cli::audit_command audit(app);
 
   try {
     app.parse(argc, argv);
@@ -29,12 +42,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, as a shell user expects; exit code 2 marks a usage error.
-    std::fprintf(stderr, "tutti: error: %s (see tutti %s--help)\n", e.what(),
-                 app.get_subcommands().empty() ? "" : "train ");
+    std::string hint;
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      hint += sub->get_name() + " ";
+    }
+    std::fprintf(stderr, "tutti: error: %s (see tutti %s--help)\n", e.what(), hint.c_str());
     return 2;
   }
   try {
     if (train->parsed()) return tutti::cli::run_train(train_cfg);
+    if (plan->parsed()) return tutti::cli::run_plan(plan_cfg);
+    if (bench->parsed()) return tutti::cli::run_bench_allreduce(bench_cfg);
+    if (seal.parsed()) return seal.run();
+    if (audit.parsed()) return audit.run();
   } catch (const tutti::invalid_argument& e) {
     std::fprintf(stderr, "tutti: error: %s\n", e.what());
     return 2;

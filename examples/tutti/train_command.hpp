@@ -6,19 +6,29 @@
 
 #include <tutti/tutti.hpp>
 
+#if TUTTI_HAS_MPI
+#include <tutti/reducers/mpi.hpp>
+#endif
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace tutti::cli {
 
@@ -41,6 +51,8 @@ struct train_config {
   // Tuned once on both defaults (synthetic implicit and InstEval ratings); see docs/training.md.
   float l2 = 0.03f;
   int ranks = 4;
+  bool ranks_given = false;       // --ranks was on the command line
+  std::string reducer = "local";  // local: ranks are threads; mpi: one rank per process
   std::size_t epochs = 8;
   std::size_t batch = 4096;
   double lr = 0.01;
@@ -89,8 +101,16 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--l2", c.l2, "L2 regularisation")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--ranks", c.ranks, "data-parallel ranks (threads of this process)")
+  app.add_option("--ranks", c.ranks,
+                 "data-parallel ranks (threads of this process; with --reducer mpi, the MPI "
+                 "world size)")
       ->check(CLI::Range(1, 1024))
+      ->each([&c](const std::string&) { c.ranks_given = true; })
+      ->capture_default_str();
+  app.add_option("--reducer", c.reducer,
+                 "gradient reducer: local (ranks are threads of this process) or mpi (one rank "
+                 "per process, started by mpirun)")
+      ->check(CLI::IsMember({"local", "mpi"}))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training data")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
@@ -242,6 +262,13 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
 template <class Model, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
                json_lines_log* log, progress_bar& bar, run_output& out) {
+#if TUTTI_HAS_MPI
+  if (c.reducer == "mpi") {
+    // This process is one rank of MPI_COMM_WORLD.
+    train_rank<Model>(c, d, make_model(), mpi_reducer{}, log, bar, out);
+    return;
+  }
+#endif
   if (c.ranks == 1) {
     train_rank<Model>(c, d, make_model(), no_op_reducer{}, log, bar, out);
   } else {
@@ -261,19 +288,28 @@ inline nlohmann::json to_json(const phase_seconds& p) {
 
 }  // namespace detail
 
-/// Runs `tutti train`; returns the process exit code.
-inline int run_train(const train_config& c) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
+namespace detail {
+
+inline void check_batch(const train_config& c) {
   TUTTI_EXPECTS(c.batch % static_cast<std::size_t>(c.ranks) == 0, "tutti train",
                 "--batch " + std::to_string(c.batch) + " is not a multiple of --ranks " +
                     std::to_string(c.ranks) + "; expected a global batch every rank can share");
+}
+
+/// Trains with `c.ranks` ranks and reports. `rank` is this process's rank: 0 unless it is one
+/// process of an MPI run, where only rank 0 prints the table and writes the JSON report, and
+/// every process appends its ranks' records to the log (`append_log`).
+inline int train_and_report(const train_config& c, int rank, bool append_log) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  check_batch(c);
+  const bool leader = rank == 0;
   detail::loaded_data d = detail::load(c);
   const bool implicit = d.all.implicit;
   const loss_kind loss = implicit ? loss_kind::logistic : loss_kind::squared;
   const float mean = static_cast<float>(detail::mean_label(d.parts.train));
 
-  if (!c.quiet) {
+  if (!c.quiet && leader) {
     std::printf("tutti train: %s\n", d.source.c_str());
     std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
                 d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
@@ -289,7 +325,7 @@ inline int run_train(const train_config& c) {
   std::optional<std::ofstream> log_file;
   std::optional<json_lines_log> log;
   if (!c.log.empty()) {
-    log_file.emplace(c.log);
+    log_file.emplace(c.log, append_log ? std::ios::app : std::ios::out);
     if (!*log_file) throw error("tutti train: cannot write the log file '" + c.log + "'");
     log.emplace(*log_file);
   }
@@ -316,6 +352,7 @@ inline int run_train(const train_config& c) {
     detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
   }
   bar.clear();
+  if (!leader) return 0;
   const fit_result& r = out.result;
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   const double baseline = implicit ? 0.5 : detail::global_mean_rmse(d.parts.train, d.parts.test);
@@ -370,6 +407,71 @@ inline int run_train(const train_config& c) {
     f << j.dump(2) << '\n';
   }
   return 0;
+}
+
+#if TUTTI_HAS_MPI
+/// `tutti train --reducer mpi`: this process is one rank of MPI_COMM_WORLD. Usage errors, the
+/// same on every process, end every process with exit code 2 and one line from rank 0; any
+/// later error ends the whole job through MPI_Abort with a line naming the rank.
+inline int run_train_mpi(train_config c) {
+  mpi_session session;
+  int world = 1, rank = 0;
+  TUTTI_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  TUTTI_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  try {
+    TUTTI_EXPECTS(!c.ranks_given || c.ranks == world, "tutti train",
+                  "--ranks " + std::to_string(c.ranks) +
+                      " with --reducer mpi, but mpirun started " + std::to_string(world) +
+                      " process(es); expected --ranks to be left out or equal to the number of "
+                      "processes");
+    c.ranks = world;
+    check_batch(c);
+  } catch (const invalid_argument&) {
+    if (rank == 0) throw;
+    return 2;
+  }
+  return mpi_abort_on_exception([&] {
+#if defined(_OPENMP)
+    // Like run_local: the processes on one host share its cores instead of each taking all.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      MPI_Comm host = MPI_COMM_NULL;
+      TUTTI_MPI_CHECK(
+          MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host));
+      int on_host = 1;
+      const int size_code = MPI_Comm_size(host, &on_host);
+      MPI_Comm_free(&host);
+      TUTTI_MPI_CHECK(size_code);
+      omp_set_num_threads(std::max(1, omp_get_max_threads() / on_host));
+    }
+#endif
+    if (!c.log.empty()) {
+      // Rank 0 starts the log afresh; then every process appends its records to it.
+      if (rank == 0) {
+        std::ofstream fresh(c.log, std::ios::trunc);
+        if (!fresh) throw error("tutti train: cannot write the log file '" + c.log + "'");
+      }
+      TUTTI_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    }
+    return train_and_report(c, rank, true);
+  });
+}
+#endif
+
+}  // namespace detail
+
+/// Runs `tutti train`; returns the process exit code.
+inline int run_train(const train_config& c) {
+  if (c.reducer == "mpi") {
+#if TUTTI_HAS_MPI
+    return detail::run_train_mpi(c);
+#else
+    tutti::detail::throw_invalid(
+        "tutti train",
+        "--reducer mpi: this tutti was built without MPI; expected --reducer "
+        "local, or a build that found MPI (e.g. Debian's libopenmpi-dev)");
+#endif
+  }
+  return detail::train_and_report(c, 0, false);
 }
 
 }  // namespace tutti::cli

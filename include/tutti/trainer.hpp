@@ -7,6 +7,7 @@
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/error.hpp>
+#include <tutti/ledger/accounts.hpp>
 #include <tutti/metrics.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/schedules/constant.hpp>
@@ -17,11 +18,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <ostream>
 #include <span>
@@ -60,14 +63,19 @@ class json_lines_log {
   std::mutex m_mutex;
 };
 
-/// Seconds a rank spent in each phase of its steps.
+/// Seconds a rank spent in each phase of its steps (the `tutti::ledger` accounts, summed).
 struct phase_seconds {
   double data = 0;       ///< sampling and gathering the batch into the space
   double compute = 0;    ///< loss and gradient (forward + backward)
-  double reduce = 0;     ///< averaging gradients across ranks
+  double reduce = 0;     ///< averaging gradients across ranks (measured wait excluded)
   double optimizer = 0;  ///< applying the update
-  /// Sum of the phases.
-  double total() const noexcept { return data + compute + reduce + optimizer; }
+  double guard = 0;      ///< finite check, skip protection and replica checks
+  double wait = 0;       ///< waiting for the slowest rank (when measured)
+  double other = 0;      ///< callbacks and logging between steps
+  /// Sum of the phases: the wall time of the steps.
+  double total() const noexcept {
+    return data + compute + reduce + optimizer + guard + wait + other;
+  }
 };
 
 /// A test-split evaluation: RMSE for squared loss, exact AUC for logistic loss.
@@ -76,17 +84,86 @@ struct eval_result {
   double value = 0;             ///< the metric's value
 };
 
-/// What happened in one epoch (identical on every rank except `phases`).
+/// What the trainer does when a step's loss or gradient is not finite on some rank.
+enum class nonfinite_policy : std::uint8_t {
+  skip,  ///< skip the optimizer step on every rank; parameters and optimizer state untouched
+  stop,  ///< stop with `tutti::nonfinite_error` on every rank
+  off,   ///< no check: non-finite values reach the reduction and the parameters
+};
+
+/// A step whose loss or gradient was not finite on one rank.
+struct nonfinite_record {
+  int rank = 0;                           ///< the rank whose loss or gradient was not finite
+  std::size_t epoch = 0;                  ///< 0-based epoch
+  std::size_t step = 0;                   ///< 0-based step within the epoch
+  std::size_t global_step = 0;            ///< 0-based step over the trainer's life
+  std::vector<std::uint64_t> sample_ids;  ///< training-set rows of that rank's batch, in order
+};
+
+/// Training stopped (`nonfinite_policy::stop`) because a step's loss or gradient was not finite
+/// on some rank; raised on every rank with the same records.
+class nonfinite_error : public error {
+ public:
+  /// An error listing `records` (at least one).
+  explicit nonfinite_error(std::vector<nonfinite_record> records)
+      : error(describe(records)), m_records(std::move(records)) {}
+  /// The offending ranks' records, ordered by step then rank.
+  const std::vector<nonfinite_record>& records() const noexcept { return m_records; }
+
+ private:
+  static std::string describe(const std::vector<nonfinite_record>& records) {
+    std::string s = "tutti::trainer::fit(): non-finite loss or gradient";
+    for (const auto& r : records) {
+      s += "; rank " + std::to_string(r.rank) + ", epoch " + std::to_string(r.epoch) + ", step " +
+           std::to_string(r.step) + " (global step " + std::to_string(r.global_step) + "), samples";
+      const std::size_t shown = std::min<std::size_t>(r.sample_ids.size(), 16);
+      for (std::size_t i = 0; i < shown; ++i)
+        s += (i ? ", " : " ") + std::to_string(r.sample_ids[i]);
+      if (shown < r.sample_ids.size())
+        s += " and " + std::to_string(r.sample_ids.size() - shown) + " more";
+    }
+    return s + "; stopped on every rank (nonfinite_policy::stop)";
+  }
+  std::vector<nonfinite_record> m_records;
+};
+
+/// A replica check that found ranks whose parameters differ from rank 0's.
+struct replica_event {
+  std::size_t epoch = 0;        ///< 0-based epoch of the check
+  std::size_t step = 0;         ///< 0-based step (within the epoch) after which it ran
+  std::size_t global_step = 0;  ///< 0-based step over the trainer's life
+  std::vector<int> ranks;       ///< ranks whose checksum differs from rank 0's, ascending
+};
+
+/// Parameter replicas diverged: some ranks' checksum differs from rank 0's. Raised on every rank.
+class replica_mismatch_error : public mismatch_error {
+ public:
+  /// An error for `event`, whose message is `what`.
+  replica_mismatch_error(replica_event event, const std::string& what)
+      : mismatch_error(what), m_event(std::move(event)) {}
+  /// Where the check ran and which ranks differ.
+  const replica_event& event() const noexcept { return m_event; }
+  /// The ranks whose parameters differ from rank 0's.
+  const std::vector<int>& ranks() const noexcept { return m_event.ranks; }
+
+ private:
+  replica_event m_event;
+};
+
+/// What happened in one epoch (identical on every rank except `phases` and `step_seconds`).
 struct epoch_record {
   std::size_t epoch = 0;                        ///< 1-based epoch number
-  double train_loss = 0;                        ///< weighted mean data loss over all ranks
+  double train_loss = 0;                        ///< weighted mean data loss of applied steps
   std::vector<std::uint64_t> samples_per_rank;  ///< real (weight 1) samples each rank used
   double weighted_samples = 0;                  ///< sum of sample weights over all ranks
-  std::size_t steps = 0;                        ///< optimizer steps in the epoch
+  std::size_t steps = 0;                        ///< steps in the epoch (skipped ones included)
+  std::size_t skipped_steps = 0;                ///< steps skipped for a non-finite value
   double seconds = 0;                           ///< wall time of the epoch on this rank
+  double step_seconds = 0;                      ///< wall time of its steps on this rank
   double samples_per_second = 0;                ///< weighted_samples / seconds
   eval_result eval;                             ///< test metric after the epoch
   phase_seconds phases;                         ///< this rank's time per phase
+  rank_table ranks;                             ///< every rank's mean step and work time
 };
 
 /// Run options of a trainer: an aggregate, set with designated initialisers.
@@ -102,6 +179,22 @@ struct train_options {
   json_lines_log* log = nullptr;          ///< JSON-lines sink (per-rank records), or none
   std::function<void(const step_progress&)> on_step{};  ///< called after each step, or empty
   std::function<void(int rank, const epoch_record&)> on_epoch{};  ///< after each epoch
+  /// What a non-finite loss or gradient on any rank does: skip the step, stop, or nothing.
+  nonfinite_policy nonfinite = nonfinite_policy::skip;
+  /// Steps between replica checks (checksums of parameters and optimizer state compared
+  /// across ranks); 0: only at the end of `fit`, which always ends with one.
+  std::size_t replica_check_every = 0;
+  /// On a replica mismatch, broadcast rank 0's parameters and optimizer state and record the
+  /// event, instead of raising `tutti::replica_mismatch_error`.
+  bool rebroadcast_on_mismatch = false;
+  /// Measure each rank's wait for the slowest one with a one-value `all_reduce_max` before
+  /// every gradient reduce, charged to the wait account and kept out of the reduce's. Off by
+  /// default: it adds a collective per step, and on reducers whose scalar collectives
+  /// synchronise the device (nccl_ring) a synchronisation too. Without it the wait stays
+  /// inside the reduce account, unless the reducer reports `double last_wait_seconds()`.
+  bool measure_wait = false;
+  /// A rank whose work time per step is at least (1 + this) × the median is flagged slow.
+  double slow_rank_threshold = 0.2;
 };
 
 /// Result of `trainer::fit`.
@@ -109,11 +202,20 @@ struct fit_result {
   std::vector<epoch_record> epochs;  ///< one record per epoch
   eval_result eval;                  ///< final test metric
   phase_seconds phases;              ///< this rank's time per phase over the run
-  std::size_t steps = 0;             ///< optimizer steps taken
+  std::size_t steps = 0;             ///< steps taken (skipped ones included)
   double seconds = 0;                ///< wall time of fit on this rank
   double lr = 0;                     ///< base learning rate after scaling
   std::size_t global_batch = 0;      ///< samples per step over all ranks
   int world_size = 1;                ///< ranks
+  ledger_summary ledger;             ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
+  std::size_t param_count = 0;       ///< model parameters (padding excluded)
+  std::size_t arena_floats = 0;      ///< floats of the parameter arena (padding included)
+  std::size_t optimizer_state_floats = 0;     ///< floats of optimizer state
+  std::uint64_t bytes_reduced_per_step = 0;   ///< gradient bytes each rank reduces per step
+  std::size_t skipped_steps = 0;              ///< steps skipped for a non-finite value
+  std::vector<nonfinite_record> nonfinite;    ///< every rank's non-finite steps (all ranks alike)
+  std::size_t replica_checks = 0;             ///< replica checks made (0 with one rank)
+  std::vector<replica_event> replica_events;  ///< mismatches repaired by rebroadcast
 };
 
 namespace detail {
@@ -138,11 +240,127 @@ struct gather_batch_fn {
   }
 };
 
+/// The bits of a float, on host and device.
+TUTTI_HOST_DEVICE inline std::uint32_t float_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+#endif
+}
+
+/// False for infinities and NaNs; by the exponent bits, so fast-math cannot fold it away.
+TUTTI_HOST_DEVICE inline bool finite_value(float v) {
+  return (float_bits(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+struct nonfinite_count_fn {
+  const float* g;
+  TUTTI_HOST_DEVICE unsigned operator()(std::size_t i) const {
+    return finite_value(g[i]) ? 0u : 1u;
+  }
+};
+
+struct bit_or_fn {
+  TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
+};
+
+// The device-side finite check: every thread that sees a non-finite value stores the same 1, so
+// the racing stores agree and no reduction (or host read) is needed.
+struct finite_check_fn {
+  const float* g;
+  std::size_t n;
+  const float* loss;
+  float* flag;       // this rank's trailing float of the gradient arena
+  float* local_log;  // this rank's flag of this step, kept past the reduction
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    bool bad = i < n && !finite_value(g[i]);
+    if (i == 0 && !finite_value(*loss)) bad = true;
+    if (bad) {
+      *flag = 1.f;
+      *local_log = 1.f;
+    }
+  }
+};
+
+// After the reduction: logs the OR-ed flag, and adds the step's loss and weight to the epoch's
+// sums only when the step is applied. One thread.
+struct guard_commit_fn {
+  const float* flag;   // the reduced flag: > 0 on every rank iff some rank was non-finite
+  float* global_log;   // this step's entry
+  float* sticky;       // set once any step of the epoch was non-finite
+  bool sticky_skips;   // stop policy on a device space: every step after the first bad is skipped
+  float* step_loss;    // this rank's loss of the step; zeroed for the next one
+  double* sums;        // [loss, weight] of the epoch's applied steps
+  double step_weight;  // this rank's sample weight in the step
+  TUTTI_HOST_DEVICE void operator()(std::size_t) const {
+    const bool bad = !(*flag == 0.f);
+    *global_log = bad ? 1.f : 0.f;
+    if (bad) *sticky = 1.f;
+    const bool skip = sticky_skips ? *sticky != 0.f : bad;
+    if (!skip) {
+      sums[0] += double(*step_loss);
+      sums[1] += step_weight;
+    }
+    *step_loss = 0.f;
+  }
+};
+
+// Undoes an optimizer step on a device space when the step is to be skipped: the host cannot
+// read the flag without synchronising, so the update runs and is reverted from a snapshot.
+struct guard_restore_fn {
+  const float* skip;
+  float* params;
+  const float* params_before;
+  std::size_t n_params;
+  float* state;
+  const float* state_before;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    if (*skip == 0.f) return;
+    if (i < n_params)
+      params[i] = params_before[i];
+    else
+      state[i - n_params] = state_before[i - n_params];
+  }
+};
+
+// Order-free 64-bit checksum of parameters then optimizer state: a sum of per-element hashes of
+// (bits, index), each injective in the bits, so any single changed value changes the sum.
+struct replica_hash_fn {
+  const float* params;
+  std::size_t n_params;
+  const float* state;
+  TUTTI_HOST_DEVICE std::uint64_t operator()(std::size_t i) const {
+    const float v = i < n_params ? params[i] : state[i - n_params];
+    return mix64(std::uint64_t(float_bits(v)) ^ (std::uint64_t(i) * 0x9e3779b97f4a7c15ULL));
+  }
+};
+
+struct sum_u64_fn {
+  TUTTI_HOST_DEVICE std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const {
+    return a + b;
+  }
+};
+
 inline std::uint64_t hash_double(std::uint64_t h, double v) {
   std::uint64_t bits;
   static_assert(sizeof bits == sizeof v);
   std::memcpy(&bits, &v, sizeof bits);
   return mix64(h ^ bits);
+}
+
+inline std::uint64_t double_to_bits(double v) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+inline double bits_to_double(std::uint64_t bits) {
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 inline std::string json_number(double v) {
@@ -152,6 +370,12 @@ inline std::string json_number(double v) {
   return buf;
 }
 
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
 }  // namespace detail
 
 /// One rank of a data-parallel training run, composed at compile time from five policies.
@@ -159,7 +383,16 @@ inline std::string json_number(double v) {
 /// Every rank constructs its own trainer with its own reducer handle and calls `fit` with the
 /// same data and options. The trainer owns the parameter, gradient and optimizer-state arenas;
 /// it broadcasts rank 0's initial parameters, checks that all ranks agree on what they train,
-/// and then runs the step: sampler → gather → loss and gradient → reduce → optimizer.
+/// and then runs the step: sampler → gather → loss and gradient → finite check → reduce →
+/// optimizer, charging each phase to this rank's ledger.
+///
+/// The gradient arena holds one float more than the layout: this rank's finite flag (0, or 1
+/// when its loss or gradient was not finite). The mean reduction carries it with the gradient,
+/// so every rank learns whether any rank was non-finite, without another collective, and takes
+/// the same decision. On a host space the flag is read directly and a skipped step does not call
+/// the optimizer; on a device space the optimizer runs and a kernel reverts parameters and
+/// state from a snapshot when the flag is set, and the records are resolved at the epoch's end.
+/// A skipped step still consumes its step number and its learning-rate schedule step.
 ///
 /// @tparam Model a `tutti::model` (its `space_type` is where everything runs)
 /// @tparam Sampler a `tutti::shard_sampler`
@@ -198,9 +431,11 @@ class trainer {
         m_options(std::move(options)),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_grads(m_model.layout().total(), m_space),
+        m_grads(m_model.layout().total() + 1, m_space),
         m_state(m_optimizer.state_size(m_model.layout().total()), m_space),
-        m_loss(1, m_space) {
+        m_step_loss(1, m_space),
+        m_sticky(1, m_space),
+        m_sums(2, m_space) {
     const int world = m_reducer.world_size();
     TUTTI_EXPECTS(m_options.batch > 0, "tutti::trainer", "global batch is 0; expected >= 1");
     TUTTI_EXPECTS(m_options.batch % static_cast<std::size_t>(world) == 0, "tutti::trainer",
@@ -210,14 +445,31 @@ class trainer {
     TUTTI_EXPECTS(m_options.epochs > 0, "tutti::trainer", "epochs is 0; expected >= 1");
     TUTTI_EXPECTS(std::isfinite(m_options.base_lr) && m_options.base_lr > 0, "tutti::trainer",
                   "base_lr is " + std::to_string(m_options.base_lr) + "; expected > 0");
+    TUTTI_EXPECTS(m_options.nonfinite == nonfinite_policy::skip ||
+                      m_options.nonfinite == nonfinite_policy::stop ||
+                      m_options.nonfinite == nonfinite_policy::off,
+                  "tutti::trainer",
+                  "nonfinite is not a tutti::nonfinite_policy; expected skip, "
+                  "stop or off");
+    TUTTI_EXPECTS(
+        std::isfinite(m_options.slow_rank_threshold) && m_options.slow_rank_threshold >= 0,
+        "tutti::trainer",
+        "slow_rank_threshold is " + std::to_string(m_options.slow_rank_threshold) +
+            "; expected a finite value >= 0");
     fill(m_space, m_params.span(), 0.f);
     m_model.initialize(m_params.span(), m_options.seed);
     fill(m_space, m_grads.span(), 0.f);
     if (!m_state.empty()) fill(m_space, m_state.span(), 0.f);
+    if constexpr (!space_type::host_accessible) {
+      if (m_options.nonfinite != nonfinite_policy::off)
+        m_snapshot = buffer<float, space_type>(m_params.size() + m_state.size(), m_space);
+    }
   }
 
   /// Trains on `train` for the configured epochs, evaluating on `test` (which may be empty).
   /// Collective: every rank must call it with the same data and options.
+  /// Throws `tutti::nonfinite_error` (policy `stop`) or `tutti::replica_mismatch_error` on
+  /// every rank alike.
   fit_result fit(const data::interactions& train, const data::interactions& test) {
     using clock = std::chrono::steady_clock;
     const auto fit_start = clock::now();
@@ -244,21 +496,37 @@ class trainer {
     const std::size_t total_steps = steps_per_epoch * m_options.epochs;
     const double lr0 =
         scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
+    const std::size_t arena = m_params.size();
+    const bool guarded = m_options.nonfinite != nonfinite_policy::off;
 
     buffer<std::uint64_t, space_type> d_slots(slots, m_space);
     buffer<float, space_type> d_slot_weights(slots, m_space);
     buffer<std::int32_t, space_type> b_users(local_batch, m_space), b_items(local_batch, m_space);
     buffer<float, space_type> b_labels(local_batch, m_space), b_weights(local_batch, m_space);
+    // Per step: this rank's own finite flag, and the flag after the reduction (any rank).
+    buffer<float, space_type> local_log(steps_per_epoch, m_space);
+    buffer<float, space_type> global_log(steps_per_epoch, m_space);
 
     fit_result result;
     result.lr = lr0;
     result.global_batch = m_options.batch;
     result.world_size = world;
+    result.param_count = m_model.layout().parameter_count();
+    result.arena_floats = arena;
+    result.optimizer_state_floats = m_state.size();
+    result.bytes_reduced_per_step = m_grads.size() * sizeof(float);
+
+    ledger book;
+    detail::ledger_impl::step_clock<space_type> timer(m_space);
+    std::vector<double> run_step(static_cast<std::size_t>(world)),
+        run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
     std::size_t global_step = m_global_step;
     for (std::size_t epoch = 0; epoch < m_options.epochs; ++epoch) {
       const auto epoch_start = clock::now();
-      phase_seconds phases;
-      auto t0 = clock::now();
+      const std::size_t epoch_first_step = global_step;
+      book.begin_epoch();
+      // The shard of the epoch is charged to the first step's data.
+      timer.start();
       shard sh = m_sampler.shard(n, world, rank, m_options.seed, epoch);
       TUTTI_EXPECTS(sh.size() == slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
                     "the sampler returned a shard of " + std::to_string(sh.size()) +
@@ -266,18 +534,21 @@ class trainer {
                         std::to_string(slots) + " in every epoch");
       copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices), d_slots.span());
       copy_from_host(m_space, std::span<const float>(sh.weights), d_slot_weights.span());
-      fill(m_space, m_loss.span(), 0.f);
+      fill(m_space, local_log.span(), 0.f);
+      fill(m_space, global_log.span(), 0.f);
+      fill(m_space, m_step_loss.span(), 0.f);
+      fill(m_space, m_sticky.span(), 0.f);
+      fill(m_space, m_sums.span(), 0.0);
       double local_weight = 0;
       for (float w : sh.weights) local_weight += w;
-      phases.data += seconds_since(t0);
 
-      double logged_loss = 0, since_log_weight = 0;
+      double logged_loss = 0, logged_weight = 0, since_log_weight = 0;
       for (std::size_t step = 0; step < steps_per_epoch; ++step, ++global_step) {
         const std::size_t begin = step * local_batch;
         const std::size_t end = std::min(slots, begin + local_batch);
         const std::size_t count = end - begin;
+        timer.begin_step(epoch, step);
 
-        t0 = clock::now();
         parallel_for(m_space, count,
                      detail::gather_batch_fn<float>{
                          d_slots.data() + begin, d_slot_weights.data() + begin, d_users.data(),
@@ -288,80 +559,202 @@ class trainer {
                          {b_labels.data(), count},
                          {b_weights.data(), count}};
         const std::uint64_t global_real = sh.global_real(begin, end);
-        auto t1 = clock::now();
-        phases.data += std::chrono::duration<double>(t1 - t0).count();
+        double step_weight = 0;
+        for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
+        timer.mark(account::data);
 
         // Each rank scales by W / (real samples in the global step), so the mean over ranks is
         // the gradient of the mean loss over the global batch, whatever the padding.
         fill(m_space, m_grads.span(), 0.f);
         if (global_real > 0) {
           const float scale = static_cast<float>(double(world) / double(global_real));
-          m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch, m_grads.span(),
-                                    scale, m_loss.data());
+          m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch,
+                                    m_grads.span().first(arena), scale, m_step_loss.data());
         }
-        auto t2 = clock::now();
-        phases.compute += std::chrono::duration<double>(t2 - t1).count();
+        timer.mark(account::compute);
 
+        if (guarded) check_finite(local_log.data() + step);
+        timer.mark(account::guard);
+
+        if (m_options.measure_wait) {
+          double arrive[1] = {0.0};
+          m_reducer.all_reduce_max(std::span<double>(arrive));
+          timer.mark(account::wait);
+        }
         m_reducer.all_reduce_mean(m_grads.span());
-        auto t3 = clock::now();
-        phases.reduce += std::chrono::duration<double>(t3 - t2).count();
+        timer.mark(account::reduce);
+        if constexpr (requires(Reducer & r) {
+                        { r.last_wait_seconds() } -> std::convertible_to<double>;
+                      }) {
+          timer.wait_within_reduce(m_reducer.last_wait_seconds());
+        }
+
+        const bool sticky_skips =
+            !space_type::host_accessible && m_options.nonfinite == nonfinite_policy::stop;
+        parallel_for(m_space, 1,
+                     detail::guard_commit_fn{m_grads.data() + arena, global_log.data() + step,
+                                             m_sticky.data(), sticky_skips, m_step_loss.data(),
+                                             m_sums.data(), step_weight});
+        bool skip = false;
+        if constexpr (space_type::host_accessible) {
+          skip = guarded && !(m_grads.data()[arena] == 0.f);
+        } else if (guarded) {
+          m_space.copy(m_snapshot.data(), m_params.data(), m_params.size() * sizeof(float));
+          if (!m_state.empty())
+            m_space.copy(m_snapshot.data() + arena, m_state.data(), m_state.size() * sizeof(float));
+        }
+        timer.mark(account::guard);
 
         const double lr = m_schedule.lr(global_step, total_steps, lr0);
-        m_optimizer.step(m_space, m_params.span(), std::span<const float>(m_grads.span()),
-                         m_state.span(), static_cast<float>(lr), global_step + 1);
-        phases.optimizer += seconds_since(t3);
+        if constexpr (space_type::host_accessible) {
+          if (skip && m_options.nonfinite == nonfinite_policy::stop) {
+            // Every rank stops here; one gather tells them which ranks were non-finite.
+            const std::uint64_t mine = local_log.data()[step] != 0.f ? 1 : 0;
+            std::vector<std::uint64_t> culprits(static_cast<std::size_t>(world));
+            m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1),
+                                 std::span<std::uint64_t>(culprits));
+            std::vector<std::pair<int, std::size_t>> at;
+            for (int r = 0; r < world; ++r)
+              if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
+            throw nonfinite_error(make_records(at, epoch, epoch_first_step, sh, n, local_batch));
+          }
+        }
+        if (!skip)
+          m_optimizer.step(m_space, m_params.span(),
+                           std::span<const float>(m_grads.span().first(arena)), m_state.span(),
+                           static_cast<float>(lr), global_step + 1);
+        timer.mark(account::optimizer);
+        if constexpr (!space_type::host_accessible) {
+          if (guarded) {
+            const float* skip_flag = sticky_skips ? m_sticky.data() : global_log.data() + step;
+            parallel_for(
+                m_space, arena + m_state.size(),
+                detail::guard_restore_fn{skip_flag, m_params.data(), m_snapshot.data(), arena,
+                                         m_state.data(), m_snapshot.data() + arena});
+            timer.mark(account::guard);
+          }
+        }
 
-        double step_weight = 0;
-        for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
         since_log_weight += step_weight;
         const bool last = step + 1 == steps_per_epoch;
         if (m_options.log &&
             (last || (m_options.log_every > 0 && (step + 1) % m_options.log_every == 0))) {
           // Reading the loss is the one host read of a step; it happens only when logging.
-          float loss_now = 0;
-          m_space.copy_to_host(&loss_now, m_loss.data(), sizeof loss_now);
-          const double interval_loss =
-              since_log_weight > 0 ? (double(loss_now) - logged_loss) / since_log_weight : 0.0;
+          double sums[2] = {0.0, 0.0};
+          m_space.copy_to_host(sums, m_sums.data(), sizeof sums);
+          const double applied = sums[1] - logged_weight;
+          const double interval_loss = applied > 0 ? (sums[0] - logged_loss) / applied : 0.0;
           write_log(epoch + 1, step + 1, global_step + 1, interval_loss, since_log_weight, lr,
                     seconds_since(fit_start));
-          logged_loss = loss_now;
+          logged_loss = sums[0];
+          logged_weight = sums[1];
           since_log_weight = 0;
         }
         if (m_options.on_step)
           m_options.on_step(
               step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, lr});
+        timer.mark(account::other);
+
+        const bool periodic = m_options.replica_check_every > 0 &&
+                              (global_step + 1) % m_options.replica_check_every == 0;
+        const bool final_step = last && epoch + 1 == m_options.epochs;
+        if (world > 1 && (periodic || final_step)) {
+          replica_check(epoch, step, global_step, result);
+          timer.mark(account::guard);
+        }
+        timer.end_step(m_grads.size() * sizeof(float), book);
+      }
+      timer.flush(book);
+      const double step_seconds = seconds_since(epoch_start);
+
+      // Which steps were skipped (the same on every rank) and which of them this rank caused.
+      std::vector<float> flags_local, flags_global;
+      if (guarded) {
+        flags_local = to_host_vector(m_space, std::span<const float>(local_log.span()));
+        flags_global = to_host_vector(m_space, std::span<const float>(global_log.span()));
+      }
+      std::vector<std::uint64_t> my_bad_steps;
+      std::size_t skipped = 0, first_skipped = steps_per_epoch;
+      for (std::size_t s = 0; s < flags_global.size(); ++s) {
+        if (flags_local[s] != 0.f) my_bad_steps.push_back(s);
+        if (flags_global[s] != 0.f) {
+          ++skipped;
+          first_skipped = std::min(first_skipped, s);
+        }
       }
 
-      // Epoch summary: one small reduction for the loss, one gather for per-rank counts.
-      float loss_sum = 0;
-      m_space.copy_to_host(&loss_sum, m_loss.data(), sizeof loss_sum);
-      double sums[2] = {double(loss_sum), local_weight};
-      m_reducer.all_reduce_sum(std::span<double>(sums));
-      std::uint64_t mine[1] = {static_cast<std::uint64_t>(std::llround(local_weight))};
-      std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(world));
+      // Epoch summary: one gather for per-rank counts, mean step and work times and bad steps;
+      // one small reduction for the loss.
+      const step_account& totals = book.epoch_totals();
+      const double per = book.epoch_steps() ? 1.0 / double(book.epoch_steps()) : 0.0;
+      const std::uint64_t mine[5] = {static_cast<std::uint64_t>(std::llround(local_weight)),
+                                     detail::double_to_bits(totals.seconds() * per),
+                                     detail::double_to_bits(totals.work() * per),
+                                     detail::double_to_bits(totals.wait * per),
+                                     my_bad_steps.size()};
+      std::vector<std::uint64_t> gathered(5 * static_cast<std::size_t>(world));
       m_reducer.all_gather(std::span<const std::uint64_t>(mine),
-                           std::span<std::uint64_t>(per_rank));
+                           std::span<std::uint64_t>(gathered));
+      std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(world));
+      std::vector<double> step_mean(per_rank.size()), work_mean(per_rank.size()),
+          wait_mean(per_rank.size());
+      std::vector<std::uint64_t> bad_counts(per_rank.size());
+      for (std::size_t r = 0; r < per_rank.size(); ++r) {
+        per_rank[r] = gathered[5 * r];
+        step_mean[r] = detail::bits_to_double(gathered[5 * r + 1]);
+        work_mean[r] = detail::bits_to_double(gathered[5 * r + 2]);
+        wait_mean[r] = detail::bits_to_double(gathered[5 * r + 3]);
+        bad_counts[r] = gathered[5 * r + 4];
+        run_step[r] += step_mean[r];
+        run_work[r] += work_mean[r];
+        run_wait[r] += wait_mean[r];
+      }
+      if (skipped > 0) {
+        auto records =
+            gather_nonfinite(my_bad_steps, bad_counts, epoch, epoch_first_step, sh, n, local_batch);
+        if (m_options.nonfinite == nonfinite_policy::stop) {
+          // Only a device space gets here: its steps after the first bad one were skipped too.
+          std::erase_if(records,
+                        [&](const nonfinite_record& r) { return r.step != first_skipped; });
+          throw nonfinite_error(std::move(records));
+        }
+        for (auto& r : records) result.nonfinite.push_back(std::move(r));
+      }
+
+      double applied[2] = {0.0, 0.0};
+      m_space.copy_to_host(applied, m_sums.data(), sizeof applied);
+      double sums[3] = {applied[0], applied[1], local_weight};
+      m_reducer.all_reduce_sum(std::span<double>(sums));
 
       epoch_record rec;
       rec.epoch = epoch + 1;
       rec.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
       rec.samples_per_rank = std::move(per_rank);
-      rec.weighted_samples = sums[1];
+      rec.weighted_samples = sums[2];
       rec.steps = steps_per_epoch;
+      rec.skipped_steps = skipped;
+      rec.step_seconds = step_seconds;
+      rec.ranks = make_rank_table(step_mean, work_mean, wait_mean, m_options.slow_rank_threshold);
       if (m_options.evaluate_each_epoch || epoch + 1 == m_options.epochs) rec.eval = evaluate(test);
       rec.seconds = seconds_since(epoch_start);
       rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
-      rec.phases = phases;
-      result.phases.data += phases.data;
-      result.phases.compute += phases.compute;
-      result.phases.reduce += phases.reduce;
-      result.phases.optimizer += phases.optimizer;
+      rec.phases = to_phases(totals);
+      add_phases(result.phases, rec.phases);
+      result.skipped_steps += skipped;
       if (m_options.on_epoch) m_options.on_epoch(rank, rec);
       result.epochs.push_back(std::move(rec));
     }
     m_global_step = global_step;
     result.steps = total_steps;
     result.eval = result.epochs.back().eval;
+    result.ledger = book.summarize(world);
+    for (std::size_t r = 0; r < run_step.size(); ++r) {
+      run_step[r] /= double(m_options.epochs);
+      run_work[r] /= double(m_options.epochs);
+      run_wait[r] /= double(m_options.epochs);
+    }
+    result.ledger.ranks =
+        make_rank_table(run_step, run_work, run_wait, m_options.slow_rank_threshold);
     result.seconds = seconds_since(fit_start);
     return result;
   }
@@ -395,10 +788,25 @@ class trainer {
     return to_host_vector(m_space, out.span());
   }
 
+  /// A 64-bit checksum of the parameters and the optimizer state (on the space; a device space
+  /// synchronises to return it). Equal on every rank while the replicas are identical.
+  std::uint64_t replica_checksum() const {
+    return transform_reduce(
+        m_space, m_params.size() + m_state.size(),
+        detail::replica_hash_fn{m_params.data(), m_params.size(), m_state.data()}, std::uint64_t{0},
+        detail::sum_u64_fn{});
+  }
+
   /// The parameter arena (memory of the model's space).
   std::span<const float> parameters() const noexcept { return m_params.span(); }
+  /// The parameter arena, writable (memory of the model's space). For restoring checkpoints and
+  /// for tests: a write on some ranks only makes the replicas differ, which the replica checks
+  /// report.
+  std::span<float> parameters_mutable() noexcept { return m_params.span(); }
   /// The parameter arena, copied to the host.
   std::vector<float> parameters_on_host() const { return to_host_vector(m_space, m_params.span()); }
+  /// The optimizer-state arena (memory of the model's space; empty when the optimizer has none).
+  std::span<const float> optimizer_state() const noexcept { return m_state.span(); }
   /// The model.
   const Model& model() const noexcept { return m_model; }
   /// The reducer handle.
@@ -409,6 +817,122 @@ class trainer {
  private:
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  static phase_seconds to_phases(const step_account& a) {
+    phase_seconds p;
+    p.data = a.data;
+    p.compute = a.compute;
+    p.reduce = a.reduce_exposed;
+    p.optimizer = a.optimizer;
+    p.guard = a.guard;
+    p.wait = a.wait;
+    p.other = a.other;
+    return p;
+  }
+
+  static void add_phases(phase_seconds& to, const phase_seconds& p) {
+    to.data += p.data;
+    to.compute += p.compute;
+    to.reduce += p.reduce;
+    to.optimizer += p.optimizer;
+    to.guard += p.guard;
+    to.wait += p.wait;
+    to.other += p.other;
+  }
+
+  // Sets this rank's flag (the gradient arena's trailing float) and its log entry for the step
+  // when its loss or gradient is not finite. The host reads both directly; a device space
+  // checks in a kernel, so the step never waits for the answer.
+  void check_finite(float* local_entry) {
+    const std::size_t arena = m_params.size();
+    if constexpr (space_type::host_accessible) {
+      const bool bad = !detail::finite_value(m_step_loss.data()[0]) ||
+                       transform_reduce(m_space, arena, detail::nonfinite_count_fn{m_grads.data()},
+                                        0u, detail::bit_or_fn{}) != 0u;
+      m_grads.data()[arena] = bad ? 1.f : 0.f;
+      *local_entry = bad ? 1.f : 0.f;
+    } else {
+      parallel_for(m_space, std::max<std::size_t>(arena, 1),
+                   detail::finite_check_fn{m_grads.data(), arena, m_step_loss.data(),
+                                           m_grads.data() + arena, local_entry});
+    }
+  }
+
+  // The records of (rank, step) pairs of this epoch; every rank can compute any rank's batch
+  // from the sampler, so only the step numbers travel.
+  std::vector<nonfinite_record> make_records(std::vector<std::pair<int, std::size_t>> at,
+                                             std::size_t epoch, std::size_t epoch_first_step,
+                                             const shard& mine, std::size_t n,
+                                             std::size_t local_batch) const {
+    std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second < b.second : a.first < b.first;
+    });
+    const int world = m_reducer.world_size();
+    std::map<int, shard> others;
+    std::vector<nonfinite_record> out;
+    for (const auto& [r, step] : at) {
+      if (r != m_reducer.rank() && !others.contains(r))
+        others.emplace(r, m_sampler.shard(n, world, r, m_options.seed, epoch));
+      const shard& sh = r == m_reducer.rank() ? mine : others.at(r);
+      const std::size_t begin = std::min(sh.size(), step * local_batch);
+      const std::size_t end = std::min(sh.size(), begin + local_batch);
+      nonfinite_record rec;
+      rec.rank = r;
+      rec.epoch = epoch;
+      rec.step = step;
+      rec.global_step = epoch_first_step + step;
+      rec.sample_ids.assign(sh.indices.begin() + static_cast<std::ptrdiff_t>(begin),
+                            sh.indices.begin() + static_cast<std::ptrdiff_t>(end));
+      out.push_back(std::move(rec));
+    }
+    return out;
+  }
+
+  // Every rank's non-finite steps of the epoch: one gather of fixed-size lists of step numbers.
+  std::vector<nonfinite_record> gather_nonfinite(const std::vector<std::uint64_t>& my_bad_steps,
+                                                 const std::vector<std::uint64_t>& counts,
+                                                 std::size_t epoch, std::size_t epoch_first_step,
+                                                 const shard& mine, std::size_t n,
+                                                 std::size_t local_batch) {
+    const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
+    std::vector<std::pair<int, std::size_t>> at;
+    if (width > 0) {
+      std::vector<std::uint64_t> list(static_cast<std::size_t>(width), 0);
+      std::copy(my_bad_steps.begin(), my_bad_steps.end(), list.begin());
+      std::vector<std::uint64_t> all(list.size() * counts.size());
+      m_reducer.all_gather(std::span<const std::uint64_t>(list), std::span<std::uint64_t>(all));
+      for (std::size_t r = 0; r < counts.size(); ++r)
+        for (std::uint64_t k = 0; k < counts[r]; ++k)
+          at.emplace_back(
+              static_cast<int>(r),
+              static_cast<std::size_t>(all[r * list.size() + static_cast<std::size_t>(k)]));
+    }
+    return make_records(std::move(at), epoch, epoch_first_step, mine, n, local_batch);
+  }
+
+  // Compares the replicas' checksums (one gather of one value); on a mismatch raises on every
+  // rank, or repairs from rank 0 and records the event.
+  void replica_check(std::size_t epoch, std::size_t step, std::size_t global_step,
+                     fit_result& result) {
+    const int world = m_reducer.world_size();
+    const std::uint64_t mine[1] = {replica_checksum()};
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(world));
+    m_reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+    ++result.replica_checks;
+    replica_event event{epoch, step, global_step, {}};
+    for (int r = 1; r < world; ++r)
+      if (all[static_cast<std::size_t>(r)] != all[0]) event.ranks.push_back(r);
+    if (event.ranks.empty()) return;
+    if (!m_options.rebroadcast_on_mismatch)
+      throw replica_mismatch_error(
+          event, "tutti::trainer::fit(): parameter replicas diverged after epoch " +
+                     std::to_string(epoch) + ", step " + std::to_string(step) + " (global step " +
+                     std::to_string(global_step) + "): rank(s) " + detail::rank_list(event.ranks) +
+                     " differ from rank 0; set rebroadcast_on_mismatch to repair from rank 0");
+    m_reducer.broadcast(m_params.span(), 0);
+    if (!m_state.empty()) m_reducer.broadcast(m_state.span(), 0);
+    result.replica_events.push_back(std::move(event));
   }
 
   // Every rank must train the same thing: compare what each rank believes before any step.
@@ -435,12 +959,17 @@ class trainer {
     }
   }
 
+  // Options that change which collectives run, or what they compute, must agree on every rank.
   std::uint64_t mix_options() const {
     std::uint64_t h = detail::mix64(m_options.batch);
     h = detail::mix64(h ^ m_options.epochs);
     h = detail::hash_double(h, m_options.base_lr);
     h = detail::mix64(h ^ static_cast<std::uint64_t>(m_options.scaling));
     h = detail::mix64(h ^ m_options.reference_batch);
+    h = detail::mix64(h ^ static_cast<std::uint64_t>(m_options.nonfinite));
+    h = detail::mix64(h ^ m_options.replica_check_every);
+    h = detail::mix64(h ^ (m_options.rebroadcast_on_mismatch ? 1u : 0u));
+    h = detail::mix64(h ^ (m_options.measure_wait ? 2u : 0u));
     return h;
   }
 
@@ -462,9 +991,12 @@ class trainer {
   train_options m_options;
   space_type m_space;
   buffer<float, space_type> m_params;
-  buffer<float, space_type> m_grads;
+  buffer<float, space_type> m_grads;  // layout().total() gradients, then this rank's finite flag
   buffer<float, space_type> m_state;
-  buffer<float, space_type> m_loss;
+  buffer<float, space_type> m_step_loss;  // this rank's loss of the step in progress
+  buffer<float, space_type> m_sticky;     // set once a step of the epoch was non-finite
+  buffer<double, space_type> m_sums;      // loss and weight of the epoch's applied steps
+  buffer<float, space_type> m_snapshot;   // device spaces: parameters and state before the update
   std::size_t m_global_step = 0;
 };
 

@@ -164,55 +164,79 @@ inline bool csv_all_blank(std::string_view s) {
   return true;
 }
 
-}  // namespace tutti::detail
-
-namespace tutti::data {
-
-/// Parses CSV/TSV `text` already in memory; `source` names it in errors and, when
-/// `opt.delimiter` is 0, picks the delimiter by its extension.
-/// @throws tutti::data_error on malformed input (1-based line, header = line 1; 1-based field).
-inline interactions parse_csv(std::string_view text, const csv_options& opt,
-                              const std::string& source) {
+/// The delimiter `opt` asks for, or the one `source`'s extension implies.
+/// @throws tutti::invalid_argument (naming `fn`) when the options cannot describe a file.
+inline char csv_check_options(const data::csv_options& opt, const std::string& source,
+                              const char* fn) {
   const char delim =
-      opt.delimiter != 0 ? opt.delimiter : (detail::csv_has_tsv_extension(source) ? '\t' : ',');
+      opt.delimiter != 0 ? opt.delimiter : (csv_has_tsv_extension(source) ? '\t' : ',');
   TUTTI_EXPECTS(
-      delim != '\n' && delim != '\r', "tutti::data::parse_csv",
+      delim != '\n' && delim != '\r', fn,
       "the delimiter is a line terminator; expected a field separator such as ',' or '\\t'");
-  TUTTI_EXPECTS(!opt.user_col.empty() && !opt.item_col.empty() && !opt.label_col.empty(),
-                "tutti::data::parse_csv",
+  TUTTI_EXPECTS(!opt.user_col.empty() && !opt.item_col.empty() && !opt.label_col.empty(), fn,
                 "a user, item or label column name is empty; expected the header names to read");
+  return delim;
+}
 
+/// `text` without a leading UTF-8 byte order mark.
+inline std::string_view csv_strip_bom(std::string_view text) {
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  return text;
+}
 
-  // A NUL means a binary or truncated file; finding it once up front keeps the row loop lean.
-  if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
-    auto at = static_cast<std::size_t>(static_cast<const char*>(nul) - text.data());
-    std::size_t line_start = text.rfind('\n', at);
-    line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
-    std::size_t line_no = 1;
-    for (std::size_t i = 0; i < line_start; ++i) line_no += text[i] == '\n';
-    std::size_t column = 1;
-    for (std::size_t i = line_start; i < at; ++i) column += text[i] == delim;
-    throw data_error(source, line_no, column, "embedded NUL byte; expected text");
-  }
+/// Throws the data_error for the first NUL byte in `text` (line 1 = the start of `text`).
+inline void csv_reject_nul(std::string_view text, char delim, const std::string& source) {
+  const void* nul = std::memchr(text.data(), '\0', text.size());
+  if (nul == nullptr) return;
+  auto at = static_cast<std::size_t>(static_cast<const char*>(nul) - text.data());
+  std::size_t line_start = text.rfind('\n', at);
+  line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+  std::size_t line_no = 1;
+  for (std::size_t i = 0; i < line_start; ++i) line_no += text[i] == '\n';
+  std::size_t column = 1;
+  for (std::size_t i = line_start; i < at; ++i) column += text[i] == delim;
+  throw data_error(source, line_no, column, "embedded NUL byte; expected text");
+}
 
-  if (detail::csv_all_blank(text))
+/// Where the requested columns sit, as the header line names them.
+struct csv_layout {
+  char delim = ',';            ///< field separator
+  std::size_t n_cols = 0;      ///< fields per line
+  std::size_t user_at = 0;     ///< 0-based field of the user id
+  std::size_t item_at = 0;     ///< 0-based field of the item id
+  std::size_t label_at = 0;    ///< 0-based field of the label
+  std::size_t time_at = 0;     ///< 0-based field of the timestamp; n_cols when there is none
+  std::string time_name;       ///< header name of the timestamp column
+  std::size_t header_len = 0;  ///< characters in the header line
+  /// True when rows carry a timestamp.
+  bool with_time() const noexcept { return time_at < n_cols; }
+};
+
+/// Reads the header line of `text` (BOM already stripped); `body` receives the offset of the
+/// first row.
+/// @throws tutti::data_error on an empty file, a missing or repeated column.
+inline csv_layout csv_read_header(std::string_view text, const data::csv_options& opt, char delim,
+                                  const std::string& source, std::size_t& body) {
+  if (csv_all_blank(text))
     throw data_error(source, 1, 0, "empty file; expected a header line naming the columns");
 
-  std::size_t pos = 0;
-  std::string_view header_line = detail::csv_next_line(text, 0, pos);
+  csv_layout lay;
+  lay.delim = delim;
+  std::string_view header_line = csv_next_line(text, 0, body);
+  lay.header_len = header_line.size();
   std::vector<std::string_view> fields;
-  detail::csv_split_fields(header_line, delim, fields);
+  csv_split_fields(header_line, delim, fields);
   std::vector<std::string_view> header;
   header.reserve(fields.size());
-  for (auto f : fields) header.push_back(detail::csv_trim_field(f, delim));
+  for (auto f : fields) header.push_back(csv_trim_field(f, delim));
   const std::size_t n_cols = header.size();
+  lay.n_cols = n_cols;
 
   auto header_list = [&] {
     std::string s;
     for (std::size_t i = 0; i < header.size(); ++i) {
       if (i) s += ", ";
-      s += detail::csv_show_field(header[i]);
+      s += csv_show_field(header[i]);
     }
     return s;
   };
@@ -234,119 +258,151 @@ inline interactions parse_csv(std::string_view text, const csv_options& opt,
                            (n_cols == 1 && delim == ',' ? " (is the file tab-separated?)" : ""));
     return found;
   };
-  const std::size_t user_at = find_column(opt.user_col, true);
-  const std::size_t item_at = find_column(opt.item_col, true);
-  const std::size_t label_at = find_column(opt.label_col, true);
-  std::size_t time_at = n_cols;
-  std::string time_name = opt.timestamp_col;
+  lay.user_at = find_column(opt.user_col, true);
+  lay.item_at = find_column(opt.item_col, true);
+  lay.label_at = find_column(opt.label_col, true);
+  lay.time_at = n_cols;
+  lay.time_name = opt.timestamp_col;
   if (opt.timestamp_col == "auto") {
-    time_name = "timestamp";
-    time_at = find_column(time_name, false);
+    lay.time_name = "timestamp";
+    lay.time_at = find_column(lay.time_name, false);
   } else if (!opt.timestamp_col.empty()) {
-    time_at = find_column(time_name, true);
+    lay.time_at = find_column(lay.time_name, true);
   }
-  const bool with_time = time_at < n_cols;
-
-  // Rows are built into locals and moved out only once the whole file has parsed.
-  std::size_t estimate = text.size() / (header_line.size() + 1) + 1;
-  std::vector<std::int32_t> users, items;
-  std::vector<float> labels;
-  std::vector<std::int64_t> times;
-  users.reserve(estimate);
-  items.reserve(estimate);
-  labels.reserve(estimate);
-  if (with_time) times.reserve(estimate);
-  detail::dense_id_map user_map, item_map;
-
-  auto fail = [&](std::size_t line_no, std::size_t col, const std::string& name,
-                  const std::string& expected, std::string_view got) {
-    throw data_error(
-        source, line_no, col + 1,
-        "column '" + name + "': expected " + expected + ", got " +
-            (got.empty() ? std::string("an empty field") : detail::csv_show_field(got)));
-  };
-  auto parse_int = [&](std::string_view raw, std::size_t line_no, std::size_t col,
-                       const std::string& name, const char* what) -> std::int64_t {
-    std::string_view s = detail::csv_trim_field(raw, delim);
-    std::string_view digits = detail::csv_skip_plus(s);
-    std::int64_t v = 0;
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-    if (ec == std::errc::result_out_of_range)
-      fail(line_no, col, name, std::string(what) + " within the 64-bit range", s);
-    if (ec != std::errc{} || end != digits.data() + digits.size() || digits.empty())
-      fail(line_no, col, name, what, s);
-    return v;
-  };
-
-  std::size_t line_no = 1;
-  while (pos < text.size()) {
-    std::size_t next = 0;
-    std::string_view line = detail::csv_next_line(text, pos, next);
-    ++line_no;
-    if (detail::csv_all_blank(line)) {
-      if (detail::csv_all_blank(text.substr(next))) break;
-      throw data_error(source, line_no, 0,
-                       "blank line before more rows; expected " + std::to_string(n_cols) +
-                           " fields separated by " +
-                           (delim == '\t' ? "tabs" : "'" + std::string(1, delim) + "'"));
-    }
-    pos = next;
-    detail::csv_split_fields(line, delim, fields);
-    if (fields.size() != n_cols) {
-      bool few = fields.size() < n_cols;
-      throw data_error(source, line_no, few ? fields.size() + 1 : n_cols + 1,
-                       std::string(few ? "too few" : "too many") + " fields: expected " +
-                           std::to_string(n_cols) + " (as in the header), got " +
-                           std::to_string(fields.size()));
-    }
-    std::int64_t uid = parse_int(fields[user_at], line_no, user_at, opt.user_col, "an integer id");
-    std::int64_t iid = parse_int(fields[item_at], line_no, item_at, opt.item_col, "an integer id");
-
-    std::string_view ls = detail::csv_trim_field(fields[label_at], delim);
-    std::string_view lnum = detail::csv_skip_plus(ls);
-    double label = 0;
-    auto [lend, lec] = std::from_chars(lnum.data(), lnum.data() + lnum.size(), label);
-    const bool whole = lend == lnum.data() + lnum.size() && !lnum.empty();
-    if (lec == std::errc::result_out_of_range && whole)
-      fail(line_no, label_at, opt.label_col, "a finite number within the float range", ls);
-    if (lec != std::errc{} || !whole) fail(line_no, label_at, opt.label_col, "a number", ls);
-    if (!std::isfinite(label) || std::fabs(label) > std::numeric_limits<float>::max())
-      fail(line_no, label_at, opt.label_col, "a finite number within the float range", ls);
-    if (opt.implicit && label != 0.0 && label != 1.0)
-      fail(line_no, label_at, opt.label_col, "0 or 1 (implicit feedback)", ls);
-
-    if (with_time)
-      times.push_back(
-          parse_int(fields[time_at], line_no, time_at, time_name, "an integer timestamp"));
-
-    if (user_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
-        item_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-      throw data_error(source, line_no, 0,
-                       "more than 2^31-1 distinct users or items; expected fewer");
-    users.push_back(user_map(uid));
-    items.push_back(item_map(iid));
-    labels.push_back(static_cast<float>(label));
-  }
-
-  interactions out;
-  out.users = std::move(users);
-  out.items = std::move(items);
-  out.labels = std::move(labels);
-  out.timestamps = std::move(times);
-  out.user_ids = user_map.release();
-  out.item_ids = item_map.release();
-  out.implicit = opt.implicit;
-  return out;
+  return lay;
 }
 
-/// Loads a CSV or TSV file whose first line is a header; ids are remapped to dense indices in
-/// order of first appearance and kept in `user_ids` / `item_ids`.
-/// @throws tutti::error when the file cannot be read; tutti::data_error when it is malformed.
-inline interactions load_csv(const std::string& path, const csv_options& opt = {}) {
+/// Why a row could not be read: the strict loader turns it into a message, the cleaning loader
+/// into a rejection reason.
+enum class csv_fault : unsigned char {
+  none,              ///< the row was read
+  too_few_fields,    ///< fewer fields than the header
+  too_many_fields,   ///< more fields than the header
+  empty_field,       ///< a field that is read is empty (or blank)
+  not_integer,       ///< an id or timestamp is not an integer
+  integer_range,     ///< an id or timestamp is an integer outside the 64-bit range
+  not_number,        ///< the label is not a number
+  non_finite_label,  ///< the label is NaN, infinite or beyond the float range
+  implicit_label,    ///< an implicit-feedback label other than 0 or 1
+};
+
+/// Which of the columns read a fault is in.
+enum class csv_role : unsigned char { none, user, item, label, time };
+
+/// The outcome of reading one row.
+struct csv_row_status {
+  csv_fault fault = csv_fault::none;  ///< none when the row was read
+  csv_role role = csv_role::none;     ///< column at fault
+  std::size_t field = 0;  ///< 0-based field at fault; the field count for a field-count fault
+  /// True when the row was read.
+  explicit operator bool() const noexcept { return fault == csv_fault::none; }
+};
+
+/// One row's values as the source spells them (ids not yet remapped).
+struct csv_row {
+  std::int64_t user = 0;  ///< source user id
+  std::int64_t item = 0;  ///< source item id
+  double label = 0;       ///< label, finite and within the float range
+  std::int64_t time = 0;  ///< timestamp, 0 when the layout has none
+};
+
+/// Reads one integer field (blanks and one leading '+' allowed).
+inline csv_fault csv_parse_int(std::string_view raw, char delim, std::int64_t& v) {
+  std::string_view s = csv_trim_field(raw, delim);
+  if (s.empty()) return csv_fault::empty_field;
+  std::string_view digits = csv_skip_plus(s);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec == std::errc::result_out_of_range) return csv_fault::integer_range;
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return csv_fault::not_integer;
+  return csv_fault::none;
+}
+
+/// Reads one line (without its terminator) into `row`; `fields` is scratch space and keeps the
+/// split fields for the caller's message. The one tokenizer of both the strict and the cleaning
+/// loader, so they cannot disagree about what a well-formed row is.
+inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay, bool implicit,
+                                    std::vector<std::string_view>& fields, csv_row& row) {
+  csv_split_fields(line, lay.delim, fields);
+  if (fields.size() != lay.n_cols)
+    return {fields.size() < lay.n_cols ? csv_fault::too_few_fields : csv_fault::too_many_fields,
+            csv_role::none, fields.size()};
+  if (auto f = csv_parse_int(fields[lay.user_at], lay.delim, row.user); f != csv_fault::none)
+    return {f, csv_role::user, lay.user_at};
+  if (auto f = csv_parse_int(fields[lay.item_at], lay.delim, row.item); f != csv_fault::none)
+    return {f, csv_role::item, lay.item_at};
+
+  std::string_view ls = csv_trim_field(fields[lay.label_at], lay.delim);
+  if (ls.empty()) return {csv_fault::empty_field, csv_role::label, lay.label_at};
+  std::string_view lnum = csv_skip_plus(ls);
+  double label = 0;
+  auto [lend, lec] = std::from_chars(lnum.data(), lnum.data() + lnum.size(), label);
+  const bool whole = lend == lnum.data() + lnum.size();
+  if (lec == std::errc::result_out_of_range && whole)
+    return {csv_fault::non_finite_label, csv_role::label, lay.label_at};
+  if (lec != std::errc{} || !whole) return {csv_fault::not_number, csv_role::label, lay.label_at};
+  if (!std::isfinite(label) || std::fabs(label) > std::numeric_limits<float>::max())
+    return {csv_fault::non_finite_label, csv_role::label, lay.label_at};
+  if (implicit && label != 0.0 && label != 1.0)
+    return {csv_fault::implicit_label, csv_role::label, lay.label_at};
+  row.label = label;
+
+  row.time = 0;
+  if (lay.with_time())
+    if (auto f = csv_parse_int(fields[lay.time_at], lay.delim, row.time); f != csv_fault::none)
+      return {f, csv_role::time, lay.time_at};
+  return {};
+}
+
+/// 1-based column a fault is reported at (as `tutti::data_error::column()`).
+inline std::size_t csv_fault_column(const csv_row_status& st, const csv_layout& lay) {
+  if (st.fault == csv_fault::too_few_fields) return st.field + 1;
+  if (st.fault == csv_fault::too_many_fields) return lay.n_cols + 1;
+  return st.field + 1;
+}
+
+/// The message of a fault: what the column expected and what the field holds.
+inline std::string csv_fault_message(const csv_row_status& st, const csv_layout& lay,
+                                     const data::csv_options& opt,
+                                     const std::vector<std::string_view>& fields) {
+  if (st.fault == csv_fault::too_few_fields || st.fault == csv_fault::too_many_fields)
+    return std::string(st.fault == csv_fault::too_few_fields ? "too few" : "too many") +
+           " fields: expected " + std::to_string(lay.n_cols) + " (as in the header), got " +
+           std::to_string(st.field);
+  const std::string& name = st.role == csv_role::user   ? opt.user_col
+                            : st.role == csv_role::item ? opt.item_col
+                            : st.role == csv_role::time ? lay.time_name
+                                                        : opt.label_col;
+  const char* what = st.role == csv_role::time ? "an integer timestamp" : "an integer id";
+  std::string expected;
+  switch (st.fault) {
+    case csv_fault::integer_range:
+      expected = std::string(what) + " within the 64-bit range";
+      break;
+    case csv_fault::not_number:
+      expected = "a number";
+      break;
+    case csv_fault::non_finite_label:
+      expected = "a finite number within the float range";
+      break;
+    case csv_fault::implicit_label:
+      expected = "0 or 1 (implicit feedback)";
+      break;
+    default:  // empty_field, not_integer
+      expected = st.role == csv_role::label ? "a number" : what;
+  }
+  std::string_view got =
+      st.field < fields.size() ? csv_trim_field(fields[st.field], lay.delim) : std::string_view{};
+  return "column '" + name + "': expected " + expected + ", got " +
+         (got.empty() ? std::string("an empty field") : csv_show_field(got));
+}
+
+/// The whole file at `path`; `fn` names the caller in errors.
+/// @throws tutti::error when the file cannot be opened or read.
+inline std::string csv_read_file(const std::string& path, const char* fn) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     int err = errno;
-    throw error("tutti::data::load_csv(): cannot open '" + path + "': " + std::strerror(err));
+    throw error(std::string(fn) + "(): cannot open '" + path + "': " + std::strerror(err));
   }
   std::string text;
   char chunk[1 << 16];
@@ -364,8 +420,83 @@ inline interactions load_csv(const std::string& path, const csv_options& opt = {
   int err = errno;
   std::fclose(f);
   if (failed)
-    throw error("tutti::data::load_csv(): cannot read '" + path + "': " + std::strerror(err));
-  return parse_csv(text, opt, path);
+    throw error(std::string(fn) + "(): cannot read '" + path + "': " + std::strerror(err));
+  return text;
+}
+
+}  // namespace tutti::detail
+
+namespace tutti::data {
+
+/// Parses CSV/TSV `text` already in memory; `source` names it in errors and, when
+/// `opt.delimiter` is 0, picks the delimiter by its extension.
+/// @throws tutti::data_error on malformed input (1-based line, header = line 1; 1-based field).
+inline interactions parse_csv(std::string_view text, const csv_options& opt,
+                              const std::string& source) {
+  const char delim = detail::csv_check_options(opt, source, "tutti::data::parse_csv");
+  text = detail::csv_strip_bom(text);
+  // A NUL means a binary or truncated file; finding it once up front keeps the row loop lean.
+  detail::csv_reject_nul(text, delim, source);
+  std::size_t pos = 0;
+  const detail::csv_layout lay = detail::csv_read_header(text, opt, delim, source, pos);
+  const bool with_time = lay.with_time();
+
+  // Rows are built into locals and moved out only once the whole file has parsed.
+  std::size_t estimate = text.size() / (lay.header_len + 1) + 1;
+  std::vector<std::int32_t> users, items;
+  std::vector<float> labels;
+  std::vector<std::int64_t> times;
+  users.reserve(estimate);
+  items.reserve(estimate);
+  labels.reserve(estimate);
+  if (with_time) times.reserve(estimate);
+  detail::dense_id_map user_map, item_map;
+  std::vector<std::string_view> fields;
+  detail::csv_row row;
+
+  std::size_t line_no = 1;
+  while (pos < text.size()) {
+    std::size_t next = 0;
+    std::string_view line = detail::csv_next_line(text, pos, next);
+    ++line_no;
+    if (detail::csv_all_blank(line)) {
+      if (detail::csv_all_blank(text.substr(next))) break;
+      throw data_error(source, line_no, 0,
+                       "blank line before more rows; expected " + std::to_string(lay.n_cols) +
+                           " fields separated by " +
+                           (delim == '\t' ? "tabs" : "'" + std::string(1, delim) + "'"));
+    }
+    pos = next;
+    if (auto st = detail::csv_parse_row(line, lay, opt.implicit, fields, row); !st)
+      throw data_error(source, line_no, detail::csv_fault_column(st, lay),
+                       detail::csv_fault_message(st, lay, opt, fields));
+    if (with_time) times.push_back(row.time);
+
+    if (user_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
+        item_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+      throw data_error(source, line_no, 0,
+                       "more than 2^31-1 distinct users or items; expected fewer");
+    users.push_back(user_map(row.user));
+    items.push_back(item_map(row.item));
+    labels.push_back(static_cast<float>(row.label));
+  }
+
+  interactions out;
+  out.users = std::move(users);
+  out.items = std::move(items);
+  out.labels = std::move(labels);
+  out.timestamps = std::move(times);
+  out.user_ids = user_map.release();
+  out.item_ids = item_map.release();
+  out.implicit = opt.implicit;
+  return out;
+}
+
+/// Loads a CSV or TSV file whose first line is a header; ids are remapped to dense indices in
+/// order of first appearance and kept in `user_ids` / `item_ids`.
+/// @throws tutti::error when the file cannot be read; tutti::data_error when it is malformed.
+inline interactions load_csv(const std::string& path, const csv_options& opt = {}) {
+  return parse_csv(detail::csv_read_file(path, "tutti::data::load_csv"), opt, path);
 }
 
 }  // namespace tutti::data

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti plan`: the planner's three questions from flags or from a `tutti train --json` report.
+#pragma once
+
+#include <tutti/error.hpp>
+#include <tutti/ledger/links.hpp>
+#include <tutti/ledger/planner.hpp>
+#include <tutti/ledger/projection.hpp>
+#include <tutti/ledger/report.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tutti::cli {
+
+/// Everything `tutti plan` can be told. Quantities stay strings until `run_plan` parses their
+/// units (2e9, 25M; 16GB, 512MiB; 12h, 90m).
+struct plan_config {
+  std::string params;
+  double bytes_per_param = 4;
+  std::string optimizer;  // empty: from --from, else adam
+  std::string activation_bytes;
+  std::string device_memory = "80GB";
+  std::string samples;
+  double epochs = 0;  // 0: from --from, else 1
+  std::string deadline;
+  double step_ms = 0;
+  std::string batch;
+  std::string link;
+  double link_gbps = 0;
+  double link_latency_us = -1;
+  std::string link_file;
+  std::string inter_link;
+  int nics_per_node = 1;
+  int devices_per_node = 8;
+  int max_devices = 1024;
+  double price = 1.0;
+  std::string scaling = "weak";
+  double knee_fraction = 0.5;
+  double overlap = -1;  // < 0: from --from (measured), else 0
+  std::string from;
+  std::string json;
+  std::string report;
+};
+
+inline void add_plan_options(CLI::App& app, plan_config& c) {
+  app.add_option("--params", c.params, "trainable parameters (2e9, 25M, 1.5G)");
+  app.add_option("--bytes-per-param", c.bytes_per_param,
+                 "bytes per parameter value (4: fp32, 2: bf16)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--optimizer", c.optimizer,
+                 "optimizer, for its state: sgd (none), momentum (1x), adam/adamw (2x) "
+                 "[default: adam, or the report's]")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
+  app.add_option("--activation-bytes", c.activation_bytes,
+                 "activation memory of one device's batch (512MB, 2GiB) [default: 0]");
+  app.add_option("--device-memory", c.device_memory, "memory of one device (16GB, 80GB)")
+      ->capture_default_str();
+  app.add_option("--samples", c.samples, "samples per epoch (10M) [default: the report's]");
+  app.add_option("--epochs", c.epochs, "epochs to train [default: 1, or the report's]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--deadline", c.deadline,
+                 "time the training must fit in: 12h, 90m, 2d, 3600s (a bare number is hours)");
+  auto* step = app.add_option("--step-ms", c.step_ms,
+                              "milliseconds of one training step on one device at --batch")
+                   ->check(CLI::PositiveNumber);
+  auto* batch = app.add_option("--batch", c.batch, "samples per step on one device (256, 4k)");
+  auto* link = app.add_option(
+      "--link", c.link,
+      "link between the devices of a node: " + named_link_list() + " [default: pcie4]");
+  auto* gbps = app.add_option("--link-gbps", c.link_gbps,
+                              "custom link: GB/s (gigabytes) per direction one device can push")
+                   ->check(CLI::PositiveNumber);
+  auto* lat = app.add_option("--link-latency-us", c.link_latency_us,
+                             "custom link: microseconds per collective step")
+                  ->check(CLI::NonNegativeNumber);
+  auto* file = app.add_option("--link-file", c.link_file,
+                              "link profile JSON written by tutti bench allreduce --save-link")
+                   ->check(CLI::ExistingFile);
+  link->excludes(gbps)->excludes(lat)->excludes(file);
+  file->excludes(gbps)->excludes(lat);
+  gbps->needs(lat);
+  lat->needs(gbps);
+  app.add_option(
+      "--inter-link", c.inter_link,
+      "link between nodes (one port): " + named_link_list() + " [default: the same as --link]");
+  app.add_option("--nics-per-node", c.nics_per_node, "network ports per node")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--devices-per-node", c.devices_per_node, "devices one node holds")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-devices", c.max_devices, "largest N of the sweep 1, 2, 4, ...")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--price", c.price, "money per device-hour (1: cost columns are device-hours)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--scaling", c.scaling,
+                 "weak: every device keeps its batch (DDP); strong: the global batch is split")
+      ->check(CLI::IsMember({"weak", "strong"}))
+      ->capture_default_str();
+  app.add_option("--knee-fraction", c.knee_fraction,
+                 "a device is worth adding while it adds this share of one device's throughput")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  app.add_option("--overlap", c.overlap,
+                 "share of the allreduce hidden behind compute, 0-1 [default: measured by "
+                 "--from, else 0]")
+      ->check(CLI::Range(0.0, 1.0));
+  auto* from = app.add_option("--from", c.from, "a report written by tutti train --json")
+                   ->check(CLI::ExistingFile);
+  from->excludes(step)->excludes(batch);
+  app.add_option("--json", c.json, "also write the plan as JSON to this file");
+  app.add_option("--report", c.report, "write an HTML report with charts to this folder");
+}
+
+namespace plan_detail {
+
+// Splits "16GB" into 16 and "GB"; throws invalid_argument naming the flag otherwise.
+inline std::pair<double, std::string> split_quantity(const std::string& flag,
+                                                     const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
+  TUTTI_EXPECTS(used > 0 && std::isfinite(v) && v >= 0, "tutti plan",
+                flag + " '" + text + "' is not a number; expected e.g. " +
+                    (flag == "--deadline" ? "12h"
+                     : flag == "--params" ? "2e9 or 25M"
+                                          : "16GB"));
+  return {v, unit};
+}
+
+// A count with an optional SI suffix: 2e9, 25M, 1.5G, 4k.
+inline double parse_count(const std::string& flag, const std::string& text) {
+  auto [v, unit] = split_quantity(flag, text);
+  if (unit.empty()) return v;
+  if (unit == "k" || unit == "K") return v * 1e3;
+  if (unit == "M") return v * 1e6;
+  if (unit == "G" || unit == "B") return v * 1e9;
+  if (unit == "T") return v * 1e12;
+  throw invalid_argument("tutti plan(): " + flag + " '" + text +
+                         "' has an unknown suffix; expected none, k, M, G (or B) or T");
+}
+
+// Bytes: 16GB and 16G are decimal (as device memory is sold), 16GiB binary.
+inline double parse_bytes(const std::string& flag, const std::string& text) {
+  auto [v, unit] = split_quantity(flag, text);
+  std::string u;
+  for (const char ch : unit) u += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"B", 1},
+                                                         {"K", 1e3},
+                                                         {"KB", 1e3},
+                                                         {"M", 1e6},
+                                                         {"MB", 1e6},
+                                                         {"G", 1e9},
+                                                         {"GB", 1e9},
+                                                         {"T", 1e12},
+                                                         {"TB", 1e12},
+                                                         {"KIB", 1024.0},
+                                                         {"MIB", 1048576.0},
+                                                         {"GIB", 1073741824.0},
+                                                         {"TIB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (u == name) return v * scale;
+  throw invalid_argument("tutti plan(): " + flag + " '" + text +
+                         "' has an unknown unit; expected B, kB, MB, GB, TB or KiB, MiB, GiB, TiB");
+}
+
+// A duration: 3600s, 90m, 12h, 2d; a bare number is hours.
+inline double parse_duration(const std::string& flag, const std::string& text) {
+  auto [v, unit] = split_quantity(flag, text);
+  if (unit.empty() || unit == "h") return v * 3600.0;
+  if (unit == "s") return v;
+  if (unit == "m" || unit == "min") return v * 60.0;
+  if (unit == "d") return v * 86400.0;
+  throw invalid_argument("tutti plan(): " + flag + " '" + text +
+                         "' has an unknown unit; expected s, m, h or d (a bare number is hours)");
+}
+
+inline link_profile read_link_file(const std::string& path) {
+  std::ifstream f(path);
+  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --link-file '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_argument("tutti plan(): --link-file '" + path + "' is not JSON: " + e.what());
+  }
+  TUTTI_EXPECTS(j.is_object() && j.contains("gb_per_s") && j["gb_per_s"].is_number() &&
+                    j.contains("latency_us") && j["latency_us"].is_number(),
+                "tutti plan",
+                "--link-file '" + path +
+                    "' lacks gb_per_s or latency_us; expected a profile written by tutti bench "
+                    "allreduce --save-link");
+  return custom_link(j["gb_per_s"].get<double>(), j["latency_us"].get<double>(),
+                     j.value("name", std::string("measured")),
+                     j.value("source", std::string("read from ") + path));
+}
+
+// What a `tutti train --json` report says about its run.
+struct train_report {
+  measured_step step;
+  std::optional<double> params;
+  std::optional<double> optimizer_state_bytes;
+  std::string optimizer;
+  double epochs = 0;
+  double samples_per_s = 0;  // measured, from the accounts
+};
+
+inline const nlohmann::json& need(const nlohmann::json& j, const char* key,
+                                  const std::string& where) {
+  TUTTI_EXPECTS(j.is_object() && j.contains(key), "tutti plan",
+                "--from '" + where + "' lacks '" + key +
+                    "'; expected a report written by tutti train --json");
+  return j.at(key);
+}
+
+inline double need_number(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto& v = need(j, key, where);
+  TUTTI_EXPECTS(v.is_number(), "tutti plan",
+                "--from '" + where + "': '" + key + "' is not a number");
+  return v.get<double>();
+}
+
+inline train_report read_train_report(const std::string& path) {
+  std::ifstream f(path);
+  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --from '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_argument("tutti plan(): --from '" + path + "' is not JSON: " + e.what());
+  }
+  train_report r;
+  const auto& phases = need(j, "phases_rank0", path);
+  const nlohmann::json* ledger =
+      j.contains("ledger") && j["ledger"].is_object() ? &j["ledger"] : nullptr;
+  double steps = 0;
+  if (ledger && ledger->contains("steps"))
+    steps = need_number(*ledger, "steps", path);
+  else
+    for (const auto& e : need(j, "epochs", path)) steps += need_number(e, "steps", path);
+  TUTTI_EXPECTS(steps > 0, "tutti plan", "--from '" + path + "' records no steps");
+  r.epochs = static_cast<double>(need(j, "epochs", path).size());
+  r.step.data_s = need_number(phases, "data", path) / steps;
+  r.step.compute_s = need_number(phases, "compute", path) / steps;
+  r.step.optimizer_s = need_number(phases, "optimizer", path) / steps;
+  r.step.reduce_total_s = need_number(phases, "reduce", path) / steps;
+  r.step.reduce_exposed_s = ledger && ledger->contains("reduce_exposed_seconds")
+                                ? need_number(*ledger, "reduce_exposed_seconds", path) / steps
+                                : r.step.reduce_total_s;
+  r.step.global_batch = need_number(j, "global_batch", path);
+  r.step.world_size = static_cast<int>(need_number(j, "world_size", path));
+  r.step.samples_per_epoch = need_number(need(j, "dataset", path), "train_rows", path);
+  if (ledger) {
+    if (ledger->contains("bytes_reduced_per_step"))
+      r.step.bytes_reduced = need_number(*ledger, "bytes_reduced_per_step", path);
+    if (ledger->contains("param_count")) r.params = need_number(*ledger, "param_count", path);
+    if (ledger->contains("optimizer_state_floats"))
+      r.optimizer_state_bytes = 4.0 * need_number(*ledger, "optimizer_state_floats", path);
+  }
+  if (j.contains("optimizer") && j["optimizer"].is_string()) r.optimizer = j["optimizer"];
+  r.samples_per_s = r.step.global_batch / r.step.step_s();
+  return r;
+}
+
+}  // namespace plan_detail
+
+/// The planner's inputs from `c` (flags, and the report of `--from`).
+inline plan_inputs make_plan_inputs(const plan_config& c) {
+  plan_inputs in;
+  std::optional<plan_detail::train_report> rep;
+  if (!c.from.empty()) rep = plan_detail::read_train_report(c.from);
+
+  if (!c.params.empty())
+    in.params = plan_detail::parse_count("--params", c.params);
+  else if (rep && rep->params)
+    in.params = *rep->params;
+  else
+    throw invalid_argument(
+        c.from.empty()
+            ? "tutti plan(): --params is required (the model's trainable parameters)"
+            : "tutti plan(): --from '" + c.from + "' has no ledger.param_count; give --params");
+  in.bytes_per_param = c.bytes_per_param;
+  in.optimizer = !c.optimizer.empty()             ? c.optimizer
+                 : rep && !rep->optimizer.empty() ? rep->optimizer
+                                                  : std::string("adam");
+  if (c.optimizer.empty() && rep && rep->optimizer_state_bytes)
+    in.optimizer_state_bytes = *rep->optimizer_state_bytes;
+  in.activation_bytes = c.activation_bytes.empty()
+                            ? 0.0
+                            : plan_detail::parse_bytes("--activation-bytes", c.activation_bytes);
+  in.device_memory_bytes = plan_detail::parse_bytes("--device-memory", c.device_memory);
+  TUTTI_EXPECTS(in.device_memory_bytes > 0, "tutti plan", "--device-memory must be positive");
+  if (!c.deadline.empty()) {
+    in.deadline_s = plan_detail::parse_duration("--deadline", c.deadline);
+    TUTTI_EXPECTS(*in.deadline_s > 0, "tutti plan", "--deadline must be positive");
+  }
+  in.epochs = c.epochs > 0 ? c.epochs : rep ? rep->epochs : 1.0;
+
+  if (rep) {
+    in.step = rep->step;
+    if (in.step.bytes_reduced == 0) in.step.bytes_reduced = in.params * in.bytes_per_param;
+  } else {
+    TUTTI_EXPECTS(c.step_ms > 0, "tutti plan",
+                  "--step-ms is required (one step on one device), or --from a train report");
+    TUTTI_EXPECTS(!c.batch.empty(), "tutti plan",
+                  "--batch is required (samples per step on one device), or --from a train report");
+    in.step.compute_s = c.step_ms / 1e3;
+    in.step.global_batch = plan_detail::parse_count("--batch", c.batch);
+    TUTTI_EXPECTS(in.step.global_batch >= 1, "tutti plan", "--batch must be at least 1");
+    in.step.world_size = 1;
+    in.step.bytes_reduced = in.params * in.bytes_per_param;
+  }
+  if (!c.samples.empty())
+    in.step.samples_per_epoch = plan_detail::parse_count("--samples", c.samples);
+  TUTTI_EXPECTS(in.step.samples_per_epoch > 0, "tutti plan",
+                "--samples is required (samples per epoch), or --from a train report");
+
+  projection_options& o = in.projection;
+  if (!c.link_file.empty())
+    o.intra = plan_detail::read_link_file(c.link_file);
+  else if (c.link_latency_us >= 0)
+    o.intra = custom_link(c.link_gbps, c.link_latency_us);
+  else
+    o.intra = find_link(c.link.empty() ? "pcie4" : c.link);
+  o.inter = c.inter_link.empty() ? o.intra : find_link(c.inter_link);
+  o.nics_per_node = c.nics_per_node;
+  o.devices_per_node = c.devices_per_node;
+  o.max_devices = c.max_devices;
+  o.price_per_device_hour = c.price;
+  o.scaling = c.scaling == "strong" ? scaling_mode::strong : scaling_mode::weak;
+  o.knee_fraction = c.knee_fraction;
+  if (c.overlap >= 0)
+    o.exposed_ratio = 1.0 - c.overlap;
+  else if (!rep)
+    o.exposed_ratio = 1.0;
+  return in;
+}
+
+/// Runs `tutti plan`; returns the process exit code.
+inline int run_plan(const plan_config& c) {
+  const plan_inputs in = make_plan_inputs(c);
+  const plan_result r = make_plan(in);
+  std::fputs(format_plan(r).c_str(), stdout);
+  if (!c.from.empty()) std::printf("(measured step from %s)\n", c.from.c_str());
+  if (!c.json.empty()) {
+    std::ofstream f(c.json);
+    if (!f) throw error("tutti plan: cannot write the JSON report '" + c.json + "'");
+    f << plan_to_json(r);
+    if (!f) throw error("tutti plan: could not finish writing '" + c.json + "'");
+  }
+  if (!c.report.empty()) {
+    report_input rep{.title = "tutti plan: " + std::string(to_string(r.verdict)),
+                     .proj = r.proj.rows.empty() ? project(in.step, in.projection) : r.proj};
+    if (!c.from.empty())
+      rep.measured.push_back({in.step.world_size, in.step.global_batch / in.step.step_s()});
+    rep.notes.push_back("verdict: " + r.verdict_text);
+    for (const auto& reason : r.reasons) rep.notes.push_back("- " + reason);
+    if (r.proj.rows.empty())
+      rep.notes.push_back(
+          "the charts show what data parallelism would buy if the model fit one device");
+    const std::string path = write_report(c.report, rep);
+    std::printf("wrote %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tutti::cli

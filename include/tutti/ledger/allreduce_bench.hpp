@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ledger/allreduce_bench.hpp
+/// @brief Measures `all_reduce_mean` per message size in the nccl-tests convention (time,
+/// algbw, busbw, #wrong) and fits the alpha-beta model to it: the core of
+/// `tutti bench allreduce` and of benchmarks/allreduce.cpp.
+///
+/// For each size the ranks start every timed iteration right after a one-value collective, so
+/// they start together; a rank times its own call, an iteration's time is the slowest rank's,
+/// and the reported time is the median over iterations. After the timed loop each rank checks
+/// its buffer against the known mean.
+#pragma once
+
+#include <tutti/error.hpp>
+#include <tutti/launch.hpp>
+#include <tutti/ledger/detail/format.hpp>
+#include <tutti/ledger/links.hpp>
+#include <tutti/reducers/local_ring.hpp>
+#include <tutti/reducers/no_op.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tutti {
+
+/// How to sweep: sizes min_bytes, min_bytes x factor, ... up to max_bytes.
+struct allreduce_bench_options {
+  std::size_t min_bytes = 4096;                   ///< smallest message (multiple of 4)
+  std::size_t max_bytes = std::size_t{64} << 20;  ///< largest message
+  std::size_t factor = 4;                         ///< ratio of consecutive sizes
+  std::size_t iters = 0;                          ///< timed iterations per size; 0: adaptive
+  std::size_t warmup = 3;                         ///< untimed iterations per size
+  double seconds_per_size = 0.2;                  ///< adaptive target time per size
+  std::size_t min_iters = 5;                      ///< adaptive lower bound on iterations
+};
+
+/// One row of the table: one reducer, world size and message size.
+struct allreduce_bench_row {
+  std::string reducer;    ///< "local_ring" or "no_op"
+  int ranks = 1;          ///< world size
+  std::size_t bytes = 0;  ///< message size
+  std::size_t count = 0;  ///< floats in the message
+  std::size_t iters = 0;  ///< timed iterations
+  double time_us = 0;     ///< median over iterations of the slowest rank's time
+  double algbw_gbs = 0;   ///< bytes / time, GB/s
+  double busbw_gbs = 0;   ///< algbw x 2(n-1)/n, GB/s
+  std::size_t wrong = 0;  ///< elements off the known mean, summed over ranks
+};
+
+namespace detail::ledger_impl {
+
+using bench_clock = std::chrono::steady_clock;
+
+/// Median of `v` (mean of the middle two for an even count); 0 when empty.
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
+}
+
+// What one rank measured for one message size.
+struct bench_rank_sample {
+  std::vector<double> seconds;  // per timed iteration
+  std::size_t wrong = 0;
+};
+
+// Rank r holds r + 1 + (i % 7): every value and partial sum is an exact float, so the mean
+// (W + 1) / 2 + (i % 7) is known exactly, and the mean of W equal buffers is the buffer itself:
+// the check after many iterations tests the last one as strictly as the first.
+inline void bench_fill(std::span<float> v, int rank) {
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(rank + 1) + float(i % 7);
+}
+
+inline std::size_t bench_count_wrong(std::span<const float> v, int world) {
+  const double base = (world + 1) / 2.0;
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double expected = base + double(i % 7);
+    if (!(std::abs(double(v[i]) - expected) <= 1e-6 * std::abs(expected))) ++wrong;
+  }
+  return wrong;
+}
+
+// A collective on one value: the ranks leave it within a wake-up of each other.
+template <class Reducer>
+void bench_line_up(Reducer& reducer) {
+  double v[1] = {0.0};
+  reducer.all_reduce_max(std::span<double>(v));
+}
+
+// Warmup and timed iterations of all_reduce_mean over one buffer on one rank. Every rank of the
+// group calls it with the same arguments (the iteration count is agreed on).
+template <class Reducer>
+bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
+                                const allreduce_bench_options& c) {
+  std::vector<float> buf(count);  // first touched by this rank's thread
+  bench_fill(buf, reducer.rank());
+  const std::span<float> s(buf);
+
+  bench_line_up(reducer);
+  const auto warm_start = bench_clock::now();
+  for (std::size_t k = 0; k < c.warmup; ++k) reducer.all_reduce_mean(s);
+  double per_iter[1] = {std::chrono::duration<double>(bench_clock::now() - warm_start).count() /
+                        double(std::max<std::size_t>(c.warmup, 1))};
+  // Every rank must run the same number of iterations: agree on the slowest rank's estimate.
+  reducer.all_reduce_max(std::span<double>(per_iter));
+  std::size_t iters = c.iters;
+  if (iters == 0) {
+    const double want = per_iter[0] > 0 ? c.seconds_per_size / per_iter[0] : 1e6;
+    iters = std::clamp<std::size_t>(static_cast<std::size_t>(std::ceil(want)), c.min_iters,
+                                    std::size_t{1000000});
+  }
+
+  bench_rank_sample out;
+  out.seconds.reserve(iters);
+  for (std::size_t k = 0; k < iters; ++k) {
+    bench_line_up(reducer);
+    const auto t0 = bench_clock::now();
+    reducer.all_reduce_mean(s);
+    out.seconds.push_back(std::chrono::duration<double>(bench_clock::now() - t0).count());
+  }
+  out.wrong = bench_count_wrong(s, reducer.world_size());
+  return out;
+}
+
+inline allreduce_bench_row bench_summarise(const std::string& reducer, int world, std::size_t count,
+                                           const std::vector<bench_rank_sample>& per_rank) {
+  const std::size_t iters = per_rank.front().seconds.size();
+  std::vector<double> slowest(iters, 0.0);
+  std::size_t wrong = 0;
+  for (const auto& r : per_rank) {
+    for (std::size_t k = 0; k < iters; ++k) slowest[k] = std::max(slowest[k], r.seconds[k]);
+    wrong += r.wrong;
+  }
+  allreduce_bench_row out;
+  out.reducer = reducer;
+  out.ranks = world;
+  out.count = count;
+  out.bytes = count * sizeof(float);
+  out.iters = iters;
+  const double t = median_of(slowest);
+  out.time_us = t * 1e6;
+  out.algbw_gbs = t > 0 ? double(out.bytes) / t / 1e9 : 0.0;
+  out.busbw_gbs = out.algbw_gbs * 2.0 * double(world - 1) / double(world);
+  out.wrong = wrong;
+  return out;
+}
+
+}  // namespace detail::ledger_impl
+
+/// The message sizes of the sweep. Throws `tutti::invalid_argument` unless min_bytes is a
+/// positive multiple of 4, max_bytes >= min_bytes and factor >= 2.
+inline std::vector<std::size_t> allreduce_bench_sizes(const allreduce_bench_options& c) {
+  static constexpr const char* fn = "tutti::allreduce_bench_sizes";
+  TUTTI_EXPECTS(c.min_bytes >= sizeof(float) && c.min_bytes % sizeof(float) == 0, fn,
+                "min_bytes = " + std::to_string(c.min_bytes) +
+                    "; expected a positive multiple of 4 (float32 messages)");
+  TUTTI_EXPECTS(c.max_bytes >= c.min_bytes, fn,
+                "max_bytes = " + std::to_string(c.max_bytes) + " < min_bytes = " +
+                    std::to_string(c.min_bytes) + "; expected max_bytes >= min_bytes");
+  TUTTI_EXPECTS(c.factor >= 2, fn,
+                "factor = " + std::to_string(c.factor) + "; expected a ratio >= 2");
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = c.min_bytes; b <= c.max_bytes; b *= c.factor) {
+    sizes.push_back(b);
+    if (b > c.max_bytes / c.factor) break;  // the next step would overflow or pass the end
+  }
+  return sizes;
+}
+
+/// Runs the sweep on `world` ranks of `tutti::local_ring` (threads of this process, one group
+/// for all sizes) and returns one row per size.
+inline std::vector<allreduce_bench_row> bench_allreduce_local_ring(
+    int world, const allreduce_bench_options& c = {}) {
+  const auto sizes = allreduce_bench_sizes(c);
+  std::vector<std::vector<detail::ledger_impl::bench_rank_sample>> samples(
+      sizes.size(), std::vector<detail::ledger_impl::bench_rank_sample>(std::size_t(world)));
+  run_local(world, [&](local_ring& ring) {
+    for (std::size_t k = 0; k < sizes.size(); ++k)
+      samples[k][std::size_t(ring.rank())] =
+          detail::ledger_impl::bench_measure(ring, sizes[k] / sizeof(float), c);
+  });
+  std::vector<allreduce_bench_row> rows;
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    rows.push_back(detail::ledger_impl::bench_summarise("local_ring", world,
+                                                        sizes[k] / sizeof(float), samples[k]));
+  return rows;
+}
+
+/// Runs the sweep on `no_op_reducer`: the floor of what a step pays to reduce (an early return).
+inline std::vector<allreduce_bench_row> bench_allreduce_no_op(
+    const allreduce_bench_options& c = {}) {
+  std::vector<allreduce_bench_row> rows;
+  for (const std::size_t bytes : allreduce_bench_sizes(c)) {
+    no_op_reducer reducer;
+    std::vector<detail::ledger_impl::bench_rank_sample> one{
+        detail::ledger_impl::bench_measure(reducer, bytes / sizeof(float), c)};
+    rows.push_back(detail::ledger_impl::bench_summarise("no_op", 1, bytes / sizeof(float), one));
+  }
+  return rows;
+}
+
+/// The two comment lines that head a table of `reducer` on `world` ranks.
+inline std::string format_allreduce_header(const std::string& reducer, int world) {
+  std::string s;
+  if (reducer == "no_op")
+    s = "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the clock's "
+        "own overhead, algbw is not a bandwidth)\n";
+  else
+    s = detail::ledger_impl::sfmt(
+        "\n# %s, %d rank%s (threads of one process), float32, all_reduce_mean\n", reducer.c_str(),
+        world, world == 1 ? "" : "s");
+  return s + detail::ledger_impl::sfmt("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count",
+                                       "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+/// One table row in nccl-tests' columns.
+inline std::string format_allreduce_row(const allreduce_bench_row& r) {
+  return detail::ledger_impl::sfmt("  %12zu %11zu %8zu %12.3f %12.3f %12.3f %7zu\n", r.bytes,
+                                   r.count, r.iters, r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+}
+
+/// The alpha-beta model fitted to measured allreduce times:
+/// time = alpha x 2(n-1) + beta x 2(n-1)/n x S, the ring's cost model with alpha the latency
+/// of one step and 1/beta the link's bandwidth.
+struct alpha_beta_fit {
+  double alpha_s = 0;          ///< latency of one ring step, seconds
+  double beta_s_per_byte = 0;  ///< seconds per byte on the link
+  std::size_t points = 0;      ///< rows fitted
+  double max_rel_error = 0;    ///< largest |model - measured| / measured over the rows
+  double rms_rel_error = 0;    ///< root mean square of the same
+
+  /// Predicted seconds of an allreduce of `bytes` on `n` ranks.
+  double seconds(double bytes, int n) const noexcept {
+    return n > 1 ? alpha_s * 2.0 * (n - 1) + beta_s_per_byte * 2.0 * (n - 1) / n * bytes : 0.0;
+  }
+  /// The fit as a link profile for the cost model (and `tutti plan --link-file`).
+  link_profile as_link(std::string name = "measured", std::string source = "") const {
+    return {std::move(name), 1.0 / beta_s_per_byte / 1e9, alpha_s * 1e6,
+            source.empty() ? detail::ledger_impl::sfmt(
+                                 "alpha-beta fit of %zu allreduce timings (max error %.0f%%)",
+                                 points, 100.0 * max_rel_error)
+                           : std::move(source)};
+  }
+};
+
+/// Fits alpha and beta to the rows of more than one rank by least squares on relative error
+/// (each row weighted by 1/time^2, so the 4 KB and the 64 MB rows count alike): with x1 =
+/// 2(n-1), x2 = 2(n-1)/n S, minimise sum ((alpha x1 + beta x2 - t) / t)^2. Rows of one world
+/// size give the form time = a + b x 2(n-1)/n S with a = 2(n-1) alpha. A negative
+/// alpha (latency below the timer's noise) is refitted as alpha = 0. Throws
+/// `tutti::invalid_argument` with fewer than two usable rows or a non-positive bandwidth.
+inline alpha_beta_fit fit_alpha_beta(const std::vector<allreduce_bench_row>& rows) {
+  static constexpr const char* fn = "tutti::fit_alpha_beta";
+  struct pt {
+    double x1, x2, t;
+  };
+  std::vector<pt> pts;
+  for (const auto& r : rows)
+    if (r.ranks > 1 && r.time_us > 0 && r.wrong == 0)
+      pts.push_back(
+          {2.0 * (r.ranks - 1), 2.0 * (r.ranks - 1) / r.ranks * double(r.bytes), r.time_us * 1e-6});
+  TUTTI_EXPECTS(pts.size() >= 2, fn,
+                "got " + std::to_string(pts.size()) +
+                    " usable rows; expected at least two timings of more than one rank");
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (const auto& p : pts) {
+    const double w = 1.0 / (p.t * p.t);
+    a11 += w * p.x1 * p.x1;
+    a12 += w * p.x1 * p.x2;
+    a22 += w * p.x2 * p.x2;
+    b1 += w * p.x1 * p.t;
+    b2 += w * p.x2 * p.t;
+  }
+  alpha_beta_fit f;
+  const double det = a11 * a22 - a12 * a12;
+  if (det > 0) {
+    f.alpha_s = (b1 * a22 - b2 * a12) / det;
+    f.beta_s_per_byte = (a11 * b2 - a12 * b1) / det;
+  }
+  if (!(det > 0) || f.alpha_s < 0) {
+    f.alpha_s = 0;
+    f.beta_s_per_byte = b2 / a22;
+  }
+  TUTTI_EXPECTS(f.beta_s_per_byte > 0 && std::isfinite(f.beta_s_per_byte), fn,
+                "the fitted bandwidth is not positive; expected timings that grow with the size");
+  f.points = pts.size();
+  double sq = 0;
+  for (const auto& p : pts) {
+    const double e = std::abs(f.alpha_s * p.x1 + f.beta_s_per_byte * p.x2 - p.t) / p.t;
+    f.max_rel_error = std::max(f.max_rel_error, e);
+    sq += e * e;
+  }
+  f.rms_rel_error = std::sqrt(sq / double(pts.size()));
+  return f;
+}
+
+/// The fit in words: "alpha 12.3 us per step, bandwidth 2.41 GB/s (1/beta); ...".
+inline std::string format_alpha_beta(const alpha_beta_fit& f) {
+  return detail::ledger_impl::sfmt(
+      "# alpha-beta fit (time = alpha 2(n-1) + beta 2(n-1)/n S, least squares on relative "
+      "error, %zu rows):\n#   alpha = %.3f us per step, 1/beta = %.3f GB/s; error max %.1f%%, "
+      "rms %.1f%%\n",
+      f.points, f.alpha_s * 1e6, 1.0 / f.beta_s_per_byte / 1e9, 100.0 * f.max_rel_error,
+      100.0 * f.rms_rel_error);
+}
+
+}  // namespace tutti

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ledger/projection.hpp
+/// @brief From one measured step to N = 1, 2, 4, ... devices: step time, samples/s, speedup,
+/// efficiency, device-hours and money per epoch, marginal cost, and the knee.
+#pragma once
+
+#include <tutti/error.hpp>
+#include <tutti/ledger/cost_model.hpp>
+#include <tutti/ledger/detail/format.hpp>
+#include <tutti/ledger/links.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tutti {
+
+/// What one device spent on one step of a measured run, by account, and the run's shape. A
+/// 1-rank run with `no_op_reducer` reduces nothing but still reports the gradient bytes.
+struct measured_step {
+  double data_s = 0;             ///< sampling and gathering the batch, seconds per step
+  double compute_s = 0;          ///< forward + backward, seconds per step
+  double optimizer_s = 0;        ///< applying the update, seconds per step
+  double reduce_total_s = 0;     ///< the whole gradient allreduce, seconds per step
+  double reduce_exposed_s = 0;   ///< the part of it the step waited for, seconds per step
+  double bytes_reduced = 0;      ///< gradient bytes one device hands to the reducer per step
+  double global_batch = 0;       ///< samples per step over all ranks of the measured run
+  double samples_per_epoch = 0;  ///< samples in one epoch (training rows)
+  int world_size = 1;            ///< ranks of the measured run
+
+  /// Samples per step on one device.
+  double per_device_batch() const noexcept { return global_batch / world_size; }
+  /// The step as measured: data + compute + optimizer + exposed reduce.
+  double step_s() const noexcept { return data_s + compute_s + optimizer_s + reduce_exposed_s; }
+};
+
+/// Whether the global batch grows with the devices (weak scaling: every device keeps its
+/// batch, as DDP users do) or is held fixed and split (strong scaling).
+enum class scaling_mode { weak, strong };
+
+/// "weak" or "strong".
+inline const char* to_string(scaling_mode s) noexcept {
+  return s == scaling_mode::weak ? "weak" : "strong";
+}
+
+/// How to project: which device counts, on what topology, at what price.
+struct projection_options {
+  int max_devices = 1024;                     ///< sweep 1, 2, 4, ... up to this (inclusive)
+  std::vector<int> devices{};                 ///< explicit device counts (ascending); empty: sweep
+  int devices_per_node = 8;                   ///< devices a node holds
+  link_profile intra = find_link("pcie4");    ///< link between the devices of a node
+  link_profile inter = find_link("pcie4");    ///< link between nodes (one port)
+  int nics_per_node = 1;                      ///< network ports per node
+  scaling_mode scaling = scaling_mode::weak;  ///< what happens to the batch as N grows
+  double price_per_device_hour = 1.0;         ///< money per device-hour (1: cost = device-hours)
+  double knee_fraction = 0.5;                 ///< a device is worth adding while it adds this share
+  /// Exposed / total of the reduce (1: no overlap). Empty: the measured step's ratio, or 1
+  /// when the measured run reduced nothing (one rank).
+  std::optional<double> exposed_ratio{};
+};
+
+/// The projection for one device count.
+struct projection_row {
+  int devices = 1;              ///< N
+  int nodes = 1;                ///< nodes the N devices fill
+  double per_device_batch = 0;  ///< samples per step on each device
+  double global_batch = 0;      ///< samples per step over the N devices
+  double data_s = 0;            ///< per step, scaled with the per-device batch
+  double compute_s = 0;         ///< per step, scaled with the per-device batch
+  double optimizer_s = 0;       ///< per step, independent of the batch
+  allreduce_algorithm algorithm = allreduce_algorithm::none;  ///< the fastest allreduce
+  double reduce_total_s = 0;                                  ///< predicted allreduce time per step
+  double reduce_exposed_s = 0;                                ///< its exposed part after overlap
+  double step_s = 0;                  ///< data + compute + optimizer + exposed reduce
+  double samples_per_s = 0;           ///< global batch / step
+  double speedup = 1;                 ///< samples/s over one device's samples/s
+  double efficiency = 1;              ///< speedup / N
+  double steps_per_epoch = 0;         ///< ceil(samples per epoch / global batch)
+  double epoch_s = 0;                 ///< steps per epoch x step
+  double device_hours_per_epoch = 0;  ///< N x epoch hours
+  double cost_per_epoch = 0;          ///< device-hours x price
+  double gain_per_added_device = 0;   ///< samples/s added per device since the previous row
+  /// Money per hour for each extra sample/s bought by the devices added since the previous row
+  /// (the first row: relative to no device); +infinity when they added no throughput.
+  double marginal_cost = 0;
+};
+
+/// A projection: its inputs, its rows and the knee.
+struct projection {
+  measured_step measured;               ///< the step it was made from
+  projection_options options;           ///< how it was made
+  double exposed_ratio = 1;             ///< the exposed / total reduce ratio applied
+  double one_device_samples_per_s = 0;  ///< throughput of one device (the speedup baseline)
+  std::vector<projection_row> rows;     ///< one per device count, ascending
+  /// The first N whose added devices each add less than knee_fraction of one device's
+  /// throughput; empty when every step of the sweep is worth it.
+  std::optional<int> knee;
+  /// The largest N before the knee (every N when there is none): the last worth paying for.
+  int last_worthwhile = 1;
+  /// Rows left out because strong scaling would give a device less than one sample.
+  bool truncated = false;
+
+  /// The row of `n` devices, or nullptr.
+  const projection_row* row(int n) const noexcept {
+    for (const auto& r : rows)
+      if (r.devices == n) return &r;
+    return nullptr;
+  }
+};
+
+namespace detail::ledger_impl {
+
+inline void check_measured(const measured_step& m) {
+  static constexpr const char* fn = "tutti::project";
+  for (const double v : {m.data_s, m.compute_s, m.optimizer_s, m.reduce_total_s, m.reduce_exposed_s,
+                         m.bytes_reduced})
+    TUTTI_EXPECTS(std::isfinite(v) && v >= 0, fn,
+                  "a measured account is " + num(v) + "; expected finite seconds/bytes >= 0");
+  TUTTI_EXPECTS(m.world_size >= 1, fn,
+                "world_size = " + std::to_string(m.world_size) + "; expected >= 1");
+  TUTTI_EXPECTS(std::isfinite(m.global_batch) && m.global_batch >= m.world_size, fn,
+                "global_batch = " + num(m.global_batch) +
+                    "; expected at least one sample per rank (world_size = " +
+                    std::to_string(m.world_size) + ")");
+  TUTTI_EXPECTS(std::isfinite(m.samples_per_epoch) && m.samples_per_epoch > 0, fn,
+                "samples_per_epoch = " + num(m.samples_per_epoch) + "; expected > 0");
+  TUTTI_EXPECTS(m.data_s + m.compute_s + m.optimizer_s > 0, fn,
+                "the measured step spent no time on data, compute or optimizer; expected a "
+                "step time > 0 to project from");
+  TUTTI_EXPECTS(m.reduce_exposed_s <= m.reduce_total_s * (1 + 1e-9) || m.reduce_total_s == 0, fn,
+                "reduce_exposed_s = " + num(m.reduce_exposed_s) + " > reduce_total_s = " +
+                    num(m.reduce_total_s) + "; expected the exposed part of the total");
+}
+
+inline std::vector<int> device_counts(const projection_options& o) {
+  std::vector<int> n = o.devices;
+  if (n.empty())
+    for (int d = 1; d <= o.max_devices; d *= 2) {
+      n.push_back(d);
+      if (d > o.max_devices / 2) break;
+    }
+  return n;
+}
+
+}  // namespace detail::ledger_impl
+
+/// Projects the measured step to N devices of `o`'s topology (docs/ledger.md, "Definitions").
+///
+/// Per device and step: data and compute scale with the per-device batch (weak scaling keeps
+/// it; strong scaling divides the measured global batch by N); the optimizer's time does not
+/// (it touches every parameter whatever the batch); the reduce is the fastest allreduce of the
+/// measured gradient bytes on N devices, of which the exposed ratio is charged, but no more can
+/// hide than the step's compute (`exposed_reduce_seconds`). Throws `tutti::invalid_argument` on
+/// an impossible measurement or options.
+inline projection project(const measured_step& m, const projection_options& o = {}) {
+  static constexpr const char* fn = "tutti::project";
+  detail::ledger_impl::check_measured(m);
+  TUTTI_EXPECTS(o.max_devices >= 1, fn,
+                "max_devices = " + std::to_string(o.max_devices) + "; expected >= 1");
+  TUTTI_EXPECTS(std::isfinite(o.price_per_device_hour) && o.price_per_device_hour >= 0, fn,
+                "price = " + detail::ledger_impl::num(o.price_per_device_hour) + "; expected >= 0");
+  TUTTI_EXPECTS(
+      o.knee_fraction > 0 && o.knee_fraction <= 1, fn,
+      "knee_fraction = " + detail::ledger_impl::num(o.knee_fraction) + "; expected 0 < f <= 1");
+  const std::vector<int> counts = detail::ledger_impl::device_counts(o);
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    TUTTI_EXPECTS(counts[i] >= 1 && (i == 0 || counts[i] > counts[i - 1]), fn,
+                  "device counts must be ascending and >= 1; got " + std::to_string(counts[i]) +
+                      " at position " + std::to_string(i));
+
+  projection p;
+  p.measured = m;
+  p.options = o;
+  if (o.exposed_ratio)
+    p.exposed_ratio = *o.exposed_ratio;
+  else
+    p.exposed_ratio = m.reduce_total_s > 0 && m.world_size > 1
+                          ? std::clamp(m.reduce_exposed_s / m.reduce_total_s, 0.0, 1.0)
+                          : 1.0;
+  TUTTI_EXPECTS(p.exposed_ratio >= 0 && p.exposed_ratio <= 1, fn,
+                "exposed_ratio = " + detail::ledger_impl::num(p.exposed_ratio) +
+                    "; expected 0 <= ratio <= 1");
+
+  const double b0 = m.per_device_batch();
+  const auto make_row = [&](int n) {
+    projection_row r;
+    r.devices = n;
+    topology t{.devices = n,
+               .devices_per_node = o.devices_per_node,
+               .intra = o.intra,
+               .inter = o.inter,
+               .nics_per_node = o.nics_per_node};
+    r.nodes = t.nodes();
+    r.per_device_batch = o.scaling == scaling_mode::weak ? b0 : m.global_batch / n;
+    r.global_batch = r.per_device_batch * n;
+    const double scale = r.per_device_batch / b0;
+    r.data_s = m.data_s * scale;
+    r.compute_s = m.compute_s * scale;
+    r.optimizer_s = m.optimizer_s;
+    const allreduce_estimate e = best_allreduce(m.bytes_reduced, t);
+    r.algorithm = e.algorithm;
+    r.reduce_total_s = e.seconds();
+    r.reduce_exposed_s = exposed_reduce_seconds(r.reduce_total_s, p.exposed_ratio, r.compute_s);
+    r.step_s = r.data_s + r.compute_s + r.optimizer_s + r.reduce_exposed_s;
+    r.samples_per_s = r.global_batch / r.step_s;
+    r.steps_per_epoch = std::ceil(m.samples_per_epoch / r.global_batch);
+    r.epoch_s = r.steps_per_epoch * r.step_s;
+    r.device_hours_per_epoch = n * r.epoch_s / 3600.0;
+    r.cost_per_epoch = r.device_hours_per_epoch * o.price_per_device_hour;
+    return r;
+  };
+
+  const projection_row one = make_row(1);
+  p.one_device_samples_per_s = one.samples_per_s;
+  const double worth = o.knee_fraction * one.samples_per_s;
+  int prev_n = 0;
+  double prev_sps = 0;
+  for (const int n : counts) {
+    if (o.scaling == scaling_mode::strong && m.global_batch / n < 1.0) {
+      p.truncated = true;
+      break;
+    }
+    projection_row r = make_row(n);
+    r.speedup = r.samples_per_s / one.samples_per_s;
+    r.efficiency = r.speedup / n;
+    const double added_sps = r.samples_per_s - prev_sps;
+    r.gain_per_added_device = added_sps / (n - prev_n);
+    r.marginal_cost = added_sps > 0 ? (n - prev_n) * o.price_per_device_hour / added_sps
+                                    : std::numeric_limits<double>::infinity();
+    if (!p.knee && prev_n > 0 && r.gain_per_added_device < worth) p.knee = n;
+    if (!p.knee) p.last_worthwhile = n;
+    prev_n = n;
+    prev_sps = r.samples_per_s;
+    p.rows.push_back(r);
+  }
+  return p;
+}
+
+/// The projection as a fixed-width text table, one row per device count, followed by the knee
+/// (the `tutti plan` table and the projection `tutti train` prints).
+inline std::string format_projection_table(const projection& p) {
+  using detail::ledger_impl::sfmt;
+  std::string out = sfmt("%7s %5s %12s %10s %10s %10s %12s %8s %6s %11s %12s %12s\n", "devices",
+                         "nodes", "allreduce", "reduce", "exposed", "step", "samples/s", "speedup",
+                         "eff", "dev-h/epoch", "cost/epoch", "marginal");
+  for (const auto& r : p.rows) {
+    namespace f = detail::ledger_impl;
+    out += sfmt("%7d %5d %12s %10s %10s %10s %12s %8.2f %5.0f%% %11s %12s %12s\n", r.devices,
+                r.nodes, to_string(r.algorithm), f::duration_text(r.reduce_total_s).c_str(),
+                f::duration_text(r.reduce_exposed_s).c_str(), f::duration_text(r.step_s).c_str(),
+                f::figure(r.samples_per_s).c_str(), r.speedup, 100.0 * r.efficiency,
+                f::figure(r.device_hours_per_epoch).c_str(), f::figure(r.cost_per_epoch).c_str(),
+                f::figure(r.marginal_cost).c_str());
+  }
+  out += sfmt(
+      "(%s scaling; reduce = predicted allreduce per step, exposed = the part the step waits "
+      "for at exposed/total %.2f; marginal = money per hour per extra sample/s of the last "
+      "devices added)\n",
+      to_string(p.options.scaling), p.exposed_ratio);
+  if (p.truncated)
+    out += "(strong scaling stops where a device would get less than one sample per step)\n";
+  if (p.knee)
+    out += sfmt(
+        "knee: N = %d, where each added device brings less than %.0f%% of one device's "
+        "%s samples/s; the last N worth paying for is %d\n",
+        *p.knee, 100.0 * p.options.knee_fraction,
+        detail::ledger_impl::figure(p.one_device_samples_per_s).c_str(), p.last_worthwhile);
+  else
+    out += sfmt(
+        "knee: none up to N = %d: every doubling still adds at least %.0f%% of one device's "
+        "%s samples/s per added device\n",
+        p.rows.empty() ? 1 : p.rows.back().devices, 100.0 * p.options.knee_fraction,
+        detail::ledger_impl::figure(p.one_device_samples_per_s).c_str());
+  return out;
+}
+
+}  // namespace tutti

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file reducers/mpi.hpp
+/// @brief `tutti::mpi_reducer`: one rank per process, on one or many hosts, reduced with MPI.
+///
+/// Needs an MPI implementation (Open MPI is what tutti is tested with): include it only in
+/// translation units built with MPI's compile flags and linked against it (`MPI::MPI_CXX`).
+#pragma once
+
+#include <tutti/error.hpp>
+
+// tutti uses MPI's C interface; the deprecated C++ bindings would only add warnings and a
+// library to link.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace tutti {
+
+/// An MPI call returned an error code; the message names the call, MPI's error string and the
+/// source location. `code()` is the code MPI returned.
+class mpi_error : public error {
+ public:
+  /// An error for MPI's return code `code` with the message `what`.
+  mpi_error(int code, const std::string& what) : error(what), m_code(code) {}
+  /// The error code the MPI call returned.
+  int code() const noexcept { return m_code; }
+
+ private:
+  int m_code;
+};
+
+namespace detail {
+
+/// MPI's text for an error code (safe to call whether or not MPI is initialised).
+inline std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "unknown MPI error";
+  return std::string(text, static_cast<std::size_t>(std::max(length, 0)));
+}
+
+/// Throws `tutti::mpi_error` for the failed call `call` at `file`:`line`.
+[[noreturn]] inline void throw_mpi(int code, const char* call, const char* file, int line) {
+  throw mpi_error(code, std::string(call) + " failed: " + mpi_error_text(code) + " (error code " +
+                            std::to_string(code) + ") at " + file + ":" + std::to_string(line));
+}
+
+}  // namespace detail
+}  // namespace tutti
+
+/// Evaluates an MPI call; unless it returns MPI_SUCCESS, throws `tutti::mpi_error` with the
+/// call's text, MPI's error string and file:line. Errors come back as codes only on a
+/// communicator whose error handler is MPI_ERRORS_RETURN (as `tutti::mpi_reducer`'s is).
+#define TUTTI_MPI_CHECK(call)                                                 \
+  do {                                                                        \
+    const int tutti_mpi_code_ = (call);                                       \
+    if (tutti_mpi_code_ != MPI_SUCCESS)                                       \
+      ::tutti::detail::throw_mpi(tutti_mpi_code_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+namespace tutti {
+
+/// Initialises MPI for the lifetime of the object and finalises it at the end, unless MPI was
+/// already initialised (then it does nothing, and the owner of that initialisation finalises).
+/// Create one in `main` before any `tutti::mpi_reducer`, and let it outlive them.
+class mpi_session {
+ public:
+  /// Initialises MPI with at least `required` thread support (default MPI_THREAD_FUNNELED:
+  /// only the thread that initialised MPI calls it, OpenMP threads never do). Throws
+  /// `tutti::mpi_error` if the library offers less.
+  explicit mpi_session(int required = MPI_THREAD_FUNNELED)
+      : mpi_session(nullptr, nullptr, required) {}
+  /// As above, letting MPI see (and strip its own options from) the program's arguments.
+  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED)
+      : mpi_session(&argc, &argv, required) {}
+
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+
+  /// Finalises MPI if this session initialised it and nobody has finalised it yet.
+  ~mpi_session() {
+    if (!m_owner) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+
+  /// True when this session initialised MPI (and will finalise it).
+  bool owner() const noexcept { return m_owner; }
+  /// The thread support MPI provides.
+  int thread_level() const noexcept { return m_provided; }
+
+ private:
+  mpi_session(int* argc, char*** argv, int required) {
+    int initialized = 0;
+    TUTTI_MPI_CHECK(MPI_Initialized(&initialized));
+    if (initialized) {
+      TUTTI_MPI_CHECK(MPI_Query_thread(&m_provided));
+      return;
+    }
+    int finalized = 0;
+    TUTTI_MPI_CHECK(MPI_Finalized(&finalized));
+    if (finalized)
+      throw mpi_error(MPI_ERR_OTHER,
+                      "tutti::mpi_session(): MPI was already finalised; it cannot be "
+                      "initialised twice in one process");
+    TUTTI_MPI_CHECK(MPI_Init_thread(argc, argv, required, &m_provided));
+    m_owner = true;
+    if (m_provided < required) {
+      MPI_Finalize();
+      m_owner = false;
+      throw mpi_error(MPI_ERR_OTHER, "tutti::mpi_session(): MPI provides thread level " +
+                                         std::to_string(m_provided) + "; expected at least " +
+                                         std::to_string(required));
+    }
+  }
+
+  bool m_owner = false;
+  int m_provided = MPI_THREAD_SINGLE;
+};
+
+/// Runs `f()` and returns its result. If `f` throws, prints `tutti: rank R: <what>` (R the rank
+/// in MPI_COMM_WORLD) to stderr and calls `MPI_Abort(MPI_COMM_WORLD, 1)`, which ends every
+/// process of the job, including ranks waiting in a collective for this one: an error on one
+/// process never leaves the others hanging. Without an initialised MPI it rethrows instead.
+template <class F>
+requires std::invocable<F&>
+decltype(auto) mpi_abort_on_exception(F&& f) {
+  const auto abort_job = [](const char* what) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) return;
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "tutti: rank %d: %s\n", rank, what);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    // MPI_Abort does not return; should an implementation return, the process still must end.
+    std::_Exit(1);
+  };
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+    throw;
+  } catch (...) {
+    abort_job("an exception not derived from std::exception");
+    throw;
+  }
+}
+
+/// Settings of a `tutti::mpi_reducer`.
+struct mpi_options {
+  /// Check that every rank passes the same number of values on every `all_reduce_mean`, not
+  /// only on the first (costs one small extra all-reduce per call).
+  bool check_every_reduce = false;
+  /// Most elements handed to one MPI call; larger spans are reduced in pieces, because MPI
+  /// counts are `int`. In (0, INT_MAX].
+  std::size_t max_elements_per_call = static_cast<std::size_t>(INT_MAX);
+};
+
+namespace detail {
+
+template <class T>
+MPI_Datatype mpi_datatype() {
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else {
+    static_assert(std::is_same_v<T, std::uint64_t>, "tutti::mpi_reducer: unsupported type");
+    return MPI_UINT64_T;
+  }
+}
+
+// Element-wise maximum in which a NaN wins, like local_ring's, so a non-finite flag raised on
+// one rank cannot be lost (MPI_MAX leaves the handling of NaN unspecified).
+inline void nan_winning_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const double* a = static_cast<const double*>(in);
+  double* b = static_cast<double*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (a[i] > b[i] || std::isnan(a[i])) b[i] = a[i];
+}
+
+}  // namespace detail
+
+/// One rank per process (models `gradient_reducer`): collectives over an MPI communicator, on
+/// one host or many. The reducer works on its own duplicate of the communicator it is given, so
+/// its traffic cannot match the user's messages, and sets MPI_ERRORS_RETURN on it, so an MPI
+/// failure becomes a `tutti::mpi_error`. Pair it with `tutti::mpi_abort_on_exception` so that an
+/// error on one process ends all of them. Move-only: it owns the duplicate.
+///
+/// Constructing and destroying a reducer are collective over the communicator; all calls must
+/// come from the thread that initialised MPI.
+class mpi_reducer {
+ public:
+  /// MPI reads and writes host memory.
+  template <class Space>
+  static constexpr bool accepts = Space::host_accessible;
+
+  /// A reducer over a duplicate of `comm`. Throws `tutti::invalid_argument` unless MPI is
+  /// initialised (see `tutti::mpi_session`) and `opt` is valid, `tutti::mpi_error` if MPI fails.
+  explicit mpi_reducer(MPI_Comm comm = MPI_COMM_WORLD, mpi_options opt = {}) : m_options(opt) {
+    static constexpr const char* name = "tutti::mpi_reducer";
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    TUTTI_EXPECTS(initialized && !finalized, name,
+                  "MPI is not initialised (or already finalised); expected a live "
+                  "tutti::mpi_session (or MPI_Init) first");
+    TUTTI_EXPECTS(opt.max_elements_per_call > 0 &&
+                      opt.max_elements_per_call <= static_cast<std::size_t>(INT_MAX),
+                  name,
+                  "max_elements_per_call = " + std::to_string(opt.max_elements_per_call) +
+                      "; expected 1 ... INT_MAX");
+    TUTTI_EXPECTS(comm != MPI_COMM_NULL, name, "comm is MPI_COMM_NULL; expected a communicator");
+    TUTTI_MPI_CHECK(MPI_Comm_dup(comm, &m_comm));
+    try {
+      TUTTI_MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
+      TUTTI_MPI_CHECK(MPI_Comm_rank(m_comm, &m_rank));
+      TUTTI_MPI_CHECK(MPI_Comm_size(m_comm, &m_world));
+      TUTTI_MPI_CHECK(MPI_Op_create(&detail::nan_winning_max, 1, &m_max));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  mpi_reducer(const mpi_reducer&) = delete;
+  mpi_reducer& operator=(const mpi_reducer&) = delete;
+  /// Takes over `other`'s communicator; `other` is left empty (only destruction is allowed).
+  mpi_reducer(mpi_reducer&& other) noexcept
+      : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)),
+        m_max(std::exchange(other.m_max, MPI_OP_NULL)),
+        m_rank(other.m_rank),
+        m_world(other.m_world),
+        m_options(other.m_options),
+        m_bytes(other.m_bytes),
+        m_reduce_size_checked(other.m_reduce_size_checked) {}
+  /// Frees this reducer's communicator and takes over `other`'s.
+  mpi_reducer& operator=(mpi_reducer&& other) noexcept {
+    if (this != &other) {
+      release();
+      m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
+      m_max = std::exchange(other.m_max, MPI_OP_NULL);
+      m_rank = other.m_rank;
+      m_world = other.m_world;
+      m_options = other.m_options;
+      m_bytes = other.m_bytes;
+      m_reduce_size_checked = other.m_reduce_size_checked;
+    }
+    return *this;
+  }
+  /// Frees the duplicated communicator (skipped once MPI is finalised).
+  ~mpi_reducer() { release(); }
+
+  /// This process's rank in the communicator, in [0, world_size()).
+  int rank() const noexcept { return m_rank; }
+  /// Number of processes in the communicator.
+  int world_size() const noexcept { return m_world; }
+  /// The reducer's own (duplicated) communicator, for the user's extra collectives.
+  MPI_Comm communicator() const noexcept { return m_comm; }
+  /// The settings the reducer was made with.
+  const mpi_options& options() const noexcept { return m_options; }
+  /// Gradient bytes this rank handed to `all_reduce_mean` so far.
+  std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
+
+  /// Replaces `grads` on every rank by the element-wise mean over ranks: an in-place
+  /// MPI_Allreduce with MPI_SUM, then one pass dividing by the world size. Every rank must pass
+  /// the same number of values; that is checked on the first call (and on every call with
+  /// `check_every_reduce`), and a difference throws `tutti::mismatch_error` on every rank.
+  template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
+  void all_reduce_mean(std::span<T> grads) {
+    if (!m_reduce_size_checked || m_options.check_every_reduce) {
+      agree("tutti::mpi_reducer::all_reduce_mean", op_code::all_reduce_mean, sizeof(T),
+            grads.size());
+      m_reduce_size_checked = true;
+    }
+    for_each_piece(grads.size(), [&](std::size_t offset, int count) {
+      TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.data() + offset, count,
+                                    detail::mpi_datatype<T>(), MPI_SUM, m_comm));
+    });
+    if (m_world > 1) {
+      const T divisor = static_cast<T>(m_world);
+      for (T& g : grads) g /= divisor;
+    }
+    m_bytes += grads.size_bytes();
+  }
+
+  /// Copies `root`'s `values` into every other rank's `values`. All ranks must pass the same
+  /// size and root (`tutti::mismatch_error` otherwise) and 0 <= root < W
+  /// (`tutti::invalid_argument` otherwise), each raised on every rank.
+  template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
+  void broadcast(std::span<T> values, int root) {
+    static constexpr const char* name = "tutti::mpi_reducer::broadcast";
+    agree(name, op_code::broadcast, sizeof(T), values.size(), 0, root);
+    TUTTI_EXPECTS(root >= 0 && root < m_world, name,
+                  "root = " + std::to_string(root) +
+                      "; expected 0 <= root < world_size = " + std::to_string(m_world));
+    for_each_piece(values.size(), [&](std::size_t offset, int count) {
+      TUTTI_MPI_CHECK(
+          MPI_Bcast(values.data() + offset, count, detail::mpi_datatype<T>(), root, m_comm));
+    });
+  }
+
+  /// Replaces `values` on every rank by the element-wise sum over ranks (MPI_SUM). Sizes must
+  /// agree (`tutti::mismatch_error` on every rank).
+  void all_reduce_sum(std::span<double> values) {
+    agree("tutti::mpi_reducer::all_reduce_sum", op_code::all_reduce_sum, sizeof(double),
+          values.size());
+    for_each_piece(values.size(), [&](std::size_t offset, int count) {
+      TUTTI_MPI_CHECK(
+          MPI_Allreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE, MPI_SUM, m_comm));
+    });
+  }
+
+  /// Replaces `values` on every rank by the element-wise maximum over ranks; a NaN on any rank
+  /// wins, so a non-finite flag cannot be lost. Sizes must agree (`tutti::mismatch_error`).
+  void all_reduce_max(std::span<double> values) {
+    agree("tutti::mpi_reducer::all_reduce_max", op_code::all_reduce_max, sizeof(double),
+          values.size());
+    for_each_piece(values.size(), [&](std::size_t offset, int count) {
+      TUTTI_MPI_CHECK(
+          MPI_Allreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE, m_max, m_comm));
+    });
+  }
+
+  /// Concatenates every rank's `mine` into `all` in rank order on every rank. All ranks must
+  /// pass the same mine.size() (`tutti::mismatch_error`) and all.size() == mine.size() * W
+  /// (`tutti::invalid_argument`), each raised on every rank. `mine` may be this rank's own block
+  /// of `all` (gathering in place) but must not overlap `all` otherwise.
+  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+    static constexpr const char* name = "tutti::mpi_reducer::all_gather";
+    agree(name, op_code::all_gather, sizeof(std::uint64_t), mine.size(), all.size());
+    const std::size_t m = mine.size();
+    TUTTI_EXPECTS(all.size() == m * static_cast<std::size_t>(m_world), name,
+                  "all.size() = " + std::to_string(all.size()) +
+                      "; expected mine.size() * world_size = " +
+                      std::to_string(m * static_cast<std::size_t>(m_world)));
+    if (m == 0) return;
+    const bool in_place = mine.data() == all.data() + static_cast<std::size_t>(m_rank) * m;
+    if (m <= m_options.max_elements_per_call) {
+      const int count = static_cast<int>(m);
+      TUTTI_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : mine.data(), count, MPI_UINT64_T,
+                                    all.data(), count, MPI_UINT64_T, m_comm));
+      return;
+    }
+    // Piece [offset, offset + count) of every rank's block: a block type whose extent is a whole
+    // rank's block puts rank k's piece at all + k * m + offset.
+    for_each_piece(m, [&](std::size_t offset, int count) {
+      MPI_Datatype piece = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
+      TUTTI_MPI_CHECK(MPI_Type_contiguous(count, MPI_UINT64_T, &piece));
+      const int made = MPI_Type_create_resized(
+          piece, 0, static_cast<MPI_Aint>(m * sizeof(std::uint64_t)), &strided);
+      MPI_Type_free(&piece);
+      TUTTI_MPI_CHECK(made);
+      int code = MPI_Type_commit(&strided);
+      if (code == MPI_SUCCESS)
+        code = MPI_Allgather(in_place ? MPI_IN_PLACE : mine.data() + offset, count, MPI_UINT64_T,
+                             all.data() + offset, 1, strided, m_comm);
+      MPI_Type_free(&strided);
+      if (code != MPI_SUCCESS)
+        detail::throw_mpi(code, "MPI_Allgather (strided piece)", __FILE__, __LINE__);
+    });
+  }
+
+ private:
+  enum class op_code : long long {
+    all_reduce_mean = 1,
+    broadcast,
+    all_reduce_sum,
+    all_reduce_max,
+    all_gather
+  };
+
+  static const char* op_name(long long op) {
+    switch (static_cast<op_code>(op)) {
+      case op_code::all_reduce_mean:
+        return "all_reduce_mean";
+      case op_code::broadcast:
+        return "broadcast";
+      case op_code::all_reduce_sum:
+        return "all_reduce_sum";
+      case op_code::all_reduce_max:
+        return "all_reduce_max";
+      case op_code::all_gather:
+        return "all_gather";
+    }
+    return "an unknown collective";
+  }
+
+  // One small all-reduce tells every rank the minimum and maximum over ranks of what each
+  // passed (collective, element size, counts, root); any difference throws the same
+  // `tutti::mismatch_error` on every rank, before the real collective could truncate or hang.
+  void agree(const char* name, op_code op, std::size_t element_size, std::size_t count,
+             std::size_t count2 = 0, int root = 0) {
+    static constexpr int fields = 5;
+    static constexpr const char* field_names[fields] = {"collectives", "element sizes", "sizes",
+                                                        "sizes of `all`", "roots"};
+    const long long mine[fields] = {static_cast<long long>(op),
+                                    static_cast<long long>(element_size),
+                                    static_cast<long long>(count), static_cast<long long>(count2),
+                                    static_cast<long long>(root)};
+    long long both[2 * fields];
+    for (int i = 0; i < fields; ++i) {
+      both[i] = mine[i];            // max
+      both[fields + i] = -mine[i];  // -min
+    }
+    TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, both, 2 * fields, MPI_LONG_LONG, MPI_MAX, m_comm));
+    for (int i = 0; i < fields; ++i) {
+      const long long hi = both[i], lo = -both[fields + i];
+      if (hi == lo) continue;
+      if (i == 0)
+        throw mismatch_error(std::string(name) + "(): ranks called different collectives (" +
+                             op_name(lo) + " and " + op_name(hi) +
+                             "); expected every rank to call the same collectives in the same "
+                             "order");
+      throw mismatch_error(std::string(name) + "(): ranks passed different " + field_names[i] +
+                           " (from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                           "); expected the same on every rank");
+    }
+  }
+
+  template <class F>
+  void for_each_piece(std::size_t n, F&& f) const {
+    for (std::size_t offset = 0; offset < n;) {
+      const std::size_t count = std::min(n - offset, m_options.max_elements_per_call);
+      f(offset, static_cast<int>(count));
+      offset += count;
+    }
+  }
+
+  void release() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      if (m_max != MPI_OP_NULL) MPI_Op_free(&m_max);
+      if (m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
+    }
+    m_max = MPI_OP_NULL;
+    m_comm = MPI_COMM_NULL;
+  }
+
+  MPI_Comm m_comm = MPI_COMM_NULL;
+  MPI_Op m_max = MPI_OP_NULL;
+  int m_rank = 0;
+  int m_world = 1;
+  mpi_options m_options;
+  std::uint64_t m_bytes = 0;
+  bool m_reduce_size_checked = false;
+};
+
+}  // namespace tutti

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The sanitizer jobs: the doctest suite (tutti_tests) built with g++ and
+#   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks checked), every test case;
+#   tsan   ThreadSanitizer, the threaded reducer and trainer tests (tests/test_reducers.cpp,
+#          tests/test_trainer.cpp: ranks as threads, the local ring, the barrier, the trainer).
+#
+#   bash scripts/sanitize.sh             # both jobs
+#   bash scripts/sanitize.sh asan        # one job (asan or tsan)
+#
+# Build folders: ${TUTTI_BUILD_DIR:-build}-asan and -tsan (examples, benchmarks and CUDA off;
+# only tutti_tests is built). -O1 keeps the suite's run time near the plain build's while the
+# reports keep usable stacks; TUTTI_SANITIZE_JOBS sets the build's parallelism (default 2).
+# Extra arguments after the job name go to the test executable (e.g. -tc='local_ring*');
+# TUTTI_SANITIZE_CMAKE_ARGS adds configure options to both builds.
+# Exits non-zero on any sanitizer report or failing test, and prints each job's time.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+base="${TUTTI_BUILD_DIR:-${root}/build}"
+jobs="${TUTTI_SANITIZE_JOBS:-2}"
+
+bash "${root}/scripts/deps.sh"
+
+jobs_to_run=(asan tsan)
+if [[ $# -gt 0 && ( "$1" == asan || "$1" == tsan ) ]]; then
+  jobs_to_run=("$1")
+  shift
+fi
+
+# Configures and builds tutti_tests in "${base}-$1" with the sanitizer flags "$2".
+build_job() {
+  local dir="${base}-$1" flags="$2"
+  cmake -S "${root}" -B "${dir}" -DCMAKE_BUILD_TYPE= \
+    -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer ${flags}" \
+    -DCMAKE_EXE_LINKER_FLAGS="${flags}" \
+    -DTUTTI_BUILD_EXAMPLES=OFF -DTUTTI_BUILD_BENCHMARKS=OFF -DTUTTI_ENABLE_CUDA=OFF \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${TUTTI_SANITIZE_CMAKE_ARGS:-} >/dev/null
+  cmake --build "${dir}" --target tutti_tests -j "${jobs}"
+}
+
+run_asan() {
+  build_job asan "-fsanitize=address,undefined"
+  # Thrust's `thrust::reference` and system dispatch bind references to null pointers of empty
+  # policy types that are never read (NVIDIA/cccl#1645, NVIDIA/thrust#997): UB on paper, and
+  # reported by -fsanitize=null on every sort or copy. That one check is suppressed inside
+  # Thrust's headers only; UBSan stays recoverable so the suppression can apply, and
+  # halt_on_error=1 makes every other report fatal.
+  local supp="${base}-asan/ubsan-thrust.supp"
+  cat >"${supp}" <<'SUPP'
+# Thrust binds references to null pointers of empty system tags (NVIDIA/cccl#1645).
+null:*/thrust/*
+SUPP
+  # OMP_WAIT_POLICY=passive as in ctest (tests/CMakeLists.txt): ranks as threads on shared cores.
+  env ASAN_OPTIONS="detect_leaks=1:strict_init_order=1:check_initialization_order=1" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=${supp}" \
+    OMP_WAIT_POLICY=passive \
+    "${base}-asan/tests/tutti_tests" "$@"
+}
+
+run_tsan() {
+  build_job tsan "-fsanitize=thread"
+  # libgomp is not built with ThreadSanitizer, so TSan cannot see the synchronisation inside
+  # its barriers and thread pool, and reports races between an OpenMP region's workers and the
+  # thread that continues after it. With OMP_NUM_THREADS=1 every parallel region runs on the
+  # calling thread (the ranks are std::threads, which TSan does see), so the reports that remain
+  # are tutti's. The suppressions cover what libgomp still does inside itself with one thread
+  # per team (its own pool bookkeeping), never a frame of tutti's code.
+  local supp="${base}-tsan/tsan-libgomp.supp"
+  cat >"${supp}" <<'SUPP'
+# libgomp is not instrumented: its internal synchronisation is invisible to ThreadSanitizer.
+called_from_lib:libgomp.so.1
+race:libgomp.so.1
+SUPP
+  env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${supp}" \
+    OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "${base}-tsan/tests/tutti_tests" --source-file='*test_reducers.cpp,*test_trainer.cpp' "$@"
+}
+
+declare -A took
+status=0
+for job in "${jobs_to_run[@]}"; do
+  echo "== sanitize: ${job}"
+  start=${SECONDS}
+  if "run_${job}" "$@"; then
+    result=passed
+  else
+    result=FAILED
+    status=1
+  fi
+  took[${job}]="$((SECONDS - start)) s, ${result}"
+done
+echo "== sanitize: summary"
+for job in "${jobs_to_run[@]}"; do
+  echo "   ${job}: ${took[${job}]}"
+done
+exit "${status}"

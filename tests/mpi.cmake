@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+# The MPI tests (label mpi), included from tests/CMakeLists.txt; added only where MPI for C++
+# and an mpiexec are found:
+#   mpi.reducer      tests/mpi/mpi_reducer_test.cpp on 2 processes: every collective, the
+#                    agreement checks, TUTTI_MPI_CHECK, a trainer on 2 processes vs 2 threads
+#   mpi.cli_parity   `mpiexec -n 2 tutti train --reducer mpi` and `tutti train --ranks 2` agree on
+#                    the final train loss within 1e-5 relative; usage errors under mpiexec
+#   mpi.abort        an error on one process ends every process, with a line naming its rank
+# Each runs 2 processes on what may be 2 shared cores, so they run alone (RUN_SERIAL).
+set(MPI_CXX_SKIP_MPICXX ON)  # tutti uses MPI's C interface only
+find_package(MPI COMPONENTS CXX)
+if(NOT MPI_CXX_FOUND OR NOT MPIEXEC_EXECUTABLE)
+  message(STATUS "tutti: MPI tests off (MPI for C++ or mpiexec not found)")
+  return()
+endif()
+
+set(tutti_mpiexec ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS})
+# One OpenMP thread per process, idle threads sleeping: the 2 processes share the cores.
+set(tutti_mpi_environment OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive)
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE tutti_mpiexec_version
+                ERROR_VARIABLE tutti_mpiexec_version TIMEOUT 30)
+if(tutti_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  # CI runs as root, which Open MPI refuses without the flag, on machines that may have fewer
+  # cores than processes. Inside containers the shared-memory transport's single-copy mode
+  # (cross-memory attach, needs ptrace rights) can be forbidden; copying through the shared
+  # segment always works. Ranks waiting in a collective yield the core instead of spinning.
+  list(APPEND tutti_mpiexec --allow-run-as-root --oversubscribe)
+  list(APPEND tutti_mpi_environment OMPI_MCA_btl_vader_single_copy_mechanism=none
+       OMPI_MCA_mpi_yield_when_idle=1)
+endif()
+
+foreach(name mpi_reducer_test mpi_abort_test)
+  add_executable(tutti_${name} ${CMAKE_CURRENT_LIST_DIR}/mpi/${name}.cpp)
+  target_link_libraries(tutti_${name} PRIVATE tutti::tutti MPI::MPI_CXX)
+  target_compile_options(tutti_${name} PRIVATE -Wall -Wextra -Wpedantic)
+endforeach()
+
+add_test(NAME mpi.reducer
+         COMMAND ${tutti_mpiexec} $<TARGET_FILE:tutti_mpi_reducer_test> ${MPIEXEC_POSTFLAGS})
+set_tests_properties(mpi.reducer PROPERTIES TIMEOUT 120)
+
+# The scripts get the launcher as one argument, its words joined by "|".
+string(JOIN "|" tutti_mpiexec_joined ${tutti_mpiexec})
+string(JOIN "|" tutti_mpiexec_postflags ${MPIEXEC_POSTFLAGS})
+set(tutti_mpi_script_args -DMPIEXEC=${tutti_mpiexec_joined}
+    -DMPIEXEC_POSTFLAGS=${tutti_mpiexec_postflags})
+
+add_test(NAME mpi.abort
+         COMMAND ${CMAKE_COMMAND} -DCASE=abort ${tutti_mpi_script_args}
+                 -DPROGRAM=$<TARGET_FILE:tutti_mpi_abort_test>
+                 -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
+set_tests_properties(mpi.abort PROPERTIES TIMEOUT 60)
+
+set(tutti_mpi_tests mpi.reducer mpi.abort)
+if(TARGET tutti_cli)
+  get_target_property(tutti_cli_definitions tutti_cli COMPILE_DEFINITIONS)
+  if("TUTTI_HAS_MPI=1" IN_LIST tutti_cli_definitions)
+    add_test(NAME mpi.cli_parity
+             COMMAND ${CMAKE_COMMAND} -DCASE=cli-parity ${tutti_mpi_script_args}
+                     -DPROGRAM=$<TARGET_FILE:tutti_cli> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi/cli
+                     -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
+    set_tests_properties(mpi.cli_parity PROPERTIES TIMEOUT 300)
+    list(APPEND tutti_mpi_tests mpi.cli_parity)
+  endif()
+endif()
+set_tests_properties(${tutti_mpi_tests} PROPERTIES
+  LABELS mpi RUN_SERIAL TRUE ENVIRONMENT "${tutti_mpi_environment}")

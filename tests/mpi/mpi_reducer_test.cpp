@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file mpi_reducer_test.cpp
+/// @brief `tutti::mpi_reducer` under `mpiexec -n 2` (any W >= 2 works): every collective against
+/// its exact result, the agreement checks, TUTTI_MPI_CHECK, and a trainer on W processes against
+/// the same trainer on W threads (`tutti::run_local`, run on rank 0).
+///
+/// Rank 0 prints one line per check; the program exits 1 on every rank if any check failed
+/// anywhere. An unexpected exception ends the whole job through `tutti::mpi_abort_on_exception`.
+#include <tutti/reducers/mpi.hpp>
+#include <tutti/tutti.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace {
+
+static_assert(std::is_base_of_v<tutti::error, tutti::mpi_error>);
+static_assert(tutti::gradient_reducer<tutti::mpi_reducer>);
+static_assert(tutti::mpi_reducer::accepts<tutti::host_space>);
+static_assert(!std::is_copy_constructible_v<tutti::mpi_reducer> &&
+              std::is_nothrow_move_constructible_v<tutti::mpi_reducer>);
+
+// Bookkeeping goes over MPI_COMM_WORLD, the communicator every reducer here duplicates.
+class checks {
+ public:
+  checks() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &m_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m_world);
+  }
+  int rank() const { return m_rank; }
+  int world() const { return m_world; }
+  int failures() const { return m_failures; }
+
+  // Collective: every rank reports whether `name` held here; rank 0 prints the verdict.
+  void expect(const std::string& name, bool ok, const std::string& detail = "") {
+    if (!ok && !detail.empty())
+      std::fprintf(stderr, "rank %d: %s: %s\n", m_rank, name.c_str(), detail.c_str());
+    int mine = ok ? 1 : 0;
+    std::vector<int> all(static_cast<std::size_t>(m_world));
+    MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::string failed_on;
+    for (int k = 0; k < m_world; ++k)
+      if (!all[static_cast<std::size_t>(k)])
+        failed_on += (failed_on.empty() ? "" : ", ") + std::to_string(k);
+    if (!failed_on.empty()) ++m_failures;
+    if (m_rank == 0) {
+      if (failed_on.empty())
+        std::printf("ok    %s\n", name.c_str());
+      else
+        std::printf("FAIL  %s (on rank %s)\n", name.c_str(), failed_on.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  // Collective: `f` must throw `E` on this rank (and, by the check, on every rank).
+  template <class E, class F>
+  void expect_throw(const std::string& name, F&& f, const std::string& must_contain = "") {
+    std::string detail;
+    bool ok = false;
+    try {
+      f();
+      detail = "no exception";
+    } catch (const E& e) {
+      const std::string what = e.what();
+      ok = what.find(must_contain) != std::string::npos;
+      if (!ok) detail = "message '" + what + "' lacks '" + must_contain + "'";
+      if (ok && m_rank == 0) std::printf("      %s\n", e.what());
+    } catch (const std::exception& e) {
+      detail = std::string("wrong exception: ") + e.what();
+    }
+    expect(name, ok, detail);
+  }
+
+ private:
+  int m_rank = 0;
+  int m_world = 1;
+  int m_failures = 0;
+};
+
+// Values whose sum over ranks is exact in float, so the correctly rounded mean is known.
+template <class T>
+T value_at(int rank, std::size_t i) {
+  return static_cast<T>(static_cast<double>(i % 97) * 0.25 + rank * 8 - 3);
+}
+
+template <class T>
+bool mean_is_exact(std::span<const T> got, int world, std::string& detail) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    T sum = 0;
+    for (int k = 0; k < world; ++k) sum += value_at<T>(k, i);
+    const T expected = sum / static_cast<T>(world);
+    if (got[i] != expected) {
+      detail = "element " + std::to_string(i) + " is " + std::to_string(got[i]) + "; expected " +
+               std::to_string(expected);
+      return false;
+    }
+  }
+  return true;
+}
+
+template <class T>
+void check_mean(checks& c, tutti::mpi_reducer& r, std::size_t n, const std::string& label) {
+  std::vector<T> g(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = value_at<T>(c.rank(), i);
+  const std::uint64_t before = r.bytes_reduced();
+  r.all_reduce_mean(std::span<T>(g));
+  std::string detail;
+  c.expect("all_reduce_mean<" + label + "> of " + std::to_string(n) +
+               " values is the exact mean (max " +
+               std::to_string(r.options().max_elements_per_call) + " per MPI call)",
+           mean_is_exact<T>(g, c.world(), detail), detail);
+  c.expect("bytes_reduced grows by the span's bytes", r.bytes_reduced() - before == n * sizeof(T),
+           std::to_string(r.bytes_reduced() - before) + " bytes");
+}
+
+template <class T>
+void check_broadcast(checks& c, tutti::mpi_reducer& r, std::size_t n, int root) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = value_at<T>(c.rank(), i);
+  r.broadcast(std::span<T>(v), root);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && v[i] == value_at<T>(root, i);
+  c.expect("broadcast of " + std::to_string(n) + " values from root " + std::to_string(root) +
+               " (max " + std::to_string(r.options().max_elements_per_call) + " per MPI call)",
+           ok);
+}
+
+void check_all_gather(checks& c, tutti::mpi_reducer& r, std::size_t m) {
+  const std::size_t w = static_cast<std::size_t>(c.world());
+  const auto expected = [&](std::size_t k, std::size_t j) {
+    return std::uint64_t(1000 * k + j + (std::uint64_t(1) << 40));
+  };
+  std::vector<std::uint64_t> mine(m), all(m * w, 0);
+  for (std::size_t j = 0; j < m; ++j) mine[j] = expected(static_cast<std::size_t>(c.rank()), j);
+  r.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+  bool ok = true;
+  for (std::size_t k = 0; k < w; ++k)
+    for (std::size_t j = 0; j < m; ++j) ok = ok && all[k * m + j] == expected(k, j);
+  const std::string per_call =
+      " (max " + std::to_string(r.options().max_elements_per_call) + " per MPI call)";
+  c.expect("all_gather of " + std::to_string(m) + " values per rank, in rank order" + per_call, ok);
+
+  // In place: this rank's block of `all` is its contribution.
+  std::vector<std::uint64_t> in_place(m * w, 0);
+  const std::size_t own = static_cast<std::size_t>(c.rank()) * m;
+  for (std::size_t j = 0; j < m; ++j) in_place[own + j] = mine[j];
+  r.all_gather(std::span<const std::uint64_t>(in_place.data() + own, m),
+               std::span<std::uint64_t>(in_place));
+  c.expect("all_gather in place" + per_call, in_place == all);
+}
+
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+
+struct run {
+  std::vector<float> params;
+  tutti::fit_result result;
+  std::uint64_t bytes = 0;
+};
+
+template <class Reducer>
+run train_with(Reducer reducer, const tutti::data::split_result& parts,
+               const tutti::train_options& opt) {
+  tutti::trainer<mf, tutti::shuffled_shards, Reducer, tutti::constant, tutti::sgd> t(
+      mf({.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
+         parts.train.n_items()),
+      tutti::shuffled_shards{}, std::move(reducer), tutti::constant{}, tutti::sgd{.momentum = 0.9f},
+      opt);
+  run out;
+  out.result = t.fit(parts.train, parts.test);
+  out.params = t.parameters_on_host();
+  out.bytes = t.reducer().bytes_reduced();
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+void check_trainer(checks& c) {
+  const auto all = tutti::data::synthetic_courses({.learners = 300,
+                                                   .courses = 60,
+                                                   .interactions_per_learner = 12,
+                                                   .implicit = true,
+                                                   .seed = 5});
+  const auto parts = tutti::data::split(all, {.test_fraction = 0.2, .seed = 3});
+  const std::size_t w = static_cast<std::size_t>(c.world());
+  // A batch of 60 per rank that does not divide the rows: the last step of each epoch is padded.
+  const tutti::train_options opt{
+      .batch = 60 * w, .epochs = 2, .base_lr = 0.05, .seed = 11, .evaluate_each_epoch = false};
+
+  const run mpi = train_with(tutti::mpi_reducer{}, parts, opt);
+
+  // The same run with W ranks as threads of rank 0's process.
+  run local;
+  if (c.rank() == 0) {
+    std::mutex m;
+    tutti::run_local(c.world(), [&](tutti::local_ring ring) {
+      run r = train_with(ring, parts, opt);
+      if (ring.rank() == 0) {
+        std::lock_guard lock(m);
+        local = std::move(r);
+      }
+    });
+  }
+  // Every rank compares against rank 0's threads: replicas must also agree with each other.
+  std::uint64_t n = local.params.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  local.params.resize(n);
+  MPI_Bcast(local.params.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  double local_loss = c.rank() == 0 ? local.result.epochs.back().train_loss : 0.0;
+  MPI_Bcast(&local_loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::uint64_t local_bytes = local.bytes;
+  MPI_Bcast(&local_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+
+  std::vector<float> rank0 = mpi.params;
+  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  c.expect("trainer: the replicas of all processes end bitwise equal", rank0 == mpi.params);
+
+  const double diff = relative_difference(mpi.params, local.params);
+  c.expect(
+      "trainer: W processes (mpi_reducer) end with the parameters of W threads "
+      "(local_ring) within 1e-5 relative",
+      diff <= 1e-5, "relative difference " + std::to_string(diff));
+  const double loss = mpi.result.epochs.back().train_loss;
+  c.expect("trainer: the same final train loss within 1e-5 relative",
+           std::abs(loss - local_loss) <= 1e-5 * std::abs(local_loss),
+           std::to_string(loss) + " vs " + std::to_string(local_loss));
+  std::uint64_t weighted = 0;
+  for (auto s : mpi.result.epochs.back().samples_per_rank) weighted += s;
+  c.expect("trainer: an epoch covers every training row exactly once",
+           mpi.result.epochs.back().samples_per_rank.size() == w && weighted == parts.train.size());
+  // The trainer may reduce more than the parameters' gradients (flags beside them): compare with
+  // what local_ring counted for the same run, and bound by one arena per step.
+  c.expect(
+      "trainer: bytes_reduced equals local_ring's, at least one arena per step",
+      mpi.bytes == local_bytes && mpi.bytes >= mpi.result.steps * mpi.params.size() * sizeof(float),
+      std::to_string(mpi.bytes) + " bytes after " + std::to_string(mpi.result.steps) +
+          " steps; local_ring counted " + std::to_string(local_bytes));
+
+  // A rank with another seed is caught before the first step, on every rank.
+  tutti::train_options other = opt;
+  if (c.rank() == 1) other.seed = 12;
+  c.expect_throw<tutti::mismatch_error>(
+      "trainer: ranks with different seeds throw mismatch_error on every rank",
+      [&] { train_with(tutti::mpi_reducer{}, parts, other); }, "disagree on the seed");
+}
+
+void run_checks(checks& c) {
+  c.expect("at least 2 processes (run under mpiexec -n 2)", c.world() >= 2,
+           "world size " + std::to_string(c.world()));
+
+  {
+    tutti::mpi_session inner;
+    c.expect("a second mpi_session is a no-op (MPI stays initialised)", !inner.owner());
+  }
+  int still = 0;
+  MPI_Initialized(&still);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  c.expect("the inner session did not finalise MPI", still && !finalized);
+
+  tutti::mpi_reducer r;
+  int congruent = MPI_UNEQUAL;
+  MPI_Comm_compare(r.communicator(), MPI_COMM_WORLD, &congruent);
+  c.expect("rank() and world_size() are those of MPI_COMM_WORLD",
+           r.rank() == c.rank() && r.world_size() == c.world());
+  c.expect("the reducer works on its own duplicate of the communicator",
+           r.communicator() != MPI_COMM_WORLD && congruent == MPI_CONGRUENT);
+
+  check_mean<float>(c, r, 1001, "float");
+  check_mean<double>(c, r, 1001, "double");
+  check_mean<float>(c, r, 0, "float");
+  tutti::mpi_reducer pieces(MPI_COMM_WORLD, {.max_elements_per_call = 7});
+  check_mean<float>(c, pieces, 1001, "float");
+  check_mean<double>(c, pieces, 50, "double");
+
+  for (int root : {0, c.world() - 1}) {
+    check_broadcast<float>(c, r, 513, root);
+    check_broadcast<double>(c, pieces, 513, root);
+  }
+
+  {
+    const double k = c.rank();
+    std::vector<double> v{k + 1, 0.5 * k, -k};
+    r.all_reduce_sum(std::span<double>(v));
+    const double w = c.world();
+    c.expect("all_reduce_sum",
+             v[0] == w * (w + 1) / 2 && v[1] == 0.25 * w * (w - 1) && v[2] == -w * (w - 1) / 2);
+    std::vector<double> m{k, -k, c.rank() == 1 ? std::nan("") : 1.0, 2.0};
+    r.all_reduce_max(std::span<double>(m));
+    c.expect("all_reduce_max; a NaN on one rank wins",
+             m[0] == w - 1 && m[1] == 0 && std::isnan(m[2]) && m[3] == 2.0);
+    std::vector<double> p(20);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = double(i) + k;
+    pieces.all_reduce_max(std::span<double>(p));
+    bool ok = true;
+    for (std::size_t i = 0; i < p.size(); ++i) ok = ok && p[i] == double(i) + w - 1;
+    c.expect("all_reduce_max in pieces", ok);
+  }
+
+  check_all_gather(c, r, 3);
+  check_all_gather(c, r, 1);
+  check_all_gather(c, pieces, 5);
+
+  // Disagreements throw on every rank, and the reducer stays usable afterwards.
+  c.expect_throw<tutti::mismatch_error>(
+      "all_gather with different sizes throws mismatch_error on every rank",
+      [&] {
+        std::vector<std::uint64_t> mine(c.rank() == 1 ? 2 : 3, 7);
+        std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(c.world()));
+        r.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+      },
+      "different sizes");
+  c.expect_throw<tutti::invalid_argument>(
+      "all_gather into a wrong-sized `all` throws invalid_argument on every rank",
+      [&] {
+        std::vector<std::uint64_t> mine(3, 7), all(3);
+        r.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+      },
+      "expected mine.size() * world_size");
+  c.expect_throw<tutti::invalid_argument>(
+      "broadcast from a root out of range throws invalid_argument on every rank",
+      [&] {
+        std::vector<float> v(4);
+        r.broadcast(std::span<float>(v), c.world());
+      },
+      "expected 0 <= root < world_size");
+  c.expect_throw<tutti::mismatch_error>(
+      "broadcast with different roots throws mismatch_error on every rank",
+      [&] {
+        std::vector<float> v(4);
+        r.broadcast(std::span<float>(v), c.rank() == 1 ? 1 : 0);
+      },
+      "different roots");
+  c.expect_throw<tutti::mismatch_error>(
+      "different collectives on different ranks throw mismatch_error on every rank",
+      [&] {
+        std::vector<double> v(2);
+        if (c.rank() == 1)
+          r.all_reduce_max(std::span<double>(v));
+        else
+          r.all_reduce_sum(std::span<double>(v));
+      },
+      "different collectives");
+  c.expect_throw<tutti::mismatch_error>(
+      "a first all_reduce_mean with different sizes throws mismatch_error on every rank",
+      [&] {
+        tutti::mpi_reducer fresh;
+        std::vector<float> g(c.rank() == 1 ? 9 : 10);
+        fresh.all_reduce_mean(std::span<float>(g));
+      },
+      "different sizes");
+  c.expect_throw<tutti::mismatch_error>(
+      "check_every_reduce catches a later change of size",
+      [&] {
+        tutti::mpi_reducer strict(MPI_COMM_WORLD, {.check_every_reduce = true});
+        std::vector<float> g(10);
+        strict.all_reduce_mean(std::span<float>(g));
+        std::vector<float> h(c.rank() == 1 ? 11 : 10);
+        strict.all_reduce_mean(std::span<float>(h));
+      },
+      "different sizes");
+  check_mean<float>(c, r, 33, "float");
+
+  // Errors of MPI itself come back as codes on the reducer's communicator and become
+  // mpi_error with the call, MPI's string and the location.
+  c.expect_throw<tutti::mpi_error>(
+      "TUTTI_MPI_CHECK turns an MPI error code into mpi_error",
+      [&] {
+        float x = 0;
+        TUTTI_MPI_CHECK(MPI_Bcast(&x, -1, MPI_FLOAT, 0, r.communicator()));
+      },
+      "MPI_Bcast(&x, -1, MPI_FLOAT, 0, r.communicator()) failed: ");
+  c.expect_throw<tutti::mpi_error>(
+      "mpi_error names file:line",
+      [&] {
+        float x = 0;
+        TUTTI_MPI_CHECK(MPI_Bcast(&x, 1, MPI_FLOAT, -5, r.communicator()));
+      },
+      "mpi_reducer_test.cpp:");
+  c.expect_throw<tutti::invalid_argument>(
+      "max_elements_per_call = 0 is rejected",
+      [] { tutti::mpi_reducer bad(MPI_COMM_WORLD, {.max_elements_per_call = 0}); },
+      "expected 1 ... INT_MAX");
+
+  {
+    tutti::mpi_reducer a;
+    const MPI_Comm comm = a.communicator();
+    tutti::mpi_reducer b = std::move(a);
+    std::vector<double> v{1.0};
+    b.all_reduce_sum(std::span<double>(v));
+    c.expect(
+        "a moved reducer keeps the communicator and works; the source is empty",
+        b.communicator() == comm && a.communicator() == MPI_COMM_NULL && v[0] == double(c.world()));
+  }
+
+  check_trainer(c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tutti::mpi_session session(argc, argv);
+  if (session.thread_level() < MPI_THREAD_FUNNELED || !session.owner()) {
+    std::fprintf(stderr, "mpi_reducer_test: the session did not initialise MPI as expected\n");
+    return 1;
+  }
+  return tutti::mpi_abort_on_exception([] {
+    checks c;
+    run_checks(c);
+    if (c.rank() == 0)
+      std::printf("%s: %d failed check(s) on %d processes\n", c.failures() ? "FAILED" : "passed",
+                  c.failures(), c.world());
+    return c.failures() ? 1 : 0;
+  });
+}

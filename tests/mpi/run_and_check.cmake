@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+# Runs a program under mpiexec and checks what the issue asks of it.
+#   cmake -DCASE=<abort|cli-parity> -DMPIEXEC=<launcher words joined by |>
+#         [-DMPIEXEC_POSTFLAGS=<words joined by |>] -DPROGRAM=<exe> [-DWORK=<dir>]
+#         -P run_and_check.cmake
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" launcher "${MPIEXEC}")
+string(REPLACE "|" ";" postflags "${MPIEXEC_POSTFLAGS}")
+
+# A non-negative decimal JSON number as an integer count of 1e-9 units (CMake has no floats).
+function(to_nano out value)
+  if(NOT value MATCHES "^([0-9]+)(\\.([0-9]*))?$")
+    message(FATAL_ERROR "expected a plain non-negative decimal, got '${value}'")
+  endif()
+  set(frac "${CMAKE_MATCH_3}000000000")
+  string(SUBSTRING "${frac}" 0 9 frac)
+  math(EXPR n "${CMAKE_MATCH_1} * 1000000000 + 1${frac} - 1000000000")
+  set(${out} ${n} PARENT_SCOPE)
+endfunction()
+
+function(final_loss out json)
+  string(JSON n LENGTH "${json}" epochs)
+  math(EXPR last "${n} - 1")
+  string(JSON v GET "${json}" epochs ${last} train_loss)
+  set(${out} ${v} PARENT_SCOPE)
+endfunction()
+
+# Occurrences of the plain string `needle` in `text`.
+function(count_of out text needle)
+  string(REPLACE "${needle}" "\n@@\n" marked "${text}")
+  string(REGEX MATCHALL "\n@@\n" hits "${marked}")
+  list(LENGTH hits n)
+  set(${out} ${n} PARENT_SCOPE)
+endfunction()
+
+if(CASE STREQUAL "abort")
+  # Rank 1 throws after a collective; rank 0 waits in the next one. The whole job must end by
+  # itself, non-zero, well before the test's timeout, and say which rank failed.
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} TIMEOUT 45
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR seconds "${t1} - ${t0}")
+  message(STATUS "mpiexec exit '${rc}' after ${seconds} s\nstdout:\n${out}\nstderr:\n${err}")
+  if(NOT rc MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "the job did not end by itself (${rc}): a failed rank left others hanging")
+  endif()
+  if(rc EQUAL 0 OR rc EQUAL 3)
+    message(FATAL_ERROR "mpiexec exited ${rc}; expected a non-zero exit from MPI_Abort")
+  endif()
+  if(NOT err MATCHES "tutti: rank 1: injected failure after the first collective")
+    message(FATAL_ERROR "stderr does not name rank 1 with its error ('tutti: rank 1: ...')")
+  endif()
+  if(out MATCHES "passed a collective")
+    message(FATAL_ERROR "a rank passed a collective that rank 1 never joined")
+  endif()
+elseif(CASE STREQUAL "cli-parity")
+  file(MAKE_DIRECTORY ${WORK})
+  file(REMOVE ${WORK}/m.json ${WORK}/l.json ${WORK}/m.log)
+  # The issue's acceptance criterion, word for word apart from the paths.
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} train --reducer mpi --seed 7
+                          --json ${WORK}/m.json --log ${WORK}/m.log
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpiexec ... tutti train --reducer mpi exited ${rc}\n${out}\n${err}")
+  endif()
+  message(STATUS "mpiexec -n 2 tutti train --reducer mpi --seed 7:\n${out}")
+  count_of(headers "${out}" "tutti train: ")
+  count_of(finals "${out}" "test auc ")
+  if(NOT headers EQUAL 1 OR NOT finals EQUAL 1)
+    message(FATAL_ERROR "the report was printed ${headers} / ${finals} times; expected once, by rank 0")
+  endif()
+  execute_process(COMMAND ${PROGRAM} train --ranks 2 --seed 7 --json ${WORK}/l.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti train --ranks 2 exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/m.json jm)
+  file(READ ${WORK}/l.json jl)
+  string(JSON world GET "${jm}" world_size)
+  if(NOT world EQUAL 2)
+    message(FATAL_ERROR "the MPI run reports world_size ${world}; expected 2")
+  endif()
+  # Both processes appended their records to the one log: one per rank and epoch.
+  string(JSON epochs LENGTH "${jm}" epochs)
+  file(STRINGS ${WORK}/m.log records)
+  list(LENGTH records n_records)
+  math(EXPR expected_records "2 * ${epochs}")
+  count_of(rank1 "${records}" "\"rank\":1,")
+  if(NOT n_records EQUAL expected_records OR NOT rank1 EQUAL epochs)
+    message(FATAL_ERROR "the log holds ${n_records} records (${rank1} of rank 1); expected "
+                        "${expected_records}, half of them rank 1's")
+  endif()
+  final_loss(lm "${jm}")
+  final_loss(ll "${jl}")
+  to_nano(nm ${lm})
+  to_nano(nl ${ll})
+  math(EXPR diff "${nm} - ${nl}")
+  if(diff LESS 0)
+    math(EXPR diff "-${diff}")
+  endif()
+  # 1e-5 relative, rounded up to the 1e-9 resolution of the comparison.
+  math(EXPR bound "${nl} / 100000 + 1")
+  if(diff GREATER bound)
+    message(FATAL_ERROR "final train loss: 2 processes ${lm}, 2 threads ${ll}; expected equal "
+                        "within 1e-5 relative")
+  endif()
+  message(STATUS "final train loss: 2 processes (mpi) ${lm}, 2 threads (local) ${ll}")
+
+  # Usage errors are the same on every process: exit 2, one line from rank 0 only.
+  foreach(args "--ranks;3" "--batch;4097")
+    execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} train --reducer mpi ${args}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    count_of(lines "${err}" "tutti: error: ")
+    if(NOT rc EQUAL 2 OR NOT lines EQUAL 1)
+      message(FATAL_ERROR "mpiexec ... tutti train --reducer mpi ${args}: exit ${rc}, ${lines} "
+                          "error line(s); expected exit 2 and one line\n${err}")
+    endif()
+    string(REGEX MATCH "tutti: error: [^\n]*" line "${err}")
+    message(STATUS "tutti train --reducer mpi ${args} -> ${line}")
+  endforeach()
+else()
+  message(FATAL_ERROR "unknown CASE '${CASE}'")
+endif()

@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file test_ledger.cpp
+/// @brief The cost ledger: links, the alpha-beta allreduce models, the projection and its knee,
+/// the planner's verdicts and JSON, the report's series, and the allreduce benchmark's fit.
+#include <doctest/doctest.h>
+
+#include <tutti/ledger/allreduce_bench.hpp>
+#include <tutti/ledger/cost_model.hpp>
+#include <tutti/ledger/links.hpp>
+#include <tutti/ledger/planner.hpp>
+#include <tutti/ledger/projection.hpp>
+#include <tutti/ledger/report.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+tutti::topology one_node(int n, const char* link) {
+  return {.devices = n,
+          .devices_per_node = n,
+          .intra = tutti::find_link(link),
+          .inter = tutti::find_link(link),
+          .nics_per_node = 1};
+}
+
+// A link so fast that only the other one matters.
+tutti::link_profile free_link() {
+  return tutti::custom_link(1e9, 0.0, "free");
+}
+
+// Series name -> [(x, y)] from every element carrying data-series and data-points.
+std::map<std::string, std::vector<std::pair<double, double>>> parse_series(
+    const std::string& html) {
+  std::map<std::string, std::vector<std::pair<double, double>>> out;
+  const std::regex attr("data-series=\"([^\"]+)\" data-points=\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), attr); it != std::sregex_iterator();
+       ++it) {
+    auto& pts = out[(*it)[1].str()];
+    std::stringstream ss((*it)[2].str());
+    std::string pair;
+    while (std::getline(ss, pair, ',')) {
+      const auto colon = pair.find(':');
+      pts.emplace_back(std::stod(pair.substr(0, colon)), std::stod(pair.substr(colon + 1)));
+    }
+  }
+  return out;
+}
+
+// One device, 1 s of compute per step for 100 samples, 1 GB of gradients, 8 devices a node on a
+// free intra-node link, and nodes joined by a link that moves the gradient bytes in
+// `inter_seconds_per_gradient` seconds.
+tutti::projection knee_case(double inter_seconds_per_gradient, double fraction) {
+  const double bytes = 1e9;
+  tutti::measured_step m{.compute_s = 1.0,
+                         .bytes_reduced = bytes,
+                         .global_batch = 100,
+                         .samples_per_epoch = 1e6,
+                         .world_size = 1};
+  return tutti::project(m,
+                        {.max_devices = 1024,
+                         .devices_per_node = 8,
+                         .intra = free_link(),
+                         .inter = tutti::custom_link(bytes / inter_seconds_per_gradient / 1e9, 0.0),
+                         .knee_fraction = fraction});
+}
+
+tutti::plan_inputs plan_for(double params, const char* optimizer, double device_memory) {
+  tutti::plan_inputs in;
+  in.params = params;
+  in.bytes_per_param = 4;
+  in.optimizer = optimizer;
+  in.activation_bytes = 0.5e9;
+  in.device_memory_bytes = device_memory;
+  in.epochs = 2;
+  in.step = {.compute_s = 0.2,
+             .bytes_reduced = params * 4,
+             .global_batch = 512,
+             .samples_per_epoch = 10e6,
+             .world_size = 1};
+  in.projection.max_devices = 64;
+  in.projection.intra = tutti::find_link("pcie4");
+  in.projection.inter = tutti::find_link("ib_hdr");
+  in.projection.price_per_device_hour = 2.5;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("links: named figures, lookup errors name the known links, custom links") {
+  CHECK(tutti::named_links().size() == 10);
+  CHECK(tutti::find_link("pcie4").gb_per_s == doctest::Approx(31.5));
+  CHECK(tutti::find_link("pcie3").gb_per_s == doctest::Approx(15.75));
+  CHECK(tutti::find_link("nvlink4").gb_per_s == doctest::Approx(450));
+  CHECK(tutti::find_link("ib_ndr").gb_per_s == doctest::Approx(50));
+  CHECK(tutti::find_link("eth25").gb_per_s == doctest::Approx(3.125));
+  for (const auto& l : tutti::named_links()) {
+    CHECK(l.gb_per_s > 0);
+    CHECK(l.latency_us > 0);
+    CHECK(!l.source.empty());
+  }
+  try {
+    (void)tutti::find_link("pcie6");
+    FAIL("an unknown link was accepted");
+  } catch (const tutti::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("pcie6") != std::string::npos);
+    for (const char* name : {"pcie3", "nvlink5", "ib_hdr", "eth100"})
+      CHECK(what.find(name) != std::string::npos);
+  }
+  const auto c = tutti::custom_link(12.5, 3.0);
+  CHECK(c.bytes_per_s() == doctest::Approx(12.5e9));
+  CHECK(c.latency_s() == doctest::Approx(3e-6));
+  CHECK_THROWS_AS(tutti::custom_link(0, 1), tutti::invalid_argument);
+  CHECK_THROWS_AS(tutti::custom_link(1, -1), tutti::invalid_argument);
+  const auto j = nlohmann::json::parse(tutti::link_profile_json(tutti::find_link("nvlink3")));
+  CHECK(j["name"] == "nvlink3");
+  CHECK(j["gb_per_s"].get<double>() == doctest::Approx(300));
+  CHECK(j["latency_us"].get<double>() == doctest::Approx(0.5));
+}
+
+TEST_CASE(
+    "cost model: ring allreduce of 100 MB over 8 PCIe Gen4 devices is 2(n-1)/n S/B + 2(n-1) "
+    "alpha") {
+  const double S = 100e6, B = 31.5e9, alpha = 1.0e-6;
+  const int n = 8;
+  const auto t = one_node(n, "pcie4");
+  const tutti::allreduce_estimate ring = tutti::ring_allreduce(S, t);
+  CHECK(ring.algorithm == tutti::allreduce_algorithm::ring);
+  CHECK(ring.bandwidth_s == doctest::Approx(2.0 * (n - 1) / n * S / B).epsilon(1e-12));
+  CHECK(ring.latency_s == doctest::Approx(2.0 * (n - 1) * alpha).epsilon(1e-12));
+  CHECK(ring.seconds() ==
+        doctest::Approx(2.0 * (n - 1) / n * S / B + 2.0 * (n - 1) * alpha).epsilon(1e-12));
+  // On one node the ring is the fastest at this size (the tree pays 2 S/B).
+  const tutti::allreduce_estimate best = tutti::best_allreduce(S, t);
+  CHECK(best.algorithm == tutti::allreduce_algorithm::ring);
+  CHECK(best.seconds() == ring.seconds());
+  // One device reduces nothing.
+  CHECK(tutti::best_allreduce(S, one_node(1, "pcie4")).seconds() == 0.0);
+  CHECK(tutti::best_allreduce(S, one_node(1, "pcie4")).algorithm ==
+        tutti::allreduce_algorithm::none);
+  CHECK_THROWS_AS(tutti::ring_allreduce(-1.0, t), tutti::invalid_argument);
+  // nccl-tests' busbw of the predicted time is the link bandwidth, up to the latency term.
+  CHECK(tutti::allreduce_busbw_bytes_per_s(S, ring.bandwidth_s, n) == doctest::Approx(B));
+}
+
+TEST_CASE("cost model: the tree wins tiny messages at large n, the ring large ones") {
+  const tutti::topology t{.devices = 1024,
+                          .devices_per_node = 8,
+                          .intra = tutti::find_link("nvlink4"),
+                          .inter = tutti::find_link("ib_ndr"),
+                          .nics_per_node = 8};
+  CHECK(t.nodes() == 128);
+  const auto ring_small = tutti::ring_allreduce(1024, t);
+  const auto tree_small = tutti::tree_allreduce(1024, t);
+  CHECK(tree_small.seconds() < ring_small.seconds() / 10);
+  // Tree latency: 2((d-1) alpha_intra + log2(m) alpha_inter), NCCL's formula.
+  CHECK(tree_small.latency_s == doctest::Approx(2.0 * (7 * 0.5e-6 + 7 * 2.7e-6)));
+  // Ring latency: (2(n-1) - 2(m-1)) alpha_intra + 2(m-1) alpha_inter.
+  CHECK(ring_small.latency_s == doctest::Approx((2046 - 254) * 0.5e-6 + 254 * 2.7e-6));
+  CHECK(tutti::best_allreduce(1024, t).algorithm == tutti::allreduce_algorithm::tree);
+  // At 1024 devices the ring's 2(n-1) latency (1.6 ms) outweighs its bandwidth edge even at
+  // 4 GB; on 2 nodes its bandwidth term (2(n-1)/n against the tree's 2) wins large messages.
+  CHECK(tutti::best_allreduce(4e9, t).algorithm == tutti::allreduce_algorithm::tree);
+  tutti::topology two = t;
+  two.devices = 16;
+  CHECK(tutti::ring_allreduce(1e9, two).seconds() < tutti::tree_allreduce(1e9, two).seconds());
+  CHECK(tutti::best_allreduce(1e9, two).algorithm == tutti::allreduce_algorithm::ring);
+  CHECK(tutti::best_allreduce(1024, two).algorithm == tutti::allreduce_algorithm::tree);
+  // On one node NCCL's tree is a chain: never better than the ring.
+  for (const double s : {64.0, 1e6, 1e9})
+    CHECK(tutti::best_allreduce(s, one_node(8, "nvlink4")).algorithm ==
+          tutti::allreduce_algorithm::ring);
+}
+
+TEST_CASE("cost model: hierarchical beats the flat ring across slow inter-node links") {
+  const tutti::topology t{.devices = 32,
+                          .devices_per_node = 8,
+                          .intra = tutti::find_link("nvlink3"),
+                          .inter = tutti::find_link("eth25"),
+                          .nics_per_node = 1};
+  const double S = 1e9;
+  const auto ring = tutti::ring_allreduce(S, t);
+  const auto hier = tutti::hierarchical_allreduce(S, t);
+  // Ring: every step waits for the network, 2(n-1)/n S / B_inter.
+  CHECK(ring.bandwidth_s == doctest::Approx(2.0 * 31 / 32 * S / 3.125e9));
+  // Hierarchical: 2(d-1)/d S / B_intra + 2(m-1)/m S / B_inter.
+  CHECK(hier.bandwidth_s == doctest::Approx(2.0 * 7 / 8 * S / 300e9 + 2.0 * 3 / 4 * S / 3.125e9));
+  CHECK(hier.seconds() < ring.seconds());
+  CHECK(tutti::best_allreduce(S, t).algorithm == tutti::allreduce_algorithm::hierarchical);
+  // With one node, or one device per node, hierarchical is the ring.
+  for (const auto& u : {one_node(8, "pcie4"), tutti::topology{.devices = 16,
+                                              .devices_per_node = 1,
+                                              .intra = tutti::find_link("pcie4"),
+                                              .inter = tutti::find_link("ib_hdr")}})
+    CHECK(tutti::hierarchical_allreduce(S, u).seconds() ==
+          doctest::Approx(tutti::ring_allreduce(S, u).seconds()));
+}
+
+TEST_CASE("cost model: exposure after overlap") {
+  CHECK(tutti::exposed_reduce_seconds(1.0, 1.0, 10.0) == 1.0);
+  CHECK(tutti::exposed_reduce_seconds(1.0, 0.25, 10.0) == doctest::Approx(0.25));
+  // Overlap cannot hide more than the compute beside it.
+  CHECK(tutti::exposed_reduce_seconds(1.0, 0.0, 0.3) == doctest::Approx(0.7));
+  CHECK_THROWS_AS(tutti::exposed_reduce_seconds(1.0, 1.5, 0.0), tutti::invalid_argument);
+}
+
+TEST_CASE("projection: speedup(1) = 1, efficiency <= 1, rows, money and marginal cost") {
+  const tutti::measured_step m{.data_s = 0.01,
+                               .compute_s = 0.1,
+                               .optimizer_s = 0.02,
+                               .bytes_reduced = 400e6,
+                               .global_batch = 4096,
+                               .samples_per_epoch = 1e7,
+                               .world_size = 1};
+  for (const auto mode : {tutti::scaling_mode::weak, tutti::scaling_mode::strong}) {
+    CAPTURE(tutti::to_string(mode));
+    const auto p = tutti::project(m, {.devices_per_node = 8,
+                                      .intra = tutti::find_link("pcie4"),
+                                      .inter = tutti::find_link("ib_hdr"),
+                                      .scaling = mode,
+                                      .price_per_device_hour = 3.0});
+    REQUIRE(p.rows.size() == 11);  // 1, 2, ..., 1024
+    CHECK(p.rows.front().devices == 1);
+    CHECK(p.rows.back().devices == 1024);
+    CHECK(p.rows.front().speedup == 1.0);
+    CHECK(p.rows.front().efficiency == 1.0);
+    CHECK(p.rows.front().reduce_total_s == 0.0);
+    CHECK(p.exposed_ratio == 1.0);  // a 1-rank run: no measured overlap
+    double prev_sps = 0;
+    int prev_n = 0;
+    for (const auto& r : p.rows) {
+      CAPTURE(r.devices);
+      CHECK(r.efficiency <= 1.0 + 1e-12);
+      CHECK(r.speedup == doctest::Approx(r.samples_per_s / p.rows.front().samples_per_s));
+      CHECK(r.step_s ==
+            doctest::Approx(r.data_s + r.compute_s + r.optimizer_s + r.reduce_exposed_s));
+      CHECK(r.samples_per_s == doctest::Approx(r.global_batch / r.step_s));
+      CHECK(r.steps_per_epoch == std::ceil(1e7 / r.global_batch));
+      CHECK(r.cost_per_epoch ==
+            doctest::Approx(3.0 * r.devices * r.steps_per_epoch * r.step_s / 3600.0));
+      CHECK(r.optimizer_s == doctest::Approx(0.02));
+      CHECK(r.global_batch ==
+            doctest::Approx(mode == tutti::scaling_mode::weak ? 4096.0 * r.devices : 4096.0));
+      if (r.samples_per_s > prev_sps)
+        CHECK(r.marginal_cost ==
+              doctest::Approx(3.0 * (r.devices - prev_n) / (r.samples_per_s - prev_sps)));
+      prev_sps = r.samples_per_s;
+      prev_n = r.devices;
+    }
+  }
+  // The 8-device row uses the ring over PCIe Gen4 on one node.
+  const auto p = tutti::project(m, {.intra = tutti::find_link("pcie4")});
+  CHECK(p.row(8)->reduce_total_s ==
+        doctest::Approx(tutti::ring_allreduce(400e6, one_node(8, "pcie4")).seconds()));
+  CHECK(p.row(8)->nodes == 1);
+  CHECK(p.row(16)->nodes == 2);
+  CHECK(p.row(3) == nullptr);
+}
+
+TEST_CASE("projection: strong scaling is Amdahl's law and stops at one sample per device") {
+  const tutti::measured_step m{.compute_s = 1.0,
+                               .optimizer_s = 0.1,
+                               .global_batch = 1000,
+                               .samples_per_epoch = 1e6,
+                               .world_size = 1};
+  const auto p = tutti::project(
+      m, {.intra = free_link(), .inter = free_link(), .scaling = tutti::scaling_mode::strong});
+  CHECK(p.truncated);
+  CHECK(p.rows.back().devices == 512);
+  for (const auto& r : p.rows) CHECK(r.speedup == doctest::Approx(1.1 / (1.0 / r.devices + 0.1)));
+}
+
+TEST_CASE("projection: overlap is taken from the measured exposed / total reduce") {
+  const tutti::measured_step m{.compute_s = 1.0,
+                               .reduce_total_s = 0.4,
+                               .reduce_exposed_s = 0.1,
+                               .bytes_reduced = 1e9,
+                               .global_batch = 200,
+                               .samples_per_epoch = 1e6,
+                               .world_size = 2};
+  const auto p = tutti::project(m, {.max_devices = 8, .intra = free_link(), .inter = free_link()});
+  CHECK(p.exposed_ratio == doctest::Approx(0.25));
+  for (const auto& r : p.rows)
+    CHECK(r.reduce_exposed_s == doctest::Approx(0.25 * r.reduce_total_s));
+  const auto q = tutti::project(m, {.max_devices = 8, .exposed_ratio = 1.0});
+  CHECK(q.row(8)->reduce_exposed_s == doctest::Approx(q.row(8)->reduce_total_s));
+  // The per-device batch of a 2-rank run is half its global batch.
+  CHECK(p.row(1)->per_device_batch == 100);
+  tutti::measured_step bad = m;
+  bad.reduce_exposed_s = 0.5;
+  CHECK_THROWS_AS(tutti::project(bad), tutti::invalid_argument);
+  bad = m;
+  bad.compute_s = 0;
+  CHECK_THROWS_AS(tutti::project(bad), tutti::invalid_argument);
+}
+
+TEST_CASE("projection: the knee is where a doubling crosses a slow inter-node link") {
+  // Up to 8 devices the reduce is free: each device adds a full device's throughput. At 16 the
+  // gradient crosses the network: hierarchical, 2(m-1)/m x 1 s = 1 s per step, so 16 devices do
+  // what 8 did: the added devices bring nothing.
+  const auto p = knee_case(1.0, 0.5);
+  CHECK(p.row(8)->speedup == doctest::Approx(8.0));
+  CHECK(p.row(16)->algorithm == tutti::allreduce_algorithm::hierarchical);
+  CHECK(p.row(16)->reduce_total_s == doctest::Approx(1.0));
+  CHECK(p.row(16)->samples_per_s == doctest::Approx(800.0));
+  REQUIRE(p.knee.has_value());
+  CHECK(*p.knee == 16);
+  CHECK(p.last_worthwhile == 8);
+  CHECK(p.row(16)->gain_per_added_device == doctest::Approx(0.0));
+  CHECK(p.row(16)->marginal_cost > 1e6 * p.row(8)->marginal_cost);
+  // Half the cost: 16 devices bring (1066.7 - 800) / 8 = 33 samples/s each, under 50% of 100.
+  const auto q = knee_case(0.5, 0.5);
+  CHECK(q.row(16)->gain_per_added_device == doctest::Approx((1600.0 / 1.5 - 800.0) / 8));
+  REQUIRE(q.knee.has_value());
+  CHECK(*q.knee == 16);
+  // ... but over 30%, and every later doubling brings about 50 each: no knee at 30%.
+  const auto r = knee_case(0.5, 0.3);
+  CHECK(!r.knee.has_value());
+  CHECK(r.last_worthwhile == 1024);
+  const std::string table = tutti::format_projection_table(p);
+  CHECK(table.find("knee: N = 16") != std::string::npos);
+  CHECK(table.find("hierarchical") != std::string::npos);
+}
+
+TEST_CASE("planner: a model that fits, one that does not, and the deadline") {
+  // 25 M parameters = 100 MB, sgd: fits a 16 GB device.
+  auto in = plan_for(25e6, "sgd", 16e9);
+  in.deadline_s = 3600.0;
+  const auto fits = tutti::make_plan(in);
+  CHECK(fits.fits);
+  CHECK(fits.memory_bytes == doctest::Approx(100e6 + 100e6 + 0 + 0.5e9));
+  // One device: 512 / 0.2 s = 2560 samples/s; 2 x 10 M samples take 7812.5 s > 1 h.
+  CHECK(fits.one_device_samples_per_s == doctest::Approx(2560));
+  CHECK(fits.needs_more_than_one);
+  CHECK(fits.verdict == tutti::plan_verdict::data_parallel);
+  REQUIRE(fits.deadline_met_at.has_value());
+  CHECK(fits.devices == *fits.deadline_met_at);
+  CHECK(fits.devices == 4);
+  const auto* row = fits.proj.row(fits.devices);
+  CHECK(2 * row->epoch_s <= 3600.0);
+  CHECK(2 * fits.proj.row(2)->epoch_s > 3600.0);
+  // The 8-device row's reduce is the ring of 100 MB over 8 PCIe Gen4 devices.
+  CHECK(fits.proj.row(8)->reduce_total_s ==
+        doctest::Approx(2.0 * 7 / 8 * 100e6 / 31.5e9 + 14 * 1e-6).epsilon(1e-12));
+  CHECK(!fits.reasons.empty());
+
+  // A generous deadline: one device.
+  in.deadline_s = 86400.0;
+  const auto one = tutti::make_plan(in);
+  CHECK(one.verdict == tutti::plan_verdict::one_device);
+  CHECK(one.devices == 1);
+  CHECK(!one.proj.rows.empty());
+
+  // 8 GB of parameters with adam on a 16 GB device: 8 + 8 + 16 GB > 16 GB.
+  const auto big = tutti::make_plan(plan_for(2e9, "adam", 16e9));
+  CHECK(!big.fits);
+  CHECK(big.optimizer_bytes == doctest::Approx(16e9));
+  CHECK(big.verdict == tutti::plan_verdict::needs_model_parallelism);
+  CHECK(big.devices == 0);
+  CHECK(big.proj.rows.empty());
+  CHECK(big.data_answer.find("samples") != std::string::npos);
+  CHECK(big.topology_answer.find("not applicable") != std::string::npos);
+  const std::string text = tutti::format_plan(big);
+  CHECK(text.find("1. Does the model fit") != std::string::npos);
+  CHECK(text.find("needs model parallelism") != std::string::npos);
+
+  CHECK_THROWS_AS(tutti::make_plan(plan_for(0, "sgd", 16e9)), tutti::invalid_argument);
+  CHECK_THROWS_AS(tutti::optimizer_state_factor("lion"), tutti::invalid_argument);
+  CHECK(tutti::optimizer_state_factor("momentum") == 1.0);
+}
+
+TEST_CASE("planner: the JSON report carries the verdict, reasons, rows and knee") {
+  auto in = plan_for(25e6, "sgd", 16e9);
+  in.deadline_s = 3600.0;
+  const auto fits = tutti::make_plan(in);
+  const auto j = nlohmann::json::parse(tutti::plan_to_json(fits));
+  CHECK(j["verdict"] == "data_parallel");
+  CHECK(j["devices"] == 4);
+  REQUIRE(j["reasons"].is_array());
+  CHECK(j["reasons"].size() == fits.reasons.size());
+  REQUIRE(j["rows"].size() == fits.proj.rows.size());
+  for (std::size_t i = 0; i < fits.proj.rows.size(); ++i) {
+    const auto& r = fits.proj.rows[i];
+    const auto& x = j["rows"][i];
+    CHECK(x["devices"] == r.devices);
+    CHECK(x["step_s"].get<double>() == doctest::Approx(r.step_s));
+    CHECK(x["samples_per_s"].get<double>() == doctest::Approx(r.samples_per_s));
+    CHECK(x["speedup"].get<double>() == doctest::Approx(r.speedup));
+    CHECK(x["efficiency"].get<double>() == doctest::Approx(r.efficiency));
+    CHECK(x["cost_per_epoch"].get<double>() == doctest::Approx(r.cost_per_epoch));
+    CHECK(x.contains("marginal_cost"));
+  }
+  CHECK(j.contains("knee"));
+  CHECK(j["questions"]["fits"]["fits"] == true);
+  CHECK(j["questions"]["data"]["needs_more_than_one"] == true);
+  CHECK(j["questions"]["topology"]["intra"]["name"] == "pcie4");
+
+  const auto big =
+      nlohmann::json::parse(tutti::plan_to_json(tutti::make_plan(plan_for(2e9, "adam", 16e9))));
+  CHECK(big["verdict"] == "needs_model_parallelism");
+  CHECK(big["rows"].empty());
+  CHECK(big["knee"].is_null());
+  CHECK(big["questions"]["fits"]["fits"] == false);
+  CHECK(big["questions"]["fits"]["memory_bytes"].get<double>() == doctest::Approx(32.5e9));
+}
+
+TEST_CASE("report: the page's series are the projection's numbers") {
+  const auto p = knee_case(0.5, 0.5);
+  tutti::report_input in{.title = "test <ledger>",
+                         .proj = p,
+                         .measured = {{1, 100.0}, {2, 190.0}},
+                         .notes = {"made by test_ledger"}};
+  const std::string html = tutti::render_report(in);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("test &lt;ledger&gt;") != std::string::npos);
+  std::size_t svgs = 0;
+  for (std::size_t pos = 0; (pos = html.find("<svg ", pos)) != std::string::npos; ++pos) ++svgs;
+  CHECK(svgs == 4);
+  const auto s = parse_series(html);
+  for (const char* name :
+       {"ideal-speedup", "predicted-speedup", "measured-speedup", "predicted-efficiency",
+        "measured-efficiency", "cost-per-epoch", "step-data", "step-compute", "step-optimizer",
+        "step-reduce", "measured-step-compute"})
+    CHECK_MESSAGE(s.count(name) == 1, name);
+  REQUIRE(s.at("predicted-speedup").size() == p.rows.size());
+  for (std::size_t i = 0; i < p.rows.size(); ++i) {
+    const auto& r = p.rows[i];
+    CHECK(s.at("ideal-speedup")[i].first == r.devices);
+    CHECK(s.at("ideal-speedup")[i].second == r.devices);
+    CHECK(s.at("predicted-speedup")[i].first == r.devices);
+    CHECK(s.at("predicted-speedup")[i].second == doctest::Approx(r.speedup).epsilon(1e-8));
+    CHECK(s.at("predicted-efficiency")[i].second == doctest::Approx(r.efficiency).epsilon(1e-8));
+    CHECK(s.at("cost-per-epoch")[i].second == doctest::Approx(r.cost_per_epoch).epsilon(1e-8));
+    CHECK(s.at("step-compute")[i].second == doctest::Approx(r.compute_s).epsilon(1e-8));
+    CHECK(s.at("step-reduce")[i].second == doctest::Approx(r.reduce_exposed_s).epsilon(1e-8));
+  }
+  REQUIRE(s.at("measured-speedup").size() == 2);
+  CHECK(s.at("measured-speedup")[1].second == doctest::Approx(1.9));
+  CHECK(s.at("measured-efficiency")[1].second == doctest::Approx(0.95));
+  CHECK(s.at("measured-step-compute").at(0).second == doctest::Approx(1.0));
+
+  const auto dir = std::filesystem::temp_directory_path() / "tutti_test_ledger_report";
+  std::filesystem::remove_all(dir);
+  const std::string path = tutti::write_report(dir.string(), in);
+  std::ifstream f(path);
+  REQUIRE(f);
+  std::stringstream buf;
+  buf << f.rdbuf();
+  CHECK(buf.str() == html);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("allreduce bench: the alpha-beta fit recovers a known link, and local_ring is measured") {
+  // Synthetic rows of known alpha = 20 us, 1/beta = 2 GB/s on 2 and 4 ranks.
+  std::vector<tutti::allreduce_bench_row> rows;
+  for (const int n : {2, 4})
+    for (std::size_t b = 4096; b <= (std::size_t{64} << 20); b *= 4) {
+      tutti::allreduce_bench_row r;
+      r.reducer = "local_ring";
+      r.ranks = n;
+      r.bytes = b;
+      r.time_us = (20e-6 * 2 * (n - 1) + 2.0 * (n - 1) / n * double(b) / 2e9) * 1e6;
+      rows.push_back(r);
+    }
+  const auto fit = tutti::fit_alpha_beta(rows);
+  CHECK(fit.alpha_s == doctest::Approx(20e-6));
+  CHECK(1.0 / fit.beta_s_per_byte == doctest::Approx(2e9));
+  CHECK(fit.max_rel_error < 1e-9);
+  const auto l = fit.as_link("here");
+  CHECK(l.gb_per_s == doctest::Approx(2.0));
+  CHECK(l.latency_us == doctest::Approx(20.0));
+  // The fitted link, priced by the cost model, gives back the timings.
+  const tutti::topology t{.devices = 4, .devices_per_node = 4, .intra = l, .inter = l};
+  CHECK(tutti::ring_allreduce(16e6, t).seconds() == doctest::Approx(fit.seconds(16e6, 4)));
+  CHECK_THROWS_AS(tutti::fit_alpha_beta({}), tutti::invalid_argument);
+
+  // A real, short sweep: every value correct, and a positive bandwidth comes out.
+  const tutti::allreduce_bench_options o{
+      .min_bytes = 4096, .max_bytes = 262144, .factor = 4, .iters = 5, .warmup = 1};
+  const auto measured = tutti::bench_allreduce_local_ring(2, o);
+  REQUIRE(measured.size() == 4);
+  for (const auto& r : measured) {
+    CHECK(r.wrong == 0);
+    CHECK(r.ranks == 2);
+    CHECK(r.busbw_gbs == doctest::Approx(r.algbw_gbs));
+  }
+  const auto real = tutti::fit_alpha_beta(measured);
+  CHECK(real.beta_s_per_byte > 0);
+  CHECK(real.alpha_s >= 0);
+  CHECK(tutti::format_allreduce_row(measured.front()).find("4096") != std::string::npos);
+  CHECK_THROWS_AS(tutti::allreduce_bench_sizes({.min_bytes = 6}), tutti::invalid_argument);
+}
