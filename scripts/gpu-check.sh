@@ -23,7 +23,8 @@ done
 if [ -z "$nccl_dir" ]; then
   nccl_dir=$(python3 -c 'import nvidia.nccl as m; import os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
 fi
-export LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
+# build-gpu/lib may carry runtime libraries the machine lacks (libsodium for the program).
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
 echo "NCCL from: ${nccl_dir:-not found}" | tee "$out/nccl.txt"
 
 flags=(-std=c++20 -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
@@ -53,4 +54,55 @@ else
   echo "PyTorch with CUDA not available: peer comparison skipped" | tee "$out/torch_mf.txt"
 fi
 rm -rf "$work"
+
+# The program itself on the GPU, against the host space from the same seed.
+if [ -x build-gpu/tutti ]; then
+  for space in cuda host; do
+    OMP_WAIT_POLICY=passive build-gpu/tutti train --space "$space" --ranks 1 --seed 7 --quiet \
+      --json "$out/train_$space.json" 2>&1 | tee "$out/train_$space.txt"
+  done
+fi
+
+# One JSON and a short table of everything above.
+python3 - "$out" "$rc" <<'PY'
+import json, os, re, sys
+out, rc = sys.argv[1], int(sys.argv[2])
+def load(name):
+    p = os.path.join(out, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+tests = open(os.path.join(out, "cuda_tests.txt")).read() if os.path.exists(os.path.join(out, "cuda_tests.txt")) else ""
+m = re.search(r"test cases:\s+(\d+) \|\s+(\d+) passed \|\s+(\d+) failed", tests)
+summary = {"gpu_tests": {"cases": int(m.group(1)), "passed": int(m.group(2)), "failed": int(m.group(3))} if m else None,
+           "exit_code": rc}
+t, p, pf = load("gpu_mf.json"), load("torch_mf.json"), load("torch_mf_fused.json")
+med = lambda v: sorted(v)[len(v) // 2]
+if t:
+    summary["tutti"] = {"samples_per_s": med([r["samples_per_s"] for r in t["results"][1:]]),
+                        "roofline_share": med([r["roofline_share"] for r in t["results"][1:]]),
+                        "copy_gbs": t["copy_gbs"], "final_loss": t["results"][-1]["train_loss"], "gpu": t["gpu"]}
+for key, peer in (("pytorch_eager", p), ("pytorch_fused_adam", pf)):
+    if peer and t:
+        sp = med([r["samples_per_s"] for r in peer["results"][1:]])
+        summary[key] = {"samples_per_s": sp, "final_loss": peer["results"][-1]["train_loss"],
+                        "tutti_ratio": summary["tutti"]["samples_per_s"] / sp}
+for space in ("cuda", "host"):
+    j = load(f"train_{space}.json")
+    if j:
+        summary[f"tutti_train_{space}"] = {"final_loss": j["epochs"][-1]["train_loss"], "eval": j["eval"]["value"],
+                                           "seconds": j["seconds"]}
+json.dump(summary, open(os.path.join(out, "gpu-check.json"), "w"), indent=2)
+print("\n== gpu-check summary ==")
+if summary.get("gpu_tests"):
+    g = summary["gpu_tests"]; print(f"GPU tests: {g['passed']}/{g['cases']} passed, {g['failed']} failed")
+if "tutti" in summary:
+    s = summary["tutti"]
+    print(f"MF on {s['gpu']}: tutti {s['samples_per_s']:.0f} samples/s, {100 * s['roofline_share']:.1f}% of copy bandwidth ({s['copy_gbs']:.0f} GB/s)")
+for key in ("pytorch_eager", "pytorch_fused_adam"):
+    if key in summary:
+        s = summary[key]
+        print(f"  vs {key}: {s['samples_per_s']:.0f} samples/s -> tutti/peer {s['tutti_ratio']:.2f}x; final loss tutti {summary['tutti']['final_loss']:.6f} peer {s['final_loss']:.6f}")
+if "tutti_train_cuda" in summary and "tutti_train_host" in summary:
+    c, h = summary["tutti_train_cuda"], summary["tutti_train_host"]
+    print(f"tutti train --space cuda vs host: final loss {c['final_loss']:.6f} vs {h['final_loss']:.6f}, test auc {c['eval']:.4f} vs {h['eval']:.4f}, {c['seconds']:.1f} s vs {h['seconds']:.1f} s")
+PY
 exit "$rc"

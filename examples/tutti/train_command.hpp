@@ -9,6 +9,25 @@
 #if TUTTI_HAS_MPI
 #include <tutti/reducers/mpi.hpp>
 #endif
+#if defined(TUTTI_HAS_CUDA)
+#include <tutti/space/cuda.hpp>
+#if TUTTI_HAS_NCCL
+#include <tutti/reducers/nccl_ring.hpp>
+#if TUTTI_HAS_MPI
+#include <tutti/reducers/nccl_mpi.hpp>
+#endif
+#endif
+#endif
+// Sealed shards and the audit trail need libsodium; the build links it wherever its header is.
+#if __has_include(<sodium.h>)
+#define TUTTI_HAS_SODIUM 1
+#include <tutti/data/audit.hpp>
+#include <tutti/data/sealed.hpp>
+#else
+#define TUTTI_HAS_SODIUM 0
+#endif
+#include <tutti/ledger/projection.hpp>
+#include <tutti/ledger/report.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -69,6 +88,16 @@ struct train_config {
   std::string log;
   std::size_t log_every = 0;
   bool quiet = false;
+  std::string space = "host";      // host, or cuda in a build compiled by nvcc
+  std::string nonfinite = "skip";  // skip, stop or off
+  std::size_t replica_check_every = 0;
+  bool rebroadcast = false;
+  std::string sealed;          // a directory written by `tutti seal`
+  std::string key_file;        // its master key or one shard's key
+  std::string audit;           // a directory for the per-rank audit trail
+  std::string report;          // a directory for the ledger's HTML page
+  std::string link = "pcie4";  // the link of the printed projection
+  double price = 1.0;          // money per device-hour in the projection
 };
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -150,6 +179,32 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--log-every", c.log_every, "steps between log records (0: once per epoch)")
       ->capture_default_str();
   app.add_flag("--quiet", c.quiet, "print only the final line");
+  app.add_option("--space", c.space, "execution space: host, or cuda (GPU build)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--nonfinite", c.nonfinite,
+                 "a non-finite loss or gradient on any rank: skip the step, stop, or off")
+      ->check(CLI::IsMember({"skip", "stop", "off"}))
+      ->capture_default_str();
+  app.add_option("--replica-check-every", c.replica_check_every,
+                 "steps between cross-rank parameter checksums (0: only at the end)")
+      ->capture_default_str();
+  app.add_flag("--rebroadcast", c.rebroadcast,
+               "on a replica mismatch, rebroadcast rank 0's parameters instead of stopping");
+  app.add_option("--sealed", c.sealed, "train on shards sealed by `tutti seal` (needs --key-file)")
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--data");
+  app.add_option("--key-file", c.key_file, "master or shard key of --sealed")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audit", c.audit,
+                 "write each rank's hash-chained audit trail to this directory");
+  app.add_option("--report", c.report,
+                 "write the ledger's HTML page (report.html) to this directory");
+  app.add_option("--link", c.link, "link of the printed projection (see tutti plan --help)")
+      ->capture_default_str();
+  app.add_option("--price", c.price, "price per device-hour in the printed projection")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 /// Draws a progress bar on stderr when it is a terminal; silent otherwise.
@@ -184,11 +239,25 @@ struct loaded_data {
   data::interactions all;
   data::split_result parts;
   std::string source;
+  std::string key_id;  // of the key that opened sealed shards
 };
 
 inline loaded_data load(const train_config& c) {
   loaded_data d;
-  if (c.data.empty()) {
+  if (!c.sealed.empty()) {
+#if TUTTI_HAS_SODIUM
+    TUTTI_EXPECTS(!c.key_file.empty(), "tutti train", "--sealed needs --key-file");
+    const data::secret_key key = data::read_key_file(c.key_file);
+    d.all = data::open_sealed(c.sealed, key);
+    d.key_id = key.id();
+    d.source = "sealed shards in " + c.sealed;
+#else
+    tutti::detail::throw_invalid(
+        "tutti train",
+        "--sealed: this tutti was built without libsodium; expected a build "
+        "that found it (Debian's libsodium-dev)");
+#endif
+  } else if (c.data.empty()) {
     d.all = data::synthetic_courses({.learners = c.learners,
                                      .courses = c.courses,
                                      .implicit = !c.synthetic_ratings,
@@ -225,6 +294,67 @@ struct run_output {
   std::mutex mutex;
 };
 
+#if TUTTI_HAS_SODIUM
+/// One rank's audit trail: the real samples of each step, one record per epoch.
+class rank_audit {
+ public:
+  rank_audit(const train_config& c, const loaded_data& d, int rank, int world)
+      : m_log(c.audit, data::audit_header{.rank = rank,
+                                          .world_size = world,
+                                          .train_rows = d.parts.train.size(),
+                                          .seed = c.seed,
+                                          .dataset_digest = d.parts.train.digest(),
+                                          .key_id = d.key_id,
+                                          .sampler = "shuffled_shards/" + c.tail}),
+        m_n(d.parts.train.size()),
+        m_world(world),
+        m_rank(rank),
+        m_seed(c.seed),
+        m_drop(c.tail == "drop") {}
+  void batch(const step_progress& p, std::span<const std::uint64_t> ids,
+             std::span<const float> weights) {
+    if (p.step == 0) m_ids.clear();
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (weights[i] > 0) m_ids.push_back(ids[i]);
+    m_last_step = p.step;
+  }
+  void end_epoch(std::size_t epoch) {
+    m_log.record(epoch, 0, m_last_step, m_ids);
+    std::vector<std::uint64_t> sat_out;
+    if (m_drop && m_rank == 0) {
+      // With the drop tail the last n mod W samples of the permutation sit out the epoch;
+      // rank 0 names them so the verifier can still prove every sample is accounted for.
+      std::vector<bool> used(m_n, false);
+      for (int r = 0; r < m_world; ++r)
+        for (auto i : shuffled_shards{.tail = tail_policy::drop}
+                          .shard(m_n, m_world, r, m_seed, epoch)
+                          .indices)
+          used[i] = true;
+      for (std::uint64_t i = 0; i < m_n; ++i)
+        if (!used[i]) sat_out.push_back(i);
+    }
+    m_log.end_epoch(epoch, sat_out);
+  }
+  void finish() { m_log.finish(); }
+
+ private:
+  data::audit_log m_log;
+  std::vector<std::uint64_t> m_ids;
+  std::uint64_t m_last_step = 0;
+  std::size_t m_n;
+  int m_world;
+  int m_rank;
+  std::uint64_t m_seed;
+  bool m_drop;
+};
+#endif
+
+inline nonfinite_policy parse_nonfinite(const std::string& name) {
+  if (name == "stop") return nonfinite_policy::stop;
+  if (name == "off") return nonfinite_policy::off;
+  return nonfinite_policy::skip;
+}
+
 template <class Model, class Reducer>
 void train_rank(const train_config& c, const loaded_data& d, Model model, Reducer reducer,
                 json_lines_log* log, progress_bar& bar, run_output& out) {
@@ -237,12 +367,32 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
                     .seed = c.seed,
                     .log_every = c.log_every,
                     .log = log};
+  opt.nonfinite = parse_nonfinite(c.nonfinite);
+  opt.replica_check_every = c.replica_check_every;
+  opt.rebroadcast_on_mismatch = c.rebroadcast;
   const bool quiet = c.quiet;
+  const int rank = reducer.rank();
+#if TUTTI_HAS_SODIUM
+  std::optional<rank_audit> audit;
+  if (!c.audit.empty()) {
+    audit.emplace(c, d, rank, reducer.world_size());
+    opt.on_batch = [&audit](const step_progress& p, std::span<const std::uint64_t> ids,
+                            std::span<const float> w) {
+      audit->batch(p, ids, w);
+    };
+  }
+#else
+  TUTTI_EXPECTS(c.audit.empty(), "tutti train",
+                "--audit: this tutti was built without libsodium; expected a build that found it");
+#endif
   opt.on_step = [&bar](const step_progress& p) {
     if (p.rank == 0) bar.update(p);
   };
-  opt.on_epoch = [&bar, quiet](int rank, const epoch_record& e) {
-    if (rank != 0 || quiet) return;
+  opt.on_epoch = [&](int r, const epoch_record& e) {
+#if TUTTI_HAS_SODIUM
+    if (audit) audit->end_epoch(e.epoch - 1);
+#endif
+    if (r != 0 || quiet) return;
     bar.clear();
     std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f\n", e.epoch, e.train_loss, e.eval.metric,
                 e.eval.value, e.samples_per_second, e.seconds);
@@ -253,32 +403,117 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
               make_schedule(c.schedule, c.warmup_steps),
               make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
   fit_result r = t.fit(d.parts.train, d.parts.test);
-  if (t.reducer().rank() == 0) {
+#if TUTTI_HAS_SODIUM
+  if (audit) audit->finish();
+#endif
+  if (rank == 0) {
     std::lock_guard lock(out.mutex);
     out.result = std::move(r);
   }
 }
 
-template <class Model, class MakeModel>
+/// Runs the ranks of this process on `Space`; `make_model(space)` builds one rank's model.
+template <class Space, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
                json_lines_log* log, progress_bar& bar, run_output& out) {
+  if constexpr (std::is_same_v<Space, host_space>) {
 #if TUTTI_HAS_MPI
-  if (c.reducer == "mpi") {
-    // This process is one rank of MPI_COMM_WORLD.
-    train_rank<Model>(c, d, make_model(), mpi_reducer{}, log, bar, out);
-    return;
+    if (c.reducer == "mpi") {
+      // This process is one rank of MPI_COMM_WORLD.
+      train_rank(c, d, make_model(host_space{}), mpi_reducer{}, log, bar, out);
+      return;
+    }
+#endif
+    if (c.ranks == 1) {
+      train_rank(c, d, make_model(host_space{}), no_op_reducer{}, log, bar, out);
+    } else {
+      run_local(c.ranks, [&](local_ring ring) {
+        train_rank(c, d, make_model(host_space{}), ring, log, bar, out);
+      });
+    }
+  }
+#if defined(TUTTI_HAS_CUDA)
+  if constexpr (std::is_same_v<Space, cuda_space>) {
+    TUTTI_EXPECTS(cuda_device_count() > 0, "tutti train",
+                  "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
+#if TUTTI_HAS_NCCL && TUTTI_HAS_MPI
+    if (c.reducer == "mpi") {
+      // One process per GPU; NCCL bootstrapped over MPI.
+      nccl_ring ring = make_nccl_ring_mpi();
+      train_rank(c, d, make_model(ring.space()), ring, log, bar, out);
+      return;
+    }
+#endif
+    if (c.ranks == 1) {
+      train_rank(c, d, make_model(cuda_space{}), no_op_reducer{}, log, bar, out);
+    } else {
+#if TUTTI_HAS_NCCL
+      run_nccl(c.ranks, [&](nccl_ring& ring) {
+        train_rank(c, d, make_model(ring.space()), ring, log, bar, out);
+      });
+#else
+      tutti::detail::throw_invalid("tutti train",
+                                   "--space cuda --ranks " + std::to_string(c.ranks) +
+                                       ": this tutti was built without NCCL; expected --ranks 1");
+#endif
+    }
   }
 #endif
-  if (c.ranks == 1) {
-    train_rank<Model>(c, d, make_model(), no_op_reducer{}, log, bar, out);
-  } else {
-    run_local(c.ranks,
-              [&](local_ring ring) { train_rank<Model>(c, d, make_model(), ring, log, bar, out); });
-  }
 }
 
 inline nlohmann::json to_json(const eval_result& e) {
   return {{"metric", e.metric}, {"value", e.value}};
+}
+
+inline nlohmann::json to_json(const account_summary& a) {
+  return {{"mean", a.mean}, {"p50", a.p50}, {"p95", a.p95}, {"total", a.total}};
+}
+
+/// The measured step the projection starts from: rank 0's mean accounts. Guard, wait and
+/// other time scale with the work of a device, so they count as compute.
+inline measured_step to_measured_step(const fit_result& r, std::size_t train_rows) {
+  const ledger_summary& l = r.ledger;
+  measured_step m;
+  m.data_s = l.data.mean;
+  m.compute_s = l.compute.mean + l.guard.mean + l.wait.mean + l.other.mean;
+  m.optimizer_s = l.optimizer.mean;
+  m.reduce_total_s = l.reduce_total.mean;
+  m.reduce_exposed_s = l.reduce_exposed.mean;
+  m.bytes_reduced = double(l.bytes_reduced_per_step);
+  m.global_batch = double(r.global_batch);
+  m.samples_per_epoch = double(train_rows);
+  m.world_size = r.world_size;
+  return m;
+}
+
+/// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection.
+inline void print_ledger(const fit_result& r, const projection& p, const std::string& link) {
+  const ledger_summary& l = r.ledger;
+  std::printf("\nledger (rank 0, milliseconds per step: mean / p50 / p95)\n");
+  const std::pair<const char*, const account_summary*> rows[] = {
+      {"data", &l.data},           {"compute", &l.compute},     {"guard", &l.guard},
+      {"wait", &l.wait},           {"reduce", &l.reduce_total}, {"  exposed", &l.reduce_exposed},
+      {"optimizer", &l.optimizer}, {"other", &l.other},         {"step", &l.step}};
+  for (const auto& [name, a] : rows)
+    std::printf("  %-10s %9.3f %9.3f %9.3f\n", name, 1e3 * a->mean, 1e3 * a->p50, 1e3 * a->p95);
+  std::printf(
+      "  reduced %.2f MB per step; algbw %.2f GB/s, busbw %.2f GB/s (busbw = algbw x "
+      "2(n-1)/n, n = %d)\n",
+      double(l.bytes_reduced_per_step) / 1e6, l.algbw / 1e9, l.busbw / 1e9, r.world_size);
+  const auto slow = l.ranks.slow_ranks();
+  if (!slow.empty()) {
+    std::printf("  slow ranks (>= %.0f%% above the median work time):", 100 * l.ranks.threshold);
+    for (int s : slow) std::printf(" %d", s);
+    std::printf("\n");
+  }
+  std::printf(
+      "\nprojection to devices of this kind on %s (per-device batch kept; see tutti plan)\n",
+      link.c_str());
+  std::printf("%8s %12s %14s %9s %11s\n", "devices", "step ms", "samples/s", "speedup",
+              "efficiency");
+  for (const auto& row : p.rows)
+    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%\n", row.devices, 1e3 * row.step_s,
+                row.samples_per_s, row.speedup, 100 * row.efficiency);
 }
 
 inline nlohmann::json to_json(const phase_seconds& p) {
@@ -303,6 +538,10 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   check_batch(c);
+#if defined(TUTTI_HAS_CUDA)
+  TUTTI_EXPECTS(c.space != "cuda" || cuda_device_count() > 0, "tutti train",
+                "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
+#endif
   const bool leader = rank == 0;
   detail::loaded_data d = detail::load(c);
   const bool implicit = d.all.implicit;
@@ -334,22 +573,35 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   progress_bar bar;
   detail::run_output out;
   const std::int32_t users = d.all.n_users(), items = d.all.n_items();
-  if (c.model == "mf") {
-    using model_t = models::matrix_factorization<host_space>;
-    auto make = [&] {
-      return model_t({.dim = c.dim,
-                      .l2 = c.l2,
-                      .loss = loss,
-                      .global_bias_init = loss == loss_kind::squared ? mean : 0.f},
-                     users, items);
-    };
-    detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
+  auto train_on = [&]<class Space>(Space*) {
+    if (c.model == "mf") {
+      using model_t = models::matrix_factorization<Space>;
+      auto make = [&](const Space& space) {
+        return model_t({.dim = c.dim,
+                        .l2 = c.l2,
+                        .loss = loss,
+                        .global_bias_init = loss == loss_kind::squared ? mean : 0.f},
+                       users, items, space);
+      };
+      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
+    } else {
+      using model_t = models::logistic_regression<Space>;
+      auto make = [&](const Space& space) {
+        return model_t({.l2 = c.l2, .loss = loss}, users, items, space);
+      };
+      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
+    }
+  };
+  if (c.space == "cuda") {
+#if defined(TUTTI_HAS_CUDA)
+    train_on(static_cast<cuda_space*>(nullptr));
+#else
+    tutti::detail::throw_invalid("tutti train",
+                                 "--space cuda: this tutti was built without CUDA; expected "
+                                 "--space host, or a build where nvcc was found");
+#endif
   } else {
-    using model_t = models::logistic_regression<host_space>;
-    auto make = [&] {
-      return model_t({.l2 = c.l2, .loss = loss}, users, items);
-    };
-    detail::run_ranks<model_t>(c, d, make, log_ptr, bar, out);
+    train_on(static_cast<host_space*>(nullptr));
   }
   bar.clear();
   if (!leader) return 0;
@@ -367,6 +619,24 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
         "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
         "  (total %.1f s)\n",
         r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
+  }
+  const projection proj = project(detail::to_measured_step(r, d.parts.train.size()),
+                                  {.devices = {1, 2, 4, 8},
+                                   .intra = find_link(c.link),
+                                   .inter = find_link(c.link),
+                                   .price_per_device_hour = c.price});
+  if (!c.quiet) detail::print_ledger(r, proj, c.link);
+  if (!c.report.empty()) {
+    double measured = 0;
+    for (const auto& e : r.epochs) measured += e.samples_per_second;
+    measured /= double(r.epochs.size());
+    const std::string path = write_report(
+        c.report, {.title = "tutti train: " + d.source,
+                   .proj = proj,
+                   .measured = {{r.world_size, measured}},
+                   .notes = {"measured on " + std::to_string(r.world_size) + " rank(s), " +
+                             c.space + " space; projection on " + c.link}});
+    if (!c.quiet) std::printf("\nledger page: %s\n", path.c_str());
   }
 
   if (!c.json.empty()) {
@@ -401,6 +671,39 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
     j["eval"] = detail::to_json(r.eval);
     j["eval"]["baseline"] = {{"name", baseline_name}, {"value", baseline}};
     j["phases_rank0"] = detail::to_json(r.phases);
+    {
+      const ledger_summary& l = r.ledger;
+      nlohmann::json led;
+      led["steps"] = l.steps;
+      led["bytes_reduced_per_step"] = l.bytes_reduced_per_step;
+      led["param_count"] = r.param_count;
+      led["optimizer_state_floats"] = r.optimizer_state_floats;
+      led["reduce_exposed_seconds"] = l.reduce_exposed.total;
+      led["algbw_bytes_per_s"] = l.algbw;
+      led["busbw_bytes_per_s"] = l.busbw;
+      led["accounts"] = {{"data", detail::to_json(l.data)},
+                         {"compute", detail::to_json(l.compute)},
+                         {"guard", detail::to_json(l.guard)},
+                         {"wait", detail::to_json(l.wait)},
+                         {"reduce_total", detail::to_json(l.reduce_total)},
+                         {"reduce_exposed", detail::to_json(l.reduce_exposed)},
+                         {"optimizer", detail::to_json(l.optimizer)},
+                         {"other", detail::to_json(l.other)},
+                         {"step", detail::to_json(l.step)}};
+      led["slow_ranks"] = l.ranks.slow_ranks();
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& row : proj.rows)
+        rows.push_back({{"devices", row.devices},
+                        {"step_s", row.step_s},
+                        {"samples_per_s", row.samples_per_s},
+                        {"speedup", row.speedup},
+                        {"efficiency", row.efficiency},
+                        {"cost_per_epoch", row.cost_per_epoch}});
+      led["projection"] = {{"link", c.link}, {"rows", rows}};
+      j["ledger"] = led;
+      j["skipped_steps"] = r.skipped_steps;
+      j["space"] = c.space;
+    }
     j["seconds"] = seconds;
     std::ofstream f(c.json);
     if (!f) throw error("tutti train: cannot write the JSON report '" + c.json + "'");

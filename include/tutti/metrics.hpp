@@ -35,6 +35,9 @@ inline double auc(std::span<const float> scores, std::span<const float> labels) 
   TUTTI_EXPECTS(scores.size() == labels.size(), "tutti::auc",
                 "got " + std::to_string(scores.size()) + " scores and " +
                     std::to_string(labels.size()) + " labels; expected equal sizes");
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    TUTTI_EXPECTS(std::isfinite(scores[i]), "tutti::auc",
+                  "score " + std::to_string(i) + " is not finite; expected finite scores");
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(),

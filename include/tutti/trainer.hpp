@@ -195,6 +195,11 @@ struct train_options {
   bool measure_wait = false;
   /// A rank whose work time per step is at least (1 + this) × the median is flagged slow.
   double slow_rank_threshold = 0.2;
+  /// Called on every rank before each step with the dataset positions of this rank's slots and
+  /// their weights (0 for padding), e.g. to keep an audit trail of who consumed what; or empty.
+  std::function<void(const step_progress&, std::span<const std::uint64_t> samples,
+                     std::span<const float> weights)>
+      on_batch{};
 };
 
 /// Result of `trainer::fit`.
@@ -548,6 +553,11 @@ class trainer {
         const std::size_t end = std::min(slots, begin + local_batch);
         const std::size_t count = end - begin;
         timer.begin_step(epoch, step);
+        if (m_options.on_batch)
+          m_options.on_batch(
+              step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, 0.0},
+              std::span<const std::uint64_t>(sh.indices).subspan(begin, count),
+              std::span<const float>(sh.weights).subspan(begin, count));
 
         parallel_for(m_space, count,
                      detail::gather_batch_fn<float>{
