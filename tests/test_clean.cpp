@@ -8,6 +8,9 @@
 #include <tutti/data/csv.hpp>
 
 #include "../fuzz/csv_fuzz.hpp"
+#if __has_include(<sodium.h>)
+#include "../fuzz/sealed_fuzz.hpp"
+#endif
 
 #include <algorithm>
 #include <cstddef>
@@ -377,19 +380,35 @@ TEST_CASE("quarantine format: escapes round-trip; a damaged file is a data_error
   CHECK_THROWS_AS(tutti::data::parse_quarantine("2\tmalformed\tx", "q"), tutti::data_error);
 }
 
-TEST_CASE("fuzz regressions and seeds of csv_fuzz still hold every property") {
+namespace {
+
+/// Runs `check` over every file of fuzz/regressions/<target>/ and fuzz/corpus/<target>/;
+/// returns how many it ran.
+template <class Check>
+std::size_t replay_fuzz_inputs(const std::string& target, Check check) {
   const fs::path root = fs::path(data_dir) / ".." / ".." / "fuzz";
   std::size_t replayed = 0;
-  for (const char* dir : {"regressions/csv_fuzz", "corpus/csv_fuzz"}) {
+  for (const std::string& dir : {"regressions/" + target, "corpus/" + target}) {
     if (!fs::exists(root / dir)) continue;
     for (const auto& entry : fs::directory_iterator(root / dir)) {
       if (!entry.is_regular_file()) continue;
       const std::string bytes = read_all(entry.path().string());
       CAPTURE(entry.path().string());
-      CHECK(tutti_fuzz::csv_check(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                  bytes.size()) == "");
+      CHECK(check(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()) == "");
       ++replayed;
     }
   }
-  CHECK(replayed >= 10);
+  return replayed;
 }
+
+}  // namespace
+
+TEST_CASE("fuzz regressions and seeds of csv_fuzz still hold every property") {
+  CHECK(replay_fuzz_inputs("csv_fuzz", tutti_fuzz::csv_check) >= 10);
+}
+
+#if __has_include(<sodium.h>)
+TEST_CASE("fuzz regressions and seeds of sealed_fuzz still hold every property") {
+  CHECK(replay_fuzz_inputs("sealed_fuzz", tutti_fuzz::sealed_check) >= 5);
+}
+#endif

@@ -4,6 +4,7 @@
 
 #include "run_policies.hpp"
 
+#include <tutti/data/clean.hpp>
 #include <tutti/tutti.hpp>
 
 #if TUTTI_HAS_MPI
@@ -92,10 +93,15 @@ struct train_config {
   std::string nonfinite = "skip";  // skip, stop or off
   std::size_t replica_check_every = 0;
   bool rebroadcast = false;
-  std::string sealed;          // a directory written by `tutti seal`
-  std::string key_file;        // its master key or one shard's key
-  std::string audit;           // a directory for the per-rank audit trail
-  std::string report;          // a directory for the ledger's HTML page
+  std::string sealed;      // a directory written by `tutti seal`
+  std::string key_file;    // its master key or one shard's key
+  std::string audit;       // a directory for the per-rank audit trail
+  std::string report;      // a directory for the ledger's HTML page
+  bool clean = false;      // set bad rows aside instead of stopping at the first
+  std::string quarantine;  // file receiving the rejected rows verbatim (implies clean)
+  std::optional<double> label_min, label_max;
+  std::string duplicates = "keep_first";
+  double max_rejected_share = 0.05;
   std::string link = "pcie4";  // the link of the printed projection
   double price = 1.0;          // money per device-hour in the projection
 };
@@ -200,6 +206,22 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "write each rank's hash-chained audit trail to this directory");
   app.add_option("--report", c.report,
                  "write the ledger's HTML page (report.html) to this directory");
+  app.add_flag("--clean", c.clean,
+               "set malformed, out-of-range and duplicate rows aside (counted by reason) instead "
+               "of stopping at the first");
+  app.add_option(
+      "--quarantine", c.quarantine,
+      "write each rejected row, with its line and reason, to this file (implies --clean)");
+  app.add_option("--label-min", c.label_min, "smallest valid label, e.g. 1 (implies --clean)");
+  app.add_option("--label-max", c.label_max, "largest valid label, e.g. 5 (implies --clean)");
+  app.add_option("--duplicates", c.duplicates,
+                 "repeated (user, item) pairs: keep_first, keep_last or average")
+      ->check(CLI::IsMember({"keep_first", "keep_last", "average"}))
+      ->capture_default_str();
+  app.add_option("--max-rejected-share", c.max_rejected_share,
+                 "refuse to train when more than this share of rows is rejected")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--link", c.link, "link of the printed projection (see tutti plan --help)")
       ->capture_default_str();
   app.add_option("--price", c.price, "price per device-hour in the printed projection")
@@ -239,8 +261,14 @@ struct loaded_data {
   data::interactions all;
   data::split_result parts;
   std::string source;
-  std::string key_id;  // of the key that opened sealed shards
+  std::string key_id;                             // of the key that opened sealed shards
+  std::optional<data::cleaning_report> cleaning;  // when the rows were cleaned
 };
+
+inline bool cleaning_requested(const train_config& c) {
+  return c.clean || !c.quarantine.empty() || c.label_min || c.label_max ||
+         c.duplicates != "keep_first" || c.max_rejected_share != 0.05;
+}
 
 inline loaded_data load(const train_config& c) {
   loaded_data d;
@@ -266,11 +294,27 @@ inline loaded_data load(const train_config& c) {
                std::to_string(c.courses) + " courses, " +
                (c.synthetic_ratings ? "ratings" : "implicit") + ")";
   } else {
-    d.all = data::load_csv(c.data, {.user_col = c.user_col,
-                                    .item_col = c.item_col,
-                                    .label_col = c.label_col,
-                                    .timestamp_col = c.timestamp_col,
-                                    .implicit = c.implicit});
+    const data::csv_options csv{.user_col = c.user_col,
+                                .item_col = c.item_col,
+                                .label_col = c.label_col,
+                                .timestamp_col = c.timestamp_col,
+                                .implicit = c.implicit};
+    if (cleaning_requested(c)) {
+      const data::duplicate_policy dup =
+          c.duplicates == "keep_last" ? data::duplicate_policy::keep_last
+          : c.duplicates == "average" ? data::duplicate_policy::average
+                                      : data::duplicate_policy::keep_first;
+      data::cleaned_data cleaned = data::load_csv_clean(c.data, csv,
+                                                        {.label_min = c.label_min,
+                                                         .label_max = c.label_max,
+                                                         .dup = dup,
+                                                         .max_rejected_share = c.max_rejected_share,
+                                                         .quarantine_path = c.quarantine});
+      d.all = std::move(cleaned.data);
+      d.cleaning = std::move(cleaned.report);
+    } else {
+      d.all = data::load_csv(c.data, csv);
+    }
     d.source = c.data;
   }
   d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
@@ -550,6 +594,13 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
 
   if (!c.quiet && leader) {
     std::printf("tutti train: %s\n", d.source.c_str());
+    if (d.cleaning) {
+      std::printf("  cleaning: read %zu rows, used %zu, rejected %zu", d.cleaning->rows_read,
+                  d.cleaning->rows_used, d.cleaning->rows_rejected);
+      for (const auto& [reason, n] : d.cleaning->rejected)
+        if (n) std::printf("; %s %zu", reason.c_str(), n);
+      std::printf("%s\n", c.quarantine.empty() ? "" : (" -> " + c.quarantine).c_str());
+    }
     std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
                 d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
                 implicit ? "implicit 0/1" : "rating");
@@ -641,14 +692,17 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
 
   if (!c.json.empty()) {
     nlohmann::json j;
-    j["dataset"] = {{"source", d.source},
-                    {"rows_read", d.all.size()},
-                    {"rows_used", d.all.size()},
-                    {"train_rows", d.parts.train.size()},
-                    {"test_rows", d.parts.test.size()},
-                    {"users", users},
-                    {"items", items},
-                    {"implicit", implicit}};
+    j["dataset"] = {
+        {"source", d.source},
+        {"rows_read", d.cleaning ? d.cleaning->rows_read : d.all.size()},
+        {"rows_used", d.all.size()},
+        {"rows_rejected", d.cleaning ? d.cleaning->rows_rejected : 0},
+        {"rejected", d.cleaning ? nlohmann::json(d.cleaning->rejected) : nlohmann::json::object()},
+        {"train_rows", d.parts.train.size()},
+        {"test_rows", d.parts.test.size()},
+        {"users", users},
+        {"items", items},
+        {"implicit", implicit}};
     j["model"] = c.model;
     j["world_size"] = r.world_size;
     j["global_batch"] = r.global_batch;

@@ -39,7 +39,8 @@
 /// `tutti::data_error`), REASON one of the names above, TEXT the source line verbatim without
 /// its terminator ("\n" or "\r\n"), with five escapes so a row stays one line: backslash as
 /// `\\`, tab as `\t`, line feed as `\n`, carriage return as `\r`, NUL as `\0`. Every other byte
-/// is copied as is (the file is exactly as binary as the input). `read_quarantine` reads it back.
+/// is copied as is, so the file holds non-UTF-8 bytes where the input does. `read_quarantine`
+/// reads it back.
 ///
 /// **Share limit.** When more than `max_rejected_share` of the rows read are rejected, the
 /// quarantine file is written and `rejected_share_error` is thrown with the counts by reason:
@@ -54,6 +55,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
