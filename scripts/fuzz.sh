@@ -42,8 +42,8 @@ else
 fi
 
 # Thrust is not needed by the loaders; config.hpp still wants its system named for g++/clang++.
-flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP
+flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer "-fsanitize=fuzzer,address,undefined"
+       "-fno-sanitize-recover=undefined" -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP
        -I"${root}/include")
 export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
@@ -83,7 +83,7 @@ for t in "${targets[@]}"; do
   fi
   if [[ "${result}" != passed ]]; then
     status=1
-    for crash in $(find "${dir}/crashes" -type f -newer "${dir}/started"); do
+    while IFS= read -r -d '' crash; do
       echo "== fuzz: ${t}: failing input ${crash} ($(stat -c %s "${crash}") bytes):"
       od -A d -c "${crash}" | head -n 20
       if [[ "${FUZZ_SAVE_REGRESSIONS:-0}" == 1 ]]; then
@@ -91,7 +91,7 @@ for t in "${targets[@]}"; do
         cp "${crash}" "${root}/fuzz/regressions/${t}/"
         echo "== fuzz: ${t}: kept as fuzz/regressions/${t}/$(basename "${crash}")"
       fi
-    done
+    done < <(find "${dir}/crashes" -type f -newer "${dir}/started" -print0)
   fi
   took[${t}]="$((SECONDS - start)) s, ${result}"
 done

@@ -30,17 +30,18 @@ fi
 
 # Configures and builds tutti_tests in "${base}-$1" with the sanitizer flags "$2".
 build_job() {
-  local dir="${base}-$1" flags="$2"
+  local dir="${base}-$1" flags="$2" extra=()
+  read -r -a extra <<<"${TUTTI_SANITIZE_CMAKE_ARGS:-}"
   cmake -S "${root}" -B "${dir}" -DCMAKE_BUILD_TYPE= \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer ${flags}" \
     -DCMAKE_EXE_LINKER_FLAGS="${flags}" \
     -DTUTTI_BUILD_EXAMPLES=OFF -DTUTTI_BUILD_BENCHMARKS=OFF -DTUTTI_ENABLE_CUDA=OFF \
-    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${TUTTI_SANITIZE_CMAKE_ARGS:-} >/dev/null
-  cmake --build "${dir}" --target tutti_tests -j "${jobs}"
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON "${extra[@]}" >/dev/null || return 1
+  cmake --build "${dir}" --target tutti_tests -j "${jobs}" || return 1
 }
 
 run_asan() {
-  build_job asan "-fsanitize=address,undefined"
+  build_job asan "-fsanitize=address,undefined" || return 1
   # Thrust's `thrust::reference` and system dispatch bind references to null pointers of empty
   # policy types that are never read (NVIDIA/cccl#1645, NVIDIA/thrust#997): UB on paper, and
   # reported by -fsanitize=null on every sort or copy. That one check is suppressed inside
@@ -59,7 +60,7 @@ SUPP
 }
 
 run_tsan() {
-  build_job tsan "-fsanitize=thread"
+  build_job tsan "-fsanitize=thread" || return 1
   # The threaded tests: every test file that runs ranks as threads (run_local, local_ring or
   # std::thread), so a new one joins this job by itself.
   local files
@@ -82,12 +83,13 @@ status=0
 for job in "${jobs_to_run[@]}"; do
   echo "== sanitize: ${job}"
   start=${SECONDS}
-  if "run_${job}" "$@"; then
-    result=passed
-  else
-    result=FAILED
-    status=1
-  fi
+  # Called in a condition, where `set -e` is off: the functions return on their own failures.
+  result=passed
+  case "${job}" in
+    asan) run_asan "$@" || result=FAILED ;;
+    tsan) run_tsan "$@" || result=FAILED ;;
+  esac
+  [[ "${result}" == passed ]] || status=1
   took[${job}]="$((SECONDS - start)) s, ${result}"
 done
 echo "== sanitize: summary"

@@ -783,8 +783,14 @@ inline int run_train_mpi(train_config c) {
                       "processes");
     c.ranks = world;
     check_batch(c);
-  } catch (const invalid_argument&) {
-    if (rank == 0) throw;
+  } catch (const invalid_argument& e) {
+    // Every process sees the same usage error; rank 0 says it once, and nobody exits before
+    // that line is out (mpiexec ends the job at the first non-zero exit).
+    if (rank == 0) {
+      std::fprintf(stderr, "tutti: error: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
     return 2;
   }
   return mpi_abort_on_exception([&] {
