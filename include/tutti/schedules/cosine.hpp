@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/error.hpp>
+#include <tutti/schedules/detail/progress.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -22,21 +23,12 @@ struct cosine {
   double final_fraction = 0.0;
 
   /// Throws `tutti::invalid_argument` when a hyper-parameter is out of range.
-  void validate() const {
-    TUTTI_EXPECTS(
-        std::isfinite(final_fraction) && final_fraction >= 0.0, "tutti::cosine::lr",
-        "final_fraction is " + std::to_string(final_fraction) + "; expected a finite value >= 0");
-  }
+  void validate() const { detail::check_final_fraction("tutti::cosine::lr", final_fraction); }
 
   /// The rate at 0-based `step` of a run of `total_steps` steps.
   double lr(std::size_t step, std::size_t total_steps, double base_lr) const {
     validate();
-    // Step 0 is the start even of an empty run (so warmup longer than the run ramps to the base
-    // rate); any step at or past the end is the final rate.
-    const double t = step == 0 ? 0.0
-                     : step >= total_steps
-                         ? 1.0
-                         : static_cast<double>(step) / static_cast<double>(total_steps);
+    const double t = detail::schedule_progress(step, total_steps);
     return base_lr *
            (final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + std::cos(std::numbers::pi * t)));
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/error.hpp>
+#include <tutti/schedules/detail/progress.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -25,20 +26,13 @@ struct polynomial {
   void validate() const {
     TUTTI_EXPECTS(std::isfinite(power) && power > 0.0, "tutti::polynomial::lr",
                   "power is " + std::to_string(power) + "; expected a finite value > 0");
-    TUTTI_EXPECTS(
-        std::isfinite(final_fraction) && final_fraction >= 0.0, "tutti::polynomial::lr",
-        "final_fraction is " + std::to_string(final_fraction) + "; expected a finite value >= 0");
+    detail::check_final_fraction("tutti::polynomial::lr", final_fraction);
   }
 
   /// The rate at 0-based `step` of a run of `total_steps` steps.
   double lr(std::size_t step, std::size_t total_steps, double base_lr) const {
     validate();
-    // Step 0 is the start even of an empty run (so warmup longer than the run ramps to the base
-    // rate); any step at or past the end is the final rate.
-    const double t = step == 0 ? 0.0
-                     : step >= total_steps
-                         ? 1.0
-                         : static_cast<double>(step) / static_cast<double>(total_steps);
+    const double t = detail::schedule_progress(step, total_steps);
     return base_lr * (final_fraction + (1.0 - final_fraction) * std::pow(1.0 - t, power));
   }
 };
