@@ -3,6 +3,7 @@
 
 #include <tutti/concepts.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>
+#include <tutti/samplers/owned_shards.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 
 #include <algorithm>
@@ -208,4 +209,72 @@ TEST_CASE("shard samplers reject bad arguments with clear messages") {
                        tutti::invalid_argument);
   CHECK_THROWS_AS(co.shard(10, -2, 0, 1, 0), tutti::invalid_argument);
   CHECK_THROWS_AS(co.shard(10, 2, 2, 1, 0), tutti::invalid_argument);
+}
+
+static_assert(tutti::rank_local_sampler<tutti::owned_shards>);
+static_assert(!tutti::rank_local_sampler<tutti::shuffled_shards>);
+
+TEST_CASE("owned_shards: each rank visits exactly its own rows once; all ranks take equal steps") {
+  for (const std::vector<std::uint64_t>& rows :
+       {std::vector<std::uint64_t>{5}, {3, 3}, {7, 1, 4}, {10, 9, 10, 2}, {1, 1, 1, 1, 1}}) {
+    const tutti::owned_shards sampler{.rows = rows};
+    const int world = static_cast<int>(rows.size());
+    const std::uint64_t total = sampler.total();
+    const std::uint64_t slots = *std::max_element(rows.begin(), rows.end());
+    for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<int> seen(total, 0);
+      double weight = 0;
+      std::vector<std::uint64_t> real_per_slot(slots, 0);
+      for (int r = 0; r < world; ++r) {
+        CAPTURE(r);
+        const auto sh = sampler.shard(rows[r], world, r, 42, epoch);
+        REQUIRE(sh.size() == slots);
+        CHECK(sh.first == sampler.offset(r));
+        for (std::size_t j = 0; j < sh.size(); ++j) {
+          // Every slot, padded or not, names a row this rank holds.
+          REQUIRE(sh.indices[j] >= sh.first);
+          REQUIRE(sh.indices[j] < sh.first + rows[r]);
+          if (sh.weights[j] > 0) {
+            ++seen[sh.indices[j]];
+            ++real_per_slot[j];
+          }
+          weight += sh.weights[j];
+        }
+      }
+      CHECK(weight == double(total));
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+      // real_prefix counts every rank's real samples, and is the same on every rank.
+      for (int r = 0; r < world; ++r) {
+        const auto sh = sampler.shard(rows[r], world, r, 42, epoch);
+        std::uint64_t prefix = 0;
+        for (std::size_t j = 0; j <= slots; ++j) {
+          CHECK(sh.real_prefix[j] == prefix);
+          if (j < slots) prefix += real_per_slot[j];
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("owned_shards: the order changes with the epoch and the seed, and differs per rank") {
+  const tutti::owned_shards sampler{.rows = {64, 64}};
+  const auto a = sampler.shard(64, 2, 0, 1, 0).indices;
+  CHECK(a != sampler.shard(64, 2, 0, 1, 1).indices);
+  CHECK(a != sampler.shard(64, 2, 0, 2, 0).indices);
+  CHECK(a == sampler.shard(64, 2, 0, 1, 0).indices);
+  auto b = sampler.shard(64, 2, 1, 1, 0).indices;
+  for (auto& i : b) i -= 64;
+  CHECK(a != b);
+}
+
+TEST_CASE("owned_shards: a rank given rows other than its own, or a bad rows list, is refused") {
+  const tutti::owned_shards sampler{.rows = {4, 5}};
+  CHECK_THROWS_WITH_AS(sampler.shard(4, 2, 1, 0, 0),
+                       doctest::Contains("rank 1 was given 4 rows, but rows[1] = 5"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(sampler.shard(4, 3, 0, 0, 0), doctest::Contains("the world has 3"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS((tutti::owned_shards{.rows = {4, 0}}.shard(4, 2, 0, 0, 0)),
+                       doctest::Contains("rank 1 holds no rows"), tutti::invalid_argument);
+  CHECK_THROWS_AS(sampler.rows_of(2), tutti::invalid_argument);
 }

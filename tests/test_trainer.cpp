@@ -206,3 +206,96 @@ TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples an
   // The records' sample counts cover both epochs of both ranks exactly once.
   CHECK(samples == doctest::Approx(2.0 * double(parts.train.size())));
 }
+
+namespace {
+
+// Rows [begin, end) of `d`, keeping its index spaces.
+tutti::data::interactions slice(const tutti::data::interactions& d, std::size_t begin,
+                                std::size_t end) {
+  tutti::data::interactions out;
+  out.user_ids = d.user_ids;
+  out.item_ids = d.item_ids;
+  out.implicit = d.implicit;
+  out.users.assign(d.users.begin() + begin, d.users.begin() + end);
+  out.items.assign(d.items.begin() + begin, d.items.begin() + end);
+  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
+  return out;
+}
+
+// owned_shards' slots, read as positions in the whole training set held by every rank.
+struct owned_view_of_everything {
+  tutti::owned_shards inner;
+  tutti::shard shard(std::size_t, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch) const {
+    tutti::shard s =
+        inner.shard(static_cast<std::size_t>(inner.rows_of(rank)), world, rank, seed, epoch);
+    s.first = 0;
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ranks holding only their own rows train exactly as ranks holding everything") {
+  for (const auto loss : {tutti::loss_kind::logistic, tutti::loss_kind::squared}) {
+    CAPTURE(static_cast<int>(loss));
+    const auto parts = small_data(loss == tutti::loss_kind::logistic);
+    const std::size_t n = parts.train.size(), m = parts.test.size();
+    // Three ranks with unequal shares, so the short ranks pad their last steps.
+    const std::vector<std::size_t> cut = {0, n / 5, n / 2 + 7, n};
+    const std::vector<std::size_t> test_cut = {0, m / 2, m / 2, m};  // rank 1 holds no test row
+    const tutti::owned_shards sampler{.rows = {cut[1] - cut[0], cut[2] - cut[1], cut[3] - cut[2]}};
+    const tutti::train_options opt{.batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 8};
+
+    run local, everything;
+    std::mutex mu;
+    tutti::run_local(3, [&](tutti::local_ring ring) {
+      const auto r = static_cast<std::size_t>(ring.rank());
+      const auto train = slice(parts.train, cut[r], cut[r + 1]);
+      const auto test = slice(parts.test, test_cut[r], test_cut[r + 1]);
+      tutti::trainer<mf, tutti::owned_shards, tutti::local_ring> t(make_mf(parts.train, loss),
+                                                                   sampler, ring, {}, {}, opt);
+      auto res = t.fit(train, test);
+      if (r == 0) {
+        std::lock_guard lock(mu);
+        local.params = t.parameters_on_host();
+        local.result = std::move(res);
+      }
+    });
+    tutti::run_local(3, [&](tutti::local_ring ring) {
+      tutti::trainer<mf, owned_view_of_everything, tutti::local_ring> t(
+          make_mf(parts.train, loss), {sampler}, ring, {}, {}, opt);
+      auto res = t.fit(parts.train, parts.test);
+      if (ring.rank() == 0) {
+        std::lock_guard lock(mu);
+        everything.params = t.parameters_on_host();
+        everything.result = std::move(res);
+      }
+    });
+    CHECK(local.params == everything.params);
+    for (std::size_t e = 0; e < 2; ++e) {
+      CHECK(local.result.epochs[e].train_loss == everything.result.epochs[e].train_loss);
+      CHECK(local.result.epochs[e].weighted_samples == double(n));
+    }
+    // The metric over every rank's test rows equals the metric of the whole test set.
+    CHECK(local.result.eval.metric == everything.result.eval.metric);
+    CHECK(local.result.eval.value == doctest::Approx(everything.result.eval.value).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("a rank holding rows other than its sampler says is stopped, named") {
+  const auto parts = small_data(true);
+  const std::size_t n = parts.train.size();
+  auto attempt = [&] {
+    tutti::run_local(2, [&](tutti::local_ring ring) {
+      const tutti::owned_shards sampler{.rows = {n / 2, n - n / 2}};
+      // Rank 1 is handed one row too few.
+      const auto train =
+          ring.rank() == 0 ? slice(parts.train, 0, n / 2) : slice(parts.train, n / 2, n - 1);
+      tutti::trainer<mf, tutti::owned_shards, tutti::local_ring> t(
+          make_mf(parts.train, tutti::loss_kind::logistic), sampler, ring, {}, {}, {.batch = 96});
+      t.fit(train, parts.test);
+    });
+  };
+  CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("rank 1 holds"), tutti::error);
+}

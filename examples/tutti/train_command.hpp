@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -200,8 +201,14 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--sealed", c.sealed, "train on shards sealed by `tutti seal` (needs --key-file)")
       ->check(CLI::ExistingDirectory)
       ->excludes("--data");
-  app.add_option("--key-file", c.key_file, "master or shard key of --sealed")
-      ->check(CLI::ExistingFile);
+  app.add_option("--key-file", c.key_file,
+                 "key of --sealed: the master key (every rank opens every shard), or each "
+                 "rank's own shard key, where '{rank}' in the path stands for the rank "
+                 "(e.g. keys/shard-{rank}.key)")
+      ->check([](const std::string& path) -> std::string {
+        if (path.find("{rank}") != std::string::npos) return {};
+        return CLI::ExistingFile(path);
+      });
   app.add_option("--audit", c.audit,
                  "write each rank's hash-chained audit trail to this directory");
   app.add_option("--report", c.report,
@@ -263,22 +270,67 @@ struct loaded_data {
   std::string source;
   std::string key_id;                             // of the key that opened sealed shards
   std::optional<data::cleaning_report> cleaning;  // when the rows were cleaned
+  // Sealed shards opened with shard keys: this holds only `shard`'s rows, and every rank
+  // loads its own (see `load`).
+  bool rank_local = false;
+  int shard = -1;
+  std::uint64_t sealed_rows = 0;  // rows of the whole sealed dataset (from its manifest)
 };
+
+/// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
+inline std::string key_file_of(const std::string& pattern, int rank) {
+  std::string path = pattern;
+  for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}"))
+    path.replace(at, 6, std::to_string(rank));
+  return path;
+}
 
 inline bool cleaning_requested(const train_config& c) {
   return c.clean || !c.quarantine.empty() || c.label_min || c.label_max ||
          c.duplicates != "keep_first" || c.max_rejected_share != 0.05;
 }
 
-inline loaded_data load(const train_config& c) {
+/// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
+/// dataset (the same on every rank). With a shard key, rank r opens shard r only — with its
+/// own key, never seeing another shard — and the directory must hold one shard per rank.
+inline loaded_data load(const train_config& c, int rank) {
   loaded_data d;
   if (!c.sealed.empty()) {
 #if TUTTI_HAS_SODIUM
     TUTTI_EXPECTS(!c.key_file.empty(), "tutti train", "--sealed needs --key-file");
-    const data::secret_key key = data::read_key_file(c.key_file);
-    d.all = data::open_sealed(c.sealed, key);
+    const std::string key_path = key_file_of(c.key_file, rank);
+    TUTTI_EXPECTS(std::filesystem::exists(key_path), "tutti train",
+                  "--key-file: rank " + std::to_string(rank) + "'s key file '" + key_path +
+                      "' does not exist; expected a key written by `tutti seal`");
+    const data::secret_key key = data::read_key_file(key_path);
+    if (key.kind() == data::key_kind::shard) {
+      const data::sealed_manifest m = data::read_manifest(c.sealed);
+      TUTTI_EXPECTS(m.shards == static_cast<std::uint32_t>(c.ranks), "tutti train",
+                    "--sealed " + c.sealed + " holds " + std::to_string(m.shards) +
+                        " shard(s) and --key-file gives shard keys, so each rank opens only its "
+                        "own shard; expected --ranks " +
+                        std::to_string(m.shards) + ", not " + std::to_string(c.ranks));
+      TUTTI_EXPECTS(c.tail == "pad", "tutti train",
+                    "--tail drop with shard keys: ranks holding their own shards pad to the "
+                    "longest shard; expected --tail pad");
+      TUTTI_EXPECTS(key.shard() == static_cast<std::uint32_t>(rank), "tutti train",
+                    "--key-file: rank " + std::to_string(rank) + " was given '" + key_path +
+                        "', which holds shard " + std::to_string(key.shard()) + "'s key; rank " +
+                        std::to_string(rank) + " opens shard " + std::to_string(rank) +
+                        " and needs its key (one file per rank, e.g. --key-file "
+                        "'keys/shard-{rank}.key')");
+      d.all = data::open_sealed(c.sealed, key);
+      d.rank_local = true;
+      d.shard = rank;
+      d.sealed_rows = m.rows;
+      d.source = "sealed shard " + std::to_string(rank) + " of " + std::to_string(m.shards) +
+                 " in " + c.sealed + " (one shard key per rank)";
+    } else {
+      d.all = data::open_sealed(c.sealed, key);
+      d.sealed_rows = d.all.size();
+      d.source = "sealed shards in " + c.sealed;
+    }
     d.key_id = key.id();
-    d.source = "sealed shards in " + c.sealed;
 #else
     tutti::detail::throw_invalid(
         "tutti train",
@@ -333,8 +385,57 @@ inline double global_mean_rmse(const data::interactions& train, const data::inte
   return test.size() ? rmse(p, std::span<const float>(test.labels)) : 0.0;
 }
 
+/// What the ranks together train on. Each rank knows it directly when every rank holds the
+/// whole dataset; ranks holding their own shards add their parts up (`gather_stats`).
+struct data_stats {
+  std::uint64_t train_rows = 0, test_rows = 0;
+  double mean = 0;      // of the training labels
+  double baseline = 0;  // RMSE of predicting `mean` on the test rows
+  std::uint64_t train_digest = 0;
+  std::vector<std::uint64_t> rows;  // training rows held by each rank (rank-local data)
+};
+
+inline data_stats local_stats(const loaded_data& d) {
+  return {.train_rows = d.parts.train.size(),
+          .test_rows = d.parts.test.size(),
+          .mean = mean_label(d.parts.train),
+          .baseline = global_mean_rmse(d.parts.train, d.parts.test),
+          .train_digest = d.parts.train.digest()};
+}
+
+/// The ranks' shards added up: sizes, the label mean, the baseline RMSE and a digest of the
+/// training rows in rank order. Collective.
+template <class Reducer>
+data_stats gather_stats(Reducer& reducer, const loaded_data& d) {
+  const auto world = static_cast<std::size_t>(reducer.world_size());
+  const auto& train = d.parts.train;
+  const auto& test = d.parts.test;
+  const std::uint64_t mine[2] = {train.size(), train.digest()};
+  std::vector<std::uint64_t> all(2 * world);
+  reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+  data_stats st;
+  st.train_digest = tutti::detail::mix64(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    st.rows.push_back(all[2 * r]);
+    st.train_rows += all[2 * r];
+    st.train_digest = tutti::detail::mix64(st.train_digest ^ all[2 * r + 1]);
+  }
+  double label_sum = 0;
+  for (float y : train.labels) label_sum += y;
+  double sums[2] = {label_sum, static_cast<double>(test.size())};
+  reducer.all_reduce_sum(std::span<double>(sums));
+  st.mean = st.train_rows ? sums[0] / double(st.train_rows) : 0.0;
+  st.test_rows = static_cast<std::uint64_t>(sums[1]);
+  double sq[1] = {0.0};
+  for (float y : test.labels) sq[0] += (double(y) - st.mean) * (double(y) - st.mean);
+  reducer.all_reduce_sum(std::span<double>(sq));
+  st.baseline = st.test_rows ? std::sqrt(sq[0] / double(st.test_rows)) : 0.0;
+  return st;
+}
+
 struct run_output {
   fit_result result;
+  data_stats stats;
   std::mutex mutex;
 };
 
@@ -342,19 +443,21 @@ struct run_output {
 /// One rank's audit trail: the real samples of each step, one record per epoch.
 class rank_audit {
  public:
-  rank_audit(const train_config& c, const loaded_data& d, int rank, int world)
+  rank_audit(const train_config& c, const loaded_data& d, const data_stats& st, int rank, int world)
       : m_log(c.audit, data::audit_header{.rank = rank,
                                           .world_size = world,
-                                          .train_rows = d.parts.train.size(),
+                                          .train_rows = st.train_rows,
                                           .seed = c.seed,
-                                          .dataset_digest = d.parts.train.digest(),
+                                          .dataset_digest = st.train_digest,
+                                          .shard = d.rank_local ? d.shard : -1,
                                           .key_id = d.key_id,
-                                          .sampler = "shuffled_shards/" + c.tail}),
-        m_n(d.parts.train.size()),
+                                          .sampler = d.rank_local ? "owned_shards/pad"
+                                                                  : "shuffled_shards/" + c.tail}),
+        m_n(st.train_rows),
         m_world(world),
         m_rank(rank),
         m_seed(c.seed),
-        m_drop(c.tail == "drop") {}
+        m_drop(!d.rank_local && c.tail == "drop") {}
   void batch(const step_progress& p, std::span<const std::uint64_t> ids,
              std::span<const float> weights) {
     if (p.step == 0) m_ids.clear();
@@ -399,10 +502,20 @@ inline nonfinite_policy parse_nonfinite(const std::string& name) {
   return nonfinite_policy::skip;
 }
 
-template <class Model, class Reducer>
-void train_rank(const train_config& c, const loaded_data& d, Model model, Reducer reducer,
-                json_lines_log* log, progress_bar& bar, run_output& out) {
-  using trainer_t = trainer<Model, shuffled_shards, Reducer, run_schedule, run_optimizer>;
+/// One rank's run. `leader` is the data this process loaded for its first rank; a rank that
+/// holds its own shard (shard keys) and is not that rank loads its own here. `make_model(space,
+/// mean)` builds the model with the training labels' mean as its initial bias.
+template <class Space, class MakeModel, class Reducer>
+void train_rank(const train_config& c, const loaded_data& leader, MakeModel make_model,
+                const Space& space, Reducer reducer, json_lines_log* log, progress_bar& bar,
+                run_output& out) {
+  const int rank = reducer.rank();
+  std::optional<loaded_data> own;
+  if (leader.rank_local && leader.shard != rank) own.emplace(load(c, rank));
+  const loaded_data& d = own ? *own : leader;
+  const data_stats stats = d.rank_local ? gather_stats(reducer, d) : local_stats(d);
+  auto model = make_model(space, static_cast<float>(stats.mean));
+  using Model = decltype(model);
   train_options opt{.batch = c.batch,
                     .epochs = c.epochs,
                     .base_lr = c.lr,
@@ -415,11 +528,10 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
   opt.replica_check_every = c.replica_check_every;
   opt.rebroadcast_on_mismatch = c.rebroadcast;
   const bool quiet = c.quiet;
-  const int rank = reducer.rank();
 #if TUTTI_HAS_SODIUM
   std::optional<rank_audit> audit;
   if (!c.audit.empty()) {
-    audit.emplace(c, d, rank, reducer.world_size());
+    audit.emplace(c, d, stats, rank, reducer.world_size());
     opt.on_batch = [&audit](const step_progress& p, std::span<const std::uint64_t> ids,
                             std::span<const float> w) {
       audit->batch(p, ids, w);
@@ -442,21 +554,29 @@ void train_rank(const train_config& c, const loaded_data& d, Model model, Reduce
                 e.eval.value, e.samples_per_second, e.seconds);
     std::fflush(stdout);
   };
+  auto fit_with = [&](auto sampler) {
+    trainer<Model, decltype(sampler), Reducer, run_schedule, run_optimizer> t(
+        std::move(model), std::move(sampler), std::move(reducer),
+        make_schedule(c.schedule, c.warmup_steps),
+        make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
+    return t.fit(d.parts.train, d.parts.test);
+  };
+  // Ranks holding their own shards visit only those; otherwise one permutation of the whole
+  // training set is dealt to the ranks.
   const tail_policy tail = c.tail == "drop" ? tail_policy::drop : tail_policy::pad;
-  trainer_t t(std::move(model), shuffled_shards{.tail = tail}, std::move(reducer),
-              make_schedule(c.schedule, c.warmup_steps),
-              make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
-  fit_result r = t.fit(d.parts.train, d.parts.test);
+  fit_result r = d.rank_local ? fit_with(owned_shards{.rows = stats.rows})
+                              : fit_with(shuffled_shards{.tail = tail});
 #if TUTTI_HAS_SODIUM
   if (audit) audit->finish();
 #endif
   if (rank == 0) {
     std::lock_guard lock(out.mutex);
     out.result = std::move(r);
+    out.stats = stats;
   }
 }
 
-/// Runs the ranks of this process on `Space`; `make_model(space)` builds one rank's model.
+/// Runs the ranks of this process on `Space`; `make_model(space, mean)` builds one rank's model.
 template <class Space, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
                json_lines_log* log, progress_bar& bar, run_output& out) {
@@ -464,15 +584,15 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #if TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // This process is one rank of MPI_COMM_WORLD.
-      train_rank(c, d, make_model(host_space{}), mpi_reducer{}, log, bar, out);
+      train_rank(c, d, make_model, host_space{}, mpi_reducer{}, log, bar, out);
       return;
     }
 #endif
     if (c.ranks == 1) {
-      train_rank(c, d, make_model(host_space{}), no_op_reducer{}, log, bar, out);
+      train_rank(c, d, make_model, host_space{}, no_op_reducer{}, log, bar, out);
     } else {
       run_local(c.ranks, [&](local_ring ring) {
-        train_rank(c, d, make_model(host_space{}), ring, log, bar, out);
+        train_rank(c, d, make_model, host_space{}, ring, log, bar, out);
       });
     }
   }
@@ -484,16 +604,18 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
     if (c.reducer == "mpi") {
       // One process per GPU; NCCL bootstrapped over MPI.
       nccl_ring ring = make_nccl_ring_mpi();
-      train_rank(c, d, make_model(ring.space()), ring, log, bar, out);
+      const cuda_space space = ring.space();
+      train_rank(c, d, make_model, space, ring, log, bar, out);
       return;
     }
 #endif
     if (c.ranks == 1) {
-      train_rank(c, d, make_model(cuda_space{}), no_op_reducer{}, log, bar, out);
+      train_rank(c, d, make_model, cuda_space{}, no_op_reducer{}, log, bar, out);
     } else {
 #if TUTTI_HAS_NCCL
       run_nccl(c.ranks, [&](nccl_ring& ring) {
-        train_rank(c, d, make_model(ring.space()), ring, log, bar, out);
+        const cuda_space space = ring.space();
+        train_rank(c, d, make_model, space, ring, log, bar, out);
       });
 #else
       tutti::detail::throw_invalid("tutti train",
@@ -587,10 +709,9 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
   const bool leader = rank == 0;
-  detail::loaded_data d = detail::load(c);
+  detail::loaded_data d = detail::load(c, rank);
   const bool implicit = d.all.implicit;
   const loss_kind loss = implicit ? loss_kind::logistic : loss_kind::squared;
-  const float mean = static_cast<float>(detail::mean_label(d.parts.train));
 
   if (!c.quiet && leader) {
     std::printf("tutti train: %s\n", d.source.c_str());
@@ -601,9 +722,15 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
         if (n) std::printf("; %s %zu", reason.c_str(), n);
       std::printf("%s\n", c.quarantine.empty() ? "" : (" -> " + c.quarantine).c_str());
     }
-    std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
-                d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
-                implicit ? "implicit 0/1" : "rating");
+    if (d.rank_local)
+      std::printf(
+          "  rows %llu in %d shards (this rank's shard: %zu), users %d, items %d, %s labels\n",
+          static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.all.size(), d.all.n_users(),
+          d.all.n_items(), implicit ? "implicit 0/1" : "rating");
+    else
+      std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
+                  d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
+                  implicit ? "implicit 0/1" : "rating");
     std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
                 c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
                 c.schedule.c_str());
@@ -627,7 +754,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   auto train_on = [&]<class Space>(Space*) {
     if (c.model == "mf") {
       using model_t = models::matrix_factorization<Space>;
-      auto make = [&](const Space& space) {
+      auto make = [&](const Space& space, float mean) {
         return model_t({.dim = c.dim,
                         .l2 = c.l2,
                         .loss = loss,
@@ -637,7 +764,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
     } else {
       using model_t = models::logistic_regression<Space>;
-      auto make = [&](const Space& space) {
+      auto make = [&](const Space& space, float) {
         return model_t({.l2 = c.l2, .loss = loss}, users, items, space);
       };
       detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
@@ -657,8 +784,9 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   bar.clear();
   if (!leader) return 0;
   const fit_result& r = out.result;
+  const detail::data_stats& stats = out.stats;
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-  const double baseline = implicit ? 0.5 : detail::global_mean_rmse(d.parts.train, d.parts.test);
+  const double baseline = implicit ? 0.5 : stats.baseline;
   const char* baseline_name = implicit ? "random scores" : "global mean";
   if (c.quiet) {
     std::printf("%s %.5f (%s: %.5f), final train loss %.6f, %.1f s\n", r.eval.metric, r.eval.value,
@@ -671,11 +799,11 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
         "  (total %.1f s)\n",
         r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
   }
-  const projection proj = project(detail::to_measured_step(r, d.parts.train.size()),
-                                  {.devices = {1, 2, 4, 8},
-                                   .intra = find_link(c.link),
-                                   .inter = find_link(c.link),
-                                   .price_per_device_hour = c.price});
+  const projection proj =
+      project(detail::to_measured_step(r, stats.train_rows), {.devices = {1, 2, 4, 8},
+                                                              .intra = find_link(c.link),
+                                                              .inter = find_link(c.link),
+                                                              .price_per_device_hour = c.price});
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
   if (!c.report.empty()) {
     double measured = 0;
@@ -694,12 +822,13 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
     nlohmann::json j;
     j["dataset"] = {
         {"source", d.source},
-        {"rows_read", d.cleaning ? d.cleaning->rows_read : d.all.size()},
-        {"rows_used", d.all.size()},
+        {"rows_read", d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows},
+        {"rows_used", stats.train_rows + stats.test_rows},
         {"rows_rejected", d.cleaning ? d.cleaning->rows_rejected : 0},
         {"rejected", d.cleaning ? nlohmann::json(d.cleaning->rejected) : nlohmann::json::object()},
-        {"train_rows", d.parts.train.size()},
-        {"test_rows", d.parts.test.size()},
+        {"train_rows", stats.train_rows},
+        {"test_rows", stats.test_rows},
+        {"rank_local_shards", d.rank_local},
         {"users", users},
         {"items", items},
         {"implicit", implicit}};

@@ -127,6 +127,16 @@ concept model = detail::model_has_space<M> && detail::model_has_value_type<M> &&
 template <class S>
 concept shard_sampler = detail::sampler_has_shard<S>;
 
+/// A rank-local shard sampler: each rank holds only its own rows and `fit` receives just those.
+/// It says so with `static constexpr bool rank_local = true` and names every rank's row count
+/// with `rows_of(rank)`, so the trainer can weigh steps and evaluate across ranks.
+/// See docs/samplers.md#owned_shards.
+template <class S>
+concept rank_local_sampler = shard_sampler<S> && requires(const S& s, int rank) {
+  { S::rank_local } -> std::convertible_to<bool>;
+  { s.rows_of(rank) } -> std::convertible_to<std::uint64_t>;
+} && S::rank_local;
+
 /// A gradient reducer: averages gradients and reduces small values across ranks.
 /// See docs/concepts.md#gradient-reducer.
 template <class R>

@@ -16,6 +16,7 @@
 #include <tutti/space/buffer.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <concepts>
@@ -491,6 +492,8 @@ class trainer {
     auto d_labels = make_buffer(m_space, std::span<const float>(train.labels));
 
     const std::size_t local_batch = m_options.batch / static_cast<std::size_t>(world);
+    // With a rank-local sampler `train` holds only this rank's rows; otherwise every rank holds
+    // the whole training set.
     const std::size_t n = train.size();
     // Slots per rank are the same in every epoch, so the step count is known up front.
     const std::size_t slots = m_sampler.shard(n, world, rank, m_options.seed, 0).size();
@@ -537,7 +540,14 @@ class trainer {
                     "the sampler returned a shard of " + std::to_string(sh.size()) +
                         " slots in epoch " + std::to_string(epoch) + "; expected " +
                         std::to_string(slots) + " in every epoch");
-      copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices), d_slots.span());
+      if (sh.first == 0) {
+        copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices), d_slots.span());
+      } else {
+        // Rank-local rows: training-set positions become positions in this rank's rows.
+        std::vector<std::uint64_t> local(sh.indices);
+        for (auto& i : local) i -= sh.first;
+        copy_from_host(m_space, std::span<const std::uint64_t>(local), d_slots.span());
+      }
       copy_from_host(m_space, std::span<const float>(sh.weights), d_slot_weights.span());
       fill(m_space, local_log.span(), 0.f);
       fill(m_space, global_log.span(), 0.f);
@@ -772,6 +782,7 @@ class trainer {
   /// Evaluates the current parameters on `test`: RMSE for squared loss, exact AUC for logistic
   /// loss; computed on rank 0 and shared, so every rank returns the same value. Collective.
   eval_result evaluate(const data::interactions& test) {
+    if constexpr (rank_local_sampler<Sampler>) return evaluate_across_ranks(test);
     eval_result r;
     if (test.size() == 0) return r;
     r.metric = m_model.loss() == loss_kind::squared ? "rmse" : "auc";
@@ -784,6 +795,49 @@ class trainer {
     }
     m_reducer.all_reduce_sum(std::span<double>(value));
     r.value = value[0];
+    return r;
+  }
+
+  /// Evaluates the current parameters on the union of every rank's `test` rows (in rank order):
+  /// RMSE from summed squared errors; the exact AUC from every rank's (score, label) pairs,
+  /// gathered. Each rank predicts only its own rows. Collective; every rank returns the same.
+  eval_result evaluate_across_ranks(const data::interactions& test) {
+    const int world = m_reducer.world_size();
+    std::vector<float> predictions = test.size() ? predict(test) : std::vector<float>{};
+    eval_result r;
+    if (m_model.loss() == loss_kind::squared) {
+      double sums[2] = {0.0, static_cast<double>(test.size())};
+      for (std::size_t i = 0; i < predictions.size(); ++i) {
+        const double e = double(predictions[i]) - double(test.labels[i]);
+        sums[0] += e * e;
+      }
+      m_reducer.all_reduce_sum(std::span<double>(sums));
+      if (sums[1] == 0) return r;
+      r.metric = "rmse";
+      r.value = std::sqrt(sums[0] / sums[1]);
+      return r;
+    }
+    const std::uint64_t mine[1] = {test.size()};
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(world));
+    m_reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(counts));
+    const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
+    if (width == 0) return r;
+    // One word per row: the score's bits over the label's bits; padding past a rank's count.
+    std::vector<std::uint64_t> packed(static_cast<std::size_t>(width), 0);
+    for (std::size_t i = 0; i < predictions.size(); ++i)
+      packed[i] = std::uint64_t{std::bit_cast<std::uint32_t>(predictions[i])} << 32 |
+                  std::bit_cast<std::uint32_t>(test.labels[i]);
+    std::vector<std::uint64_t> all(packed.size() * counts.size());
+    m_reducer.all_gather(std::span<const std::uint64_t>(packed), std::span<std::uint64_t>(all));
+    std::vector<float> scores, labels;
+    for (std::size_t k = 0; k < counts.size(); ++k)
+      for (std::uint64_t i = 0; i < counts[k]; ++i) {
+        const std::uint64_t w = all[k * packed.size() + static_cast<std::size_t>(i)];
+        scores.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w >> 32)));
+        labels.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w)));
+      }
+    r.metric = "auc";
+    r.value = auc(scores, labels);
     return r;
   }
 
@@ -883,7 +937,7 @@ class trainer {
     std::vector<nonfinite_record> out;
     for (const auto& [r, step] : at) {
       if (r != m_reducer.rank() && !others.contains(r))
-        others.emplace(r, m_sampler.shard(n, world, r, m_options.seed, epoch));
+        others.emplace(r, m_sampler.shard(rows_of(r, n), world, r, m_options.seed, epoch));
       const shard& sh = r == m_reducer.rank() ? mine : others.at(r);
       const std::size_t begin = std::min(sh.size(), step * local_batch);
       const std::size_t end = std::min(sh.size(), begin + local_batch);
@@ -945,15 +999,36 @@ class trainer {
     result.replica_events.push_back(std::move(event));
   }
 
+  // The rows `rank` holds: its sampler entry for rank-local data, else the whole set (`n`).
+  std::size_t rows_of(int rank, std::size_t n) const {
+    if constexpr (rank_local_sampler<Sampler>)
+      return static_cast<std::size_t>(m_sampler.rows_of(rank));
+    else
+      return n;
+  }
+
   // Every rank must train the same thing: compare what each rank believes before any step.
+  // Ranks holding their own rows cannot compare data; they compare the sampler's row counts,
+  // and each checks that it holds the rows the sampler says it does.
   void check_agreement(const data::interactions& train, const data::interactions& test) {
     const int world = m_reducer.world_size();
     std::uint64_t config = mix_options();
-    const std::uint64_t mine[5] = {m_options.seed, static_cast<std::uint64_t>(world),
-                                   train.digest() ^ detail::mix64(test.digest()),
+    std::uint64_t data_digest = train.digest() ^ detail::mix64(test.digest());
+    if constexpr (rank_local_sampler<Sampler>) {
+      data_digest = detail::mix64(static_cast<std::uint64_t>(world));
+      for (int r = 0; r < world; ++r)
+        data_digest = detail::mix64(data_digest ^ m_sampler.rows_of(r));
+      TUTTI_EXPECTS(train.size() == m_sampler.rows_of(m_reducer.rank()), "tutti::trainer::fit",
+                    "rank " + std::to_string(m_reducer.rank()) + " holds " +
+                        std::to_string(train.size()) + " training rows, its sampler says " +
+                        std::to_string(m_sampler.rows_of(m_reducer.rank())) +
+                        "; expected the rows the sampler lists for this rank");
+    }
+    const std::uint64_t mine[5] = {m_options.seed, static_cast<std::uint64_t>(world), data_digest,
                                    m_model.layout().digest(), config};
-    static constexpr const char* names[5] = {"seed", "world size", "dataset digest",
-                                             "parameter layout", "training options"};
+    static constexpr const char* names[5] = {
+        "seed", "world size", rank_local_sampler<Sampler> ? "rows per rank" : "dataset digest",
+        "parameter layout", "training options"};
     std::vector<std::uint64_t> all(5 * static_cast<std::size_t>(world));
     m_reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
     for (std::size_t f = 0; f < 5; ++f) {

@@ -22,6 +22,7 @@
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>
+#include <tutti/samplers/owned_shards.hpp>
 #include <tutti/samplers/shard.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 #include <tutti/schedules/constant.hpp>

@@ -19,3 +19,39 @@ function(final_loss out json)
   string(JSON v GET "${json}" epochs ${last} train_loss)
   set(${out} ${v} PARENT_SCOPE)
 endfunction()
+
+# Writes a ratings CSV (userId,movieId,rating) of `rows` rows: 60 users, 45 items, every
+# (user, item) pair at most once while rows <= 2700.
+function(write_ratings_csv path rows)
+  set(text "userId,movieId,rating\n")
+  math(EXPR last "${rows} - 1")
+  foreach(i RANGE ${last})
+    math(EXPR u "${i} % 60 + 1")
+    math(EXPR v "(${i} / 60 + ${i} * 7) % 45 + 1")
+    math(EXPR y "(${i} * 13 + ${i} / 7) % 5 + 1")
+    string(APPEND text "${u},${v},${y}\n")
+  endforeach()
+  file(WRITE ${path} "${text}")
+endfunction()
+
+# Seals `csv` into `shards` shards under `dir` with a new master key `dir`/m.key and exports
+# each shard's key alone to `dir`/keys/shard-I.key.
+function(seal_with_shard_keys tutti csv shards dir)
+  file(REMOVE_RECURSE ${dir})
+  file(MAKE_DIRECTORY ${dir}/keys)
+  execute_process(COMMAND ${tutti} seal --gen-key ${dir}/m.key RESULT_VARIABLE rc OUTPUT_QUIET)
+  execute_process(COMMAND ${tutti} seal --data ${csv} --shards ${shards} --key-file ${dir}/m.key
+                          --out ${dir}/sealed RESULT_VARIABLE rc2 OUTPUT_QUIET)
+  if(NOT rc EQUAL 0 OR NOT rc2 EQUAL 0)
+    message(FATAL_ERROR "tutti seal failed: ${rc} ${rc2}")
+  endif()
+  math(EXPR last "${shards} - 1")
+  foreach(s RANGE ${last})
+    execute_process(COMMAND ${tutti} seal --key-file ${dir}/m.key --export-shard-key ${s}
+                            --out ${dir}/keys/shard-${s}.key RESULT_VARIABLE rc OUTPUT_QUIET
+                            ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "tutti seal --export-shard-key ${s} failed: ${rc} ${err}")
+    endif()
+  endforeach()
+endfunction()

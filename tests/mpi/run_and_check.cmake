@@ -91,6 +91,45 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
   message(STATUS "final train loss: 2 processes (mpi) ${lm}, 2 threads (local) ${ll}")
 
+  # Sealed shards, each process holding only its own shard key: the same training as two
+  # local ranks with the same keys (needs a tutti built with libsodium).
+  execute_process(COMMAND ${PROGRAM} seal --gen-key ${WORK}/probe.key RESULT_VARIABLE sodium
+                  OUTPUT_QUIET ERROR_QUIET)
+  file(REMOVE ${WORK}/probe.key)
+  if(sodium EQUAL 0)
+    write_ratings_csv(${WORK}/ratings.csv 600)
+    seal_with_shard_keys(${PROGRAM} ${WORK}/ratings.csv 2 ${WORK}/s)
+    set(sealed_args train --sealed ${WORK}/s/sealed --key-file ${WORK}/s/keys/shard-{rank}.key
+        --batch 32 --epochs 3 --seed 3 --quiet)
+    execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${sealed_args} --reducer mpi
+                            --json ${WORK}/sm.json RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                            ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "mpiexec ... tutti train --sealed (shard keys) exited ${rc}\n${out}\n${err}")
+    endif()
+    execute_process(COMMAND ${PROGRAM} ${sealed_args} --ranks 2 --json ${WORK}/sl.json
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "tutti train --sealed (shard keys) --ranks 2 exited ${rc}\n${out}\n${err}")
+    endif()
+    file(READ ${WORK}/sm.json jm)
+    file(READ ${WORK}/sl.json jl)
+    final_loss(lm "${jm}")
+    final_loss(ll "${jl}")
+    to_nano(nm ${lm})
+    to_nano(nl ${ll})
+    math(EXPR diff "${nm} - ${nl}")
+    if(diff LESS 0)
+      math(EXPR diff "-${diff}")
+    endif()
+    math(EXPR bound "${nl} / 100000 + 1")
+    if(diff GREATER bound)
+      message(FATAL_ERROR "sealed shard keys, final train loss: 2 processes ${lm}, 2 threads "
+                          "${ll}; expected equal within 1e-5 relative")
+    endif()
+    message(STATUS "sealed shard keys, final train loss: 2 processes ${lm}, 2 threads ${ll}")
+  endif()
+
   # Usage errors are the same on every process: exit 2, one line from rank 0 only.
   foreach(args "--ranks;3" "--batch;4097")
     execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} train --reducer mpi ${args}

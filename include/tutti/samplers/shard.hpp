@@ -25,6 +25,10 @@ struct shard {
   /// `real_prefix[j]` = real samples over all ranks in local slots [0, j); size() + 1 entries.
   /// Lets each rank know the global weight of a step without communicating.
   std::vector<std::uint64_t> real_prefix;
+  /// The dataset position of the first row this rank holds. Zero when every rank holds the
+  /// whole training set; a rank-local sampler (one whose ranks hold only their own rows) sets
+  /// it, and the rank reads local row `indices[j] - first`.
+  std::uint64_t first = 0;
 
   /// Slots in this shard (the same on every rank).
   std::size_t size() const noexcept { return indices.size(); }
