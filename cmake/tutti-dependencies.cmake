@@ -8,6 +8,8 @@ include_guard(GLOBAL)
 
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# zlib's crc32 checksums checkpoint files (include/tutti/checkpoint.hpp).
+find_package(ZLIB REQUIRED)
 
 if(NOT TARGET tutti::cccl)
   set(_tutti_cccl_hints)

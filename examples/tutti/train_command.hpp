@@ -33,9 +33,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -105,6 +107,10 @@ struct train_config {
   double max_rejected_share = 0.05;
   std::string link = "pcie4";  // the link of the printed projection
   double price = 1.0;          // money per device-hour in the projection
+  std::string checkpoint_dir;  // where rank 0 writes checkpoints
+  std::size_t checkpoint_every = 0;
+  std::size_t checkpoint_keep = 3;
+  std::string resume;  // continue from the newest valid checkpoint of this directory
 };
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -234,6 +240,41 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--price", c.price, "price per device-hour in the printed projection")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "write checkpoints to this directory (rank 0; atomic; see docs/checkpoints.md)");
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "steps between checkpoints (0: only when stopped by SIGINT/SIGTERM)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-keep", c.checkpoint_keep, "checkpoints kept (the newest)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+      ->capture_default_str();
+  app.add_option("--resume", c.resume,
+                 "continue from the newest valid checkpoint in this directory (and keep "
+                 "checkpointing there unless --checkpoint-dir says otherwise)")
+      ->check(CLI::ExistingDirectory);
+}
+
+/// The signal that asked `tutti train` to stop (SIGINT or SIGTERM), or 0. A handler may only
+/// store to a lock-free atomic; the trainer polls it through `train_options::stop`.
+inline std::atomic<bool> stop_requested{false};
+inline std::atomic<int> stop_signal{0};
+
+extern "C" inline void tutti_train_on_signal(int sig) {
+  stop_signal.store(sig);
+  stop_requested.store(true);
+}
+
+/// Installs the SIGINT/SIGTERM handlers for the run: the first signal finishes the step in
+/// progress, writes a checkpoint and exits; the default action is restored, so a second one
+/// ends the process at once.
+inline void install_stop_handlers() {
+  static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+  struct sigaction sa {};
+  sa.sa_handler = tutti_train_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 /// Draws a progress bar on stderr when it is a terminal; silent otherwise.
@@ -274,7 +315,8 @@ struct loaded_data {
   // loads its own (see `load`).
   bool rank_local = false;
   int shard = -1;
-  std::uint64_t sealed_rows = 0;  // rows of the whole sealed dataset (from its manifest)
+  std::uint64_t sealed_rows = 0;           // rows of the whole sealed dataset (from its manifest)
+  std::optional<checkpoint_state> resume;  // the checkpoint `--resume` continues from
 };
 
 /// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
@@ -496,6 +538,28 @@ class rank_audit {
 };
 #endif
 
+/// The settings of `tutti train` that change the result beyond the trainer's own options: the
+/// checkpoint records them and a resume compares them (the trainer adds batch, lr, seed, data).
+inline std::vector<std::pair<std::string, std::string>> run_config(const train_config& c,
+                                                                   const loaded_data& d) {
+  const auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  return {{"model", c.model},
+          {"dim", std::to_string(c.dim)},
+          {"l2", num(c.l2)},
+          {"labels", d.all.implicit ? "implicit" : "ratings"},
+          {"optimizer", c.optimizer},
+          {"momentum", num(c.momentum)},
+          {"weight_decay", num(c.weight_decay)},
+          {"schedule", c.schedule},
+          {"warmup_steps", std::to_string(c.warmup_steps)},
+          {"tail", c.tail},
+          {"space", c.space}};
+}
+
 inline nonfinite_policy parse_nonfinite(const std::string& name) {
   if (name == "stop") return nonfinite_policy::stop;
   if (name == "off") return nonfinite_policy::off;
@@ -527,6 +591,12 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.nonfinite = parse_nonfinite(c.nonfinite);
   opt.replica_check_every = c.replica_check_every;
   opt.rebroadcast_on_mismatch = c.rebroadcast;
+  opt.checkpoint_dir = c.checkpoint_dir.empty() ? c.resume : c.checkpoint_dir;
+  opt.checkpoint_every = c.checkpoint_every;
+  opt.checkpoint_keep = c.checkpoint_keep;
+  opt.run_config = run_config(c, d);
+  opt.resume = leader.resume ? &*leader.resume : nullptr;
+  opt.stop = &stop_requested;
   const bool quiet = c.quiet;
 #if TUTTI_HAS_SODIUM
   std::optional<rank_audit> audit;
@@ -710,6 +780,26 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
 #endif
   const bool leader = rank == 0;
   detail::loaded_data d = detail::load(c, rank);
+  if (!c.resume.empty()) {
+    auto found = find_latest_checkpoint(c.resume);
+    if (leader && !c.quiet)
+      for (const auto& why : found ? found->skipped : std::vector<std::string>{})
+        std::fprintf(stderr, "tutti train: skipping a checkpoint that does not read back: %s\n",
+                     why.c_str());
+    TUTTI_EXPECTS(found.has_value(), "tutti train",
+                  "--resume " + c.resume +
+                      ": no valid checkpoint (ckpt-*.tck) in the directory; expected one written "
+                      "by --checkpoint-dir");
+    if (leader && !c.quiet)
+      std::printf(
+          "tutti train: resuming from %s (epoch %llu, step %llu, global step %llu, "
+          "written by %d rank(s))\n",
+          found->file.string().c_str(), static_cast<unsigned long long>(found->state.epoch + 1),
+          static_cast<unsigned long long>(found->state.step_in_epoch),
+          static_cast<unsigned long long>(found->state.global_step), found->state.world_size);
+    d.resume = std::move(found->state);
+  }
+  install_stop_handlers();
   const bool implicit = d.all.implicit;
   const loss_kind loss = implicit ? loss_kind::logistic : loss_kind::squared;
 
@@ -770,16 +860,38 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
     }
   };
-  if (c.space == "cuda") {
+  try {
+    if (c.space == "cuda") {
 #if defined(TUTTI_HAS_CUDA)
-    train_on(static_cast<cuda_space*>(nullptr));
+      train_on(static_cast<cuda_space*>(nullptr));
 #else
-    tutti::detail::throw_invalid("tutti train",
-                                 "--space cuda: this tutti was built without CUDA; expected "
-                                 "--space host, or a build where nvcc was found");
+      tutti::detail::throw_invalid("tutti train",
+                                   "--space cuda: this tutti was built without CUDA; expected "
+                                   "--space host, or a build where nvcc was found");
 #endif
-  } else {
-    train_on(static_cast<host_space*>(nullptr));
+    } else {
+      train_on(static_cast<host_space*>(nullptr));
+    }
+  } catch (const interrupted_error& e) {
+    // Every rank stopped after the same step; rank 0 wrote the checkpoint.
+    bar.clear();
+    const int sig = stop_signal.load();
+    if (leader) {
+      const std::string dir = c.checkpoint_dir.empty() ? c.resume : c.checkpoint_dir;
+      std::string where = "no checkpoint written (no --checkpoint-dir)";
+      if (!dir.empty()) {
+        const auto found = find_latest_checkpoint(dir);
+        where = found && found->state.global_step == e.global_step()
+                    ? "checkpoint " + found->file.string() + "; continue with --resume " + dir
+                    : "the checkpoint of step " + std::to_string(e.global_step()) +
+                          " was not found in " + dir;
+      }
+      std::fprintf(stderr, "tutti train: %s after global step %zu; %s\n",
+                   sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", e.global_step(),
+                   where.c_str());
+      std::fflush(stderr);
+    }
+    return 128 + (sig ? sig : SIGTERM);
   }
   bar.clear();
   if (!leader) return 0;
@@ -844,6 +956,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       epochs.push_back({{"epoch", e.epoch},
                         {"train_loss", e.train_loss},
                         {"samples_per_rank", e.samples_per_rank},
+                        {"samples_before_resume", e.samples_before_resume},
                         {"weighted_samples", e.weighted_samples},
                         {"steps", e.steps},
                         {"test", detail::to_json(e.eval)},
@@ -886,6 +999,15 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       j["ledger"] = led;
       j["skipped_steps"] = r.skipped_steps;
       j["space"] = c.space;
+    }
+    {
+      char sum[17];
+      std::snprintf(sum, sizeof sum, "%016llx",
+                    static_cast<unsigned long long>(r.parameters_checksum));
+      j["parameters_checksum"] = sum;
+      j["resumed_from_step"] = r.resumed_from_step;
+      j["checkpoints_written"] = r.checkpoints_written;
+      j["last_checkpoint"] = r.last_checkpoint;
     }
     j["seconds"] = seconds;
     std::ofstream f(c.json);

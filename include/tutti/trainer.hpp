@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/batch.hpp>
+#include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/error.hpp>
@@ -16,6 +17,7 @@
 #include <tutti/space/buffer.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -151,20 +153,39 @@ class replica_mismatch_error : public mismatch_error {
   replica_event m_event;
 };
 
+/// `fit` was stopped on request (`train_options::stop`): every rank finished the same step, and
+/// rank 0 wrote a checkpoint when a checkpoint directory was set. Thrown on every rank.
+class interrupted_error : public error {
+ public:
+  interrupted_error(std::size_t global_step, std::string checkpoint, const std::string& what)
+      : error(what), m_global_step(global_step), m_checkpoint(std::move(checkpoint)) {}
+  /// Steps applied when the run stopped.
+  std::size_t global_step() const noexcept { return m_global_step; }
+  /// The checkpoint written at the stop (rank 0; empty elsewhere or without a directory).
+  const std::string& checkpoint() const noexcept { return m_checkpoint; }
+
+ private:
+  std::size_t m_global_step;
+  std::string m_checkpoint;
+};
+
 /// What happened in one epoch (identical on every rank except `phases` and `step_seconds`).
 struct epoch_record {
   std::size_t epoch = 0;                        ///< 1-based epoch number
   double train_loss = 0;                        ///< weighted mean data loss of applied steps
   std::vector<std::uint64_t> samples_per_rank;  ///< real (weight 1) samples each rank used
-  double weighted_samples = 0;                  ///< sum of sample weights over all ranks
-  std::size_t steps = 0;                        ///< steps in the epoch (skipped ones included)
-  std::size_t skipped_steps = 0;                ///< steps skipped for a non-finite value
-  double seconds = 0;                           ///< wall time of the epoch on this rank
-  double step_seconds = 0;                      ///< wall time of its steps on this rank
-  double samples_per_second = 0;                ///< weighted_samples / seconds
-  eval_result eval;                             ///< test metric after the epoch
-  phase_seconds phases;                         ///< this rank's time per phase
-  rank_table ranks;                             ///< every rank's mean step and work time
+  /// Real samples of this epoch consumed before the run was resumed from a checkpoint (counted
+  /// in `weighted_samples`, not in `samples_per_rank`); 0 unless the epoch was resumed.
+  std::uint64_t samples_before_resume = 0;
+  double weighted_samples = 0;    ///< sum of sample weights over all ranks
+  std::size_t steps = 0;          ///< steps in the epoch (skipped ones included)
+  std::size_t skipped_steps = 0;  ///< steps skipped for a non-finite value
+  double seconds = 0;             ///< wall time of the epoch on this rank
+  double step_seconds = 0;        ///< wall time of its steps on this rank
+  double samples_per_second = 0;  ///< weighted_samples / seconds
+  eval_result eval;               ///< test metric after the epoch
+  phase_seconds phases;           ///< this rank's time per phase
+  rank_table ranks;               ///< every rank's mean step and work time
 };
 
 /// Run options of a trainer: an aggregate, set with designated initialisers.
@@ -201,6 +222,24 @@ struct train_options {
   std::function<void(const step_progress&, std::span<const std::uint64_t> samples,
                      std::span<const float> weights)>
       on_batch{};
+  /// Directory rank 0 writes checkpoints to (docs/checkpoints.md); empty: no checkpoints.
+  std::string checkpoint_dir{};
+  /// Steps between checkpoints; 0: only when stopped through `stop`.
+  std::size_t checkpoint_every = 0;
+  /// Checkpoints kept in `checkpoint_dir` (the newest).
+  std::size_t checkpoint_keep = 3;
+  /// The caller's settings that change the result (model, data, ...), as (name, value): written
+  /// into every checkpoint next to the trainer's own, and compared when resuming.
+  std::vector<std::pair<std::string, std::string>> run_config{};
+  /// Continue from this checkpoint (e.g. `find_latest_checkpoint(dir)->state`) instead of
+  /// starting afresh; every rank passes one, rank 0's parameters and state are broadcast.
+  const checkpoint_state* resume = nullptr;
+  /// Set on any rank (e.g. by a SIGINT/SIGTERM handler) to stop: every rank finishes the step
+  /// in progress, rank 0 writes a checkpoint when `checkpoint_dir` is set, and `fit` throws
+  /// `tutti::interrupted_error` on every rank. The request travels with the gradient reduce
+  /// (one more float), so ranks agree on the step; on a device space it costs a 4-byte read
+  /// per step while set.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 /// Result of `trainer::fit`.
@@ -222,6 +261,10 @@ struct fit_result {
   std::vector<nonfinite_record> nonfinite;    ///< every rank's non-finite steps (all ranks alike)
   std::size_t replica_checks = 0;             ///< replica checks made (0 with one rank)
   std::vector<replica_event> replica_events;  ///< mismatches repaired by rebroadcast
+  std::uint64_t parameters_checksum = 0;      ///< `replica_checksum()` at the end of the run
+  std::size_t resumed_from_step = 0;          ///< global step of the checkpoint resumed, or 0
+  std::size_t checkpoints_written = 0;        ///< checkpoints written by this rank (rank 0)
+  std::string last_checkpoint;                ///< the newest one it wrote, or empty
 };
 
 namespace detail {
@@ -392,13 +435,14 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 /// and then runs the step: sampler → gather → loss and gradient → finite check → reduce →
 /// optimizer, charging each phase to this rank's ledger.
 ///
-/// The gradient arena holds one float more than the layout: this rank's finite flag (0, or 1
-/// when its loss or gradient was not finite). The mean reduction carries it with the gradient,
-/// so every rank learns whether any rank was non-finite, without another collective, and takes
-/// the same decision. On a host space the flag is read directly and a skipped step does not call
-/// the optimizer; on a device space the optimizer runs and a kernel reverts parameters and
-/// state from a snapshot when the flag is set, and the records are resolved at the epoch's end.
-/// A skipped step still consumes its step number and its learning-rate schedule step.
+/// The gradient arena holds two floats more than the layout: this rank's finite flag (0, or 1
+/// when its loss or gradient was not finite), then its stop request (`train_options::stop`). The
+/// mean reduction carries it with the gradient, so every rank learns whether any rank was
+/// non-finite, without another collective, and takes the same decision. On a host space the flag is
+/// read directly and a skipped step does not call the optimizer; on a device space the optimizer
+/// runs and a kernel reverts parameters and state from a snapshot when the flag is set, and the
+/// records are resolved at the epoch's end. A skipped step still consumes its step number and its
+/// learning-rate schedule step.
 ///
 /// @tparam Model a `tutti::model` (its `space_type` is where everything runs)
 /// @tparam Sampler a `tutti::shard_sampler`
@@ -437,7 +481,7 @@ class trainer {
         m_options(std::move(options)),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_grads(m_model.layout().total() + 1, m_space),
+        m_grads(m_model.layout().total() + 2, m_space),
         m_state(m_optimizer.state_size(m_model.layout().total()), m_space),
         m_step_loss(1, m_space),
         m_sticky(1, m_space),
@@ -482,10 +526,14 @@ class trainer {
     const int world = m_reducer.world_size();
     const int rank = m_reducer.rank();
     TUTTI_EXPECTS(train.size() > 0, "tutti::trainer::fit", "training set is empty; expected rows");
+    const checkpoint_state* resume = m_options.resume;
+    const auto config = checkpoint_config(train);
+    if (resume) restore(*resume, config, train.size());
     check_agreement(train, test);
 
-    // Identical replicas: rank 0's initial parameters everywhere.
+    // Identical replicas: rank 0's initial (or restored) parameters and state everywhere.
     m_reducer.broadcast(m_params.span(), 0);
+    if (resume && !m_state.empty()) m_reducer.broadcast(m_state.span(), 0);
 
     auto d_users = make_buffer(m_space, std::span<const std::int32_t>(train.users));
     auto d_items = make_buffer(m_space, std::span<const std::int32_t>(train.items));
@@ -523,44 +571,81 @@ class trainer {
     result.arena_floats = arena;
     result.optimizer_state_floats = m_state.size();
     result.bytes_reduced_per_step = m_grads.size() * sizeof(float);
+    if (resume) {
+      const bool complete =
+          resume->epoch + 1 >= m_options.epochs && resume->step_in_epoch >= steps_per_epoch;
+      TUTTI_EXPECTS(
+          resume->epoch < m_options.epochs && resume->step_in_epoch <= steps_per_epoch && !complete,
+          "tutti::trainer::fit",
+          "the checkpoint is at epoch " + std::to_string(resume->epoch) + ", step " +
+              std::to_string(resume->step_in_epoch) + "; this run has " +
+              std::to_string(m_options.epochs) + " epochs of " + std::to_string(steps_per_epoch) +
+              " steps (is the run already complete?)");
+      result.resumed_from_step = static_cast<std::size_t>(resume->global_step);
+    }
 
     ledger book;
     detail::ledger_impl::step_clock<space_type> timer(m_space);
     std::vector<double> run_step(static_cast<std::size_t>(world)),
         run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
-    std::size_t global_step = m_global_step;
-    for (std::size_t epoch = 0; epoch < m_options.epochs; ++epoch) {
+    std::size_t global_step =
+        resume ? static_cast<std::size_t>(resume->global_step) : m_global_step;
+    const std::size_t start_epoch = resume ? static_cast<std::size_t>(resume->epoch) : 0;
+    for (std::size_t epoch = start_epoch; epoch < m_options.epochs; ++epoch) {
       const auto epoch_start = clock::now();
-      const std::size_t epoch_first_step = global_step;
+      // A resumed epoch starts at the checkpoint's step. On the world size that wrote it the
+      // shards are the same and the first steps are skipped; on another, the positions not yet
+      // consumed, [s·B, n), are dealt anew (`shard_from`), so each sample still counts once.
+      const bool resumed = resume && epoch == start_epoch;
+      const std::size_t first_step = resumed ? static_cast<std::size_t>(resume->step_in_epoch) : 0;
+      const std::size_t start_pos =
+          resumed && resume->world_size != world ? std::min(n, first_step * m_options.batch) : 0;
+      const std::size_t slot_base = start_pos > 0 ? first_step * local_batch : 0;
+      const std::size_t epoch_first_step = global_step - first_step;
       book.begin_epoch();
       // The shard of the epoch is charged to the first step's data.
       timer.start();
-      shard sh = m_sampler.shard(n, world, rank, m_options.seed, epoch);
-      TUTTI_EXPECTS(sh.size() == slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
-                    "the sampler returned a shard of " + std::to_string(sh.size()) +
-                        " slots in epoch " + std::to_string(epoch) + "; expected " +
-                        std::to_string(slots) + " in every epoch");
+      shard sh = epoch_shard(n, rank, epoch, start_pos);
+      if (start_pos == 0)
+        TUTTI_EXPECTS(
+            sh.size() == slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
+            "the sampler returned a shard of " + std::to_string(sh.size()) + " slots in epoch " +
+                std::to_string(epoch) + "; expected " + std::to_string(slots) + " in every epoch");
+      const std::size_t last_step = start_pos > 0
+                                        ? first_step + (sh.size() + local_batch - 1) / local_batch
+                                        : steps_per_epoch;
       if (sh.first == 0) {
-        copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices), d_slots.span());
+        copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
+                       d_slots.span().first(sh.size()));
       } else {
         // Rank-local rows: training-set positions become positions in this rank's rows.
         std::vector<std::uint64_t> local(sh.indices);
         for (auto& i : local) i -= sh.first;
-        copy_from_host(m_space, std::span<const std::uint64_t>(local), d_slots.span());
+        copy_from_host(m_space, std::span<const std::uint64_t>(local),
+                       d_slots.span().first(sh.size()));
       }
-      copy_from_host(m_space, std::span<const float>(sh.weights), d_slot_weights.span());
+      copy_from_host(m_space, std::span<const float>(sh.weights),
+                     d_slot_weights.span().first(sh.size()));
       fill(m_space, local_log.span(), 0.f);
       fill(m_space, global_log.span(), 0.f);
       fill(m_space, m_step_loss.span(), 0.f);
       fill(m_space, m_sticky.span(), 0.f);
       fill(m_space, m_sums.span(), 0.0);
+      const std::uint64_t before_resume = resumed ? resume->samples_in_epoch : 0;
+      if (resumed && rank == 0) {
+        // The epoch's loss so far travels with rank 0 into the epoch's sums.
+        const double sums[2] = {resume->epoch_loss_sum, resume->epoch_weight_sum};
+        copy_from_host(m_space, std::span<const double>(sums), m_sums.span());
+      }
+      // This rank's real samples in the slots this run visits.
       double local_weight = 0;
-      for (float w : sh.weights) local_weight += w;
+      for (std::size_t i = first_step * local_batch - slot_base; i < sh.size(); ++i)
+        local_weight += sh.weights[i];
 
       double logged_loss = 0, logged_weight = 0, since_log_weight = 0;
-      for (std::size_t step = 0; step < steps_per_epoch; ++step, ++global_step) {
-        const std::size_t begin = step * local_batch;
-        const std::size_t end = std::min(slots, begin + local_batch);
+      for (std::size_t step = first_step; step < last_step; ++step, ++global_step) {
+        const std::size_t begin = step * local_batch - slot_base;
+        const std::size_t end = std::min(sh.size(), begin + local_batch);
         const std::size_t count = end - begin;
         timer.begin_step(epoch, step);
         if (m_options.on_batch)
@@ -601,8 +686,23 @@ class trainer {
           m_reducer.all_reduce_max(std::span<double>(arrive));
           timer.mark(account::wait);
         }
+        const bool asked_to_stop = m_options.stop && m_options.stop->load();
+        if (asked_to_stop) {
+          if constexpr (space_type::host_accessible)
+            m_grads.data()[arena + 1] = 1.f;
+          else
+            fill(m_space, m_grads.span().subspan(arena + 1, 1), 1.f);
+        }
         m_reducer.all_reduce_mean(m_grads.span());
         timer.mark(account::reduce);
+        bool stop_now = false;
+        if constexpr (space_type::host_accessible) {
+          stop_now = m_grads.data()[arena + 1] != 0.f;
+        } else if (m_options.stop) {
+          float flag = 0.f;
+          m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
+          stop_now = flag != 0.f;
+        }
         if constexpr (requires(Reducer & r) {
                         { r.last_wait_seconds() } -> std::convertible_to<double>;
                       }) {
@@ -636,7 +736,8 @@ class trainer {
             std::vector<std::pair<int, std::size_t>> at;
             for (int r = 0; r < world; ++r)
               if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
-            throw nonfinite_error(make_records(at, epoch, epoch_first_step, sh, n, local_batch));
+            throw nonfinite_error(make_records(at, epoch, epoch_first_step, sh, n, local_batch,
+                                               slot_base, start_pos));
           }
         }
         if (!skip)
@@ -656,7 +757,7 @@ class trainer {
         }
 
         since_log_weight += step_weight;
-        const bool last = step + 1 == steps_per_epoch;
+        const bool last = step + 1 == last_step;
         if (m_options.log &&
             (last || (m_options.log_every > 0 && (step + 1) % m_options.log_every == 0))) {
           // Reading the loss is the one host read of a step; it happens only when logging.
@@ -681,6 +782,27 @@ class trainer {
         if (world > 1 && (periodic || final_step)) {
           replica_check(epoch, step, global_step, result);
           timer.mark(account::guard);
+        }
+        const bool checkpoint_due =
+            m_options.checkpoint_every > 0 && (global_step + 1) % m_options.checkpoint_every == 0;
+        if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
+          write_checkpoint_now(config, epoch, step + 1, global_step + 1, before_resume,
+                               std::span<const float>(sh.weights).first(end),
+                               first_step * local_batch - slot_base,
+                               stop_now ? "stop requested" : "periodic", result);
+          timer.mark(account::other);
+        }
+        if (stop_now) {
+          const std::string where =
+              result.last_checkpoint.empty()
+                  ? std::string(m_options.checkpoint_dir.empty() ? "no checkpoint directory was set"
+                                                                 : "checkpoint written by rank 0")
+                  : "checkpoint " + result.last_checkpoint;
+          throw interrupted_error(global_step + 1, result.last_checkpoint,
+                                  "tutti::trainer::fit(): stopped on request after global step " +
+                                      std::to_string(global_step + 1) + " (epoch " +
+                                      std::to_string(epoch + 1) + ", step " +
+                                      std::to_string(step + 1) + "); " + where);
         }
         timer.end_step(m_grads.size() * sizeof(float), book);
       }
@@ -730,8 +852,8 @@ class trainer {
         run_wait[r] += wait_mean[r];
       }
       if (skipped > 0) {
-        auto records =
-            gather_nonfinite(my_bad_steps, bad_counts, epoch, epoch_first_step, sh, n, local_batch);
+        auto records = gather_nonfinite(my_bad_steps, bad_counts, epoch, epoch_first_step, sh, n,
+                                        local_batch, slot_base, start_pos);
         if (m_options.nonfinite == nonfinite_policy::stop) {
           // Only a device space gets here: its steps after the first bad one were skipped too.
           std::erase_if(records,
@@ -745,13 +867,15 @@ class trainer {
       m_space.copy_to_host(applied, m_sums.data(), sizeof applied);
       double sums[3] = {applied[0], applied[1], local_weight};
       m_reducer.all_reduce_sum(std::span<double>(sums));
+      sums[2] += double(before_resume);
 
       epoch_record rec;
       rec.epoch = epoch + 1;
       rec.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
       rec.samples_per_rank = std::move(per_rank);
+      rec.samples_before_resume = before_resume;
       rec.weighted_samples = sums[2];
-      rec.steps = steps_per_epoch;
+      rec.steps = last_step - first_step;
       rec.skipped_steps = skipped;
       rec.step_seconds = step_seconds;
       rec.ranks = make_rank_table(step_mean, work_mean, wait_mean, m_options.slow_rank_threshold);
@@ -775,6 +899,7 @@ class trainer {
     }
     result.ledger.ranks =
         make_rank_table(run_step, run_work, run_wait, m_options.slow_rank_threshold);
+    result.parameters_checksum = replica_checksum();
     result.seconds = seconds_since(fit_start);
     return result;
   }
@@ -928,18 +1053,18 @@ class trainer {
   std::vector<nonfinite_record> make_records(std::vector<std::pair<int, std::size_t>> at,
                                              std::size_t epoch, std::size_t epoch_first_step,
                                              const shard& mine, std::size_t n,
-                                             std::size_t local_batch) const {
+                                             std::size_t local_batch, std::size_t slot_base,
+                                             std::size_t start_pos) const {
     std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second < b.second : a.first < b.first;
     });
-    const int world = m_reducer.world_size();
     std::map<int, shard> others;
     std::vector<nonfinite_record> out;
     for (const auto& [r, step] : at) {
       if (r != m_reducer.rank() && !others.contains(r))
-        others.emplace(r, m_sampler.shard(rows_of(r, n), world, r, m_options.seed, epoch));
+        others.emplace(r, epoch_shard(rows_of(r, n), r, epoch, start_pos));
       const shard& sh = r == m_reducer.rank() ? mine : others.at(r);
-      const std::size_t begin = std::min(sh.size(), step * local_batch);
+      const std::size_t begin = std::min(sh.size(), step * local_batch - slot_base);
       const std::size_t end = std::min(sh.size(), begin + local_batch);
       nonfinite_record rec;
       rec.rank = r;
@@ -958,7 +1083,8 @@ class trainer {
                                                  const std::vector<std::uint64_t>& counts,
                                                  std::size_t epoch, std::size_t epoch_first_step,
                                                  const shard& mine, std::size_t n,
-                                                 std::size_t local_batch) {
+                                                 std::size_t local_batch, std::size_t slot_base,
+                                                 std::size_t start_pos) {
     const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
     std::vector<std::pair<int, std::size_t>> at;
     if (width > 0) {
@@ -972,7 +1098,8 @@ class trainer {
               static_cast<int>(r),
               static_cast<std::size_t>(all[r * list.size() + static_cast<std::size_t>(k)]));
     }
-    return make_records(std::move(at), epoch, epoch_first_step, mine, n, local_batch);
+    return make_records(std::move(at), epoch, epoch_first_step, mine, n, local_batch, slot_base,
+                        start_pos);
   }
 
   // Compares the replicas' checksums (one gather of one value); on a mismatch raises on every
@@ -997,6 +1124,139 @@ class trainer {
     m_reducer.broadcast(m_params.span(), 0);
     if (!m_state.empty()) m_reducer.broadcast(m_state.span(), 0);
     result.replica_events.push_back(std::move(event));
+  }
+
+  // `rank`'s shard of `epoch`, or of what is left of it after its first `start_pos` positions
+  // (a resume on another world size).
+  shard epoch_shard(std::size_t n, int rank, std::size_t epoch, std::size_t start_pos) const {
+    const int world = m_reducer.world_size();
+    if constexpr (requires(const Sampler& s) {
+                    {
+                      s.shard_from(n, world, rank, m_options.seed, epoch, start_pos)
+                      } -> std::convertible_to<shard>;
+                  }) {
+      if (start_pos > 0)
+        return m_sampler.shard_from(n, world, rank, m_options.seed, epoch, start_pos);
+    }
+    return m_sampler.shard(n, world, rank, m_options.seed, epoch);
+  }
+
+  // What a checkpoint records of this run's settings, and compares when resuming: the
+  // trainer's options and shapes, the training data, and the caller's `run_config`.
+  std::vector<std::pair<std::string, std::string>> checkpoint_config(
+      const data::interactions& train) const {
+    const auto hex = [](std::uint64_t v) {
+      char buf[17];
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+      return std::string(buf);
+    };
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%.17g", m_options.base_lr);
+    std::uint64_t data = train.digest();
+    std::uint64_t rows = train.size();
+    if constexpr (rank_local_sampler<Sampler>) {
+      // Each rank holds its own rows: the counts, not one rank's digest, describe the data.
+      data = detail::mix64(static_cast<std::uint64_t>(m_reducer.world_size()));
+      rows = 0;
+      for (int r = 0; r < m_reducer.world_size(); ++r) {
+        data = detail::mix64(data ^ m_sampler.rows_of(r));
+        rows += m_sampler.rows_of(r);
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> c = {
+        {"batch", std::to_string(m_options.batch)},
+        {"epochs", std::to_string(m_options.epochs)},
+        {"base_lr", lr},
+        {"scaling", std::to_string(static_cast<int>(m_options.scaling))},
+        {"reference_batch", std::to_string(m_options.reference_batch)},
+        {"seed", std::to_string(m_options.seed)},
+        {"nonfinite", std::to_string(static_cast<int>(m_options.nonfinite))},
+        {"parameter_layout", hex(m_model.layout().digest())},
+        {"optimizer_state_floats", std::to_string(m_state.size())},
+        {"train_rows", std::to_string(rows)},
+        {"train_digest", hex(data)},
+        {"world_size", std::to_string(m_reducer.world_size())}};
+    for (const auto& field : m_options.run_config) c.push_back(field);
+    return c;
+  }
+
+  // Loads a checkpoint's parameters and optimizer state after checking that it belongs to this
+  // run: the same settings (world size aside), shapes and a sampler that can re-shard.
+  void restore(const checkpoint_state& ck,
+               const std::vector<std::pair<std::string, std::string>>& now, std::size_t n) {
+    static constexpr const char* fn = "tutti::trainer::fit";
+    static constexpr std::string_view ignore[] = {"world_size"};
+    const auto differing = config_differences(ck.config, now, ignore);
+    if (!differing.empty()) {
+      std::string list;
+      for (const auto& name : differing) {
+        std::string saved = "(absent)", current = "(absent)";
+        for (const auto& [k, v] : ck.config)
+          if (k == name) saved = v;
+        for (const auto& [k, v] : now)
+          if (k == name) current = v;
+        list +=
+            (list.empty() ? "" : ", ") + name + " (checkpoint " + saved + ", now " + current + ")";
+      }
+      detail::throw_invalid(fn,
+                            "cannot resume: settings that change the result differ from the "
+                            "checkpoint's: " +
+                                list + "; expected the options of the run that wrote it");
+    }
+    TUTTI_EXPECTS(
+        ck.parameters.size() == m_params.size() && ck.optimizer_state.size() == m_state.size(), fn,
+        "the checkpoint holds " + std::to_string(ck.parameters.size()) + " parameters and " +
+            std::to_string(ck.optimizer_state.size()) + " optimizer-state floats; this model has " +
+            std::to_string(m_params.size()) + " and " + std::to_string(m_state.size()));
+    if (ck.world_size != m_reducer.world_size() && ck.step_in_epoch > 0) {
+      constexpr bool can_reshard = !rank_local_sampler<Sampler> && requires(const Sampler& s) {
+        s.shard_from(n, 1, 0, std::uint64_t{0}, std::uint64_t{0}, std::size_t{0});
+      };
+      TUTTI_EXPECTS(can_reshard, fn,
+                    "the checkpoint was written by " + std::to_string(ck.world_size) +
+                        " ranks in the middle of an epoch; resuming on " +
+                        std::to_string(m_reducer.world_size()) +
+                        " needs a sampler that can deal the rest of the epoch anew (shard_from, "
+                        "e.g. shuffled_shards); expected the same world size");
+    }
+    copy_from_host(m_space, std::span<const float>(ck.parameters), m_params.span());
+    if (!m_state.empty())
+      copy_from_host(m_space, std::span<const float>(ck.optimizer_state), m_state.span());
+  }
+
+  // Collective: adds up the epoch's loss and samples so far, then rank 0 writes the checkpoint
+  // of the state after `global_step` steps (`step_in_epoch` of them in `epoch`).
+  void write_checkpoint_now(const std::vector<std::pair<std::string, std::string>>& config,
+                            std::size_t epoch, std::size_t step_in_epoch, std::size_t global_step,
+                            std::uint64_t before_resume, std::span<const float> visited,
+                            std::size_t skip_slots, const char* note, fit_result& result) {
+    double sums[3] = {0.0, 0.0, 0.0};
+    m_space.copy_to_host(sums, m_sums.data(), 2 * sizeof(double));
+    for (std::size_t i = skip_slots; i < visited.size(); ++i) sums[2] += visited[i];
+    m_reducer.all_reduce_sum(std::span<double>(sums));
+    if (m_reducer.rank() != 0) return;
+    checkpoint_state st;
+    st.config = config;
+    std::uint64_t digest = 0;
+    for (const auto& [k, v] : config)
+      for (const std::string* text : {&k, &v})
+        for (unsigned char ch : *text) digest = detail::mix64(digest ^ ch);
+    st.config_digest = digest;
+    st.world_size = m_reducer.world_size();
+    st.seed = m_options.seed;
+    st.epoch = epoch;
+    st.step_in_epoch = step_in_epoch;
+    st.global_step = global_step;
+    st.samples_in_epoch = before_resume + static_cast<std::uint64_t>(std::llround(sums[2]));
+    st.epoch_loss_sum = sums[0];
+    st.epoch_weight_sum = sums[1];
+    st.rng = {m_options.seed, epoch};  // every draw is a function of (seed, epoch, position)
+    st.parameters = parameters_on_host();
+    st.optimizer_state = to_host_vector(m_space, std::span<const float>(m_state.span()));
+    st.note = note;
+    result.last_checkpoint =
+        write_checkpoint(m_options.checkpoint_dir, st, m_options.checkpoint_keep).string();
+    ++result.checkpoints_written;
   }
 
   // The rows `rank` holds: its sampler entry for rank-local data, else the whole set (`n`).
@@ -1055,6 +1315,8 @@ class trainer {
     h = detail::mix64(h ^ m_options.replica_check_every);
     h = detail::mix64(h ^ (m_options.rebroadcast_on_mismatch ? 1u : 0u));
     h = detail::mix64(h ^ (m_options.measure_wait ? 2u : 0u));
+    h = detail::mix64(h ^ m_options.checkpoint_every);
+    h = detail::mix64(h ^ (m_options.resume ? m_options.resume->global_step + 1 : 0));
     return h;
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/batch.hpp>
+#include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/config.hpp>
 #include <tutti/data/csv.hpp>

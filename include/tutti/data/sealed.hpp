@@ -25,6 +25,7 @@
 
 #include <tutti/data/detail/sodium.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/errno_text.hpp>
 #include <tutti/error.hpp>
 
 #include <nlohmann/json.hpp>
@@ -271,10 +272,6 @@ struct stream_state {
   crypto_secretstream_xchacha20poly1305_state s{};
   ~stream_state() { sodium_memzero(&s, sizeof s); }
 };
-
-inline std::string errno_text(int err) {
-  return std::strerror(err);
-}
 
 /// Writes `bytes` to a new file `path` (refusing an existing one) with `mode`; fsyncs when asked.
 inline void write_new_file(const std::filesystem::path& path, const void* bytes, std::size_t n,

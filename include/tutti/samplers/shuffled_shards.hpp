@@ -6,12 +6,14 @@
 #include <tutti/detail/permutation.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/detail/sharding.hpp>
+#include <tutti/error.hpp>
 #include <tutti/samplers/shard.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace tutti {
@@ -32,12 +34,27 @@ struct shuffled_shards {
   /// Throws `tutti::invalid_argument` unless n >= 1 and 0 <= rank < world_size.
   tutti::shard shard(std::size_t n, int world_size, int rank, std::uint64_t seed,
                      std::uint64_t epoch) const {
+    return shard_from(n, world_size, rank, seed, epoch, 0);
+  }
+
+  /// The slots of the rest of an epoch whose first `start` permutation positions were already
+  /// consumed: positions start, start + 1, ... are dealt round-robin as above. A run that took
+  /// s steps at global batch B on any world size consumed exactly positions [0, s·B), so a
+  /// resume on another world size continues with `shard_from(..., start = s·B)` and every
+  /// sample still counts once; on the same world size its slots are the original shard's from
+  /// slot s·B/W on. Throws like `shard`, and unless start <= n.
+  tutti::shard shard_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
+                          std::uint64_t epoch, std::size_t start) const {
     detail::check_shard_arguments("tutti::shuffled_shards::shard", n, world_size, rank);
+    TUTTI_EXPECTS(start <= n, "tutti::shuffled_shards::shard_from",
+                  "start = " + std::to_string(start) + " > n = " + std::to_string(n) +
+                      "; expected the positions already consumed, at most n");
     const std::size_t w = static_cast<std::size_t>(world_size);
     const std::size_t r = static_cast<std::size_t>(rank);
+    const std::size_t left = n - start;
 
     const detail::feistel_permutation perm(n, detail::hash2(seed, epoch));
-    const std::size_t slots = tail == tail_policy::pad ? (n + w - 1) / w : n / w;
+    const std::size_t slots = tail == tail_policy::pad ? (left + w - 1) / w : left / w;
     tutti::shard out;
     out.indices.resize(slots);
     out.weights.resize(slots);
@@ -48,7 +65,7 @@ struct shuffled_shards {
 #pragma omp parallel for schedule(static)
     for (std::int64_t jj = 0; jj < count; ++jj) {
       const auto j = static_cast<std::size_t>(jj);
-      const std::size_t pos = j * w + r;
+      const std::size_t pos = start + j * w + r;
       const bool real = pos < n;
       // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps
       // it out of the loss and the gradient.
@@ -58,7 +75,7 @@ struct shuffled_shards {
     out.real_prefix[0] = 0;
     for (std::size_t j = 0; j < slots; ++j) {
       const std::size_t first = j * w;
-      const std::size_t real_in_row = first < n ? std::min(w, n - first) : 0;
+      const std::size_t real_in_row = first < left ? std::min(w, left - first) : 0;
       out.real_prefix[j + 1] = out.real_prefix[j] + real_in_row;
     }
     return out;
