@@ -60,7 +60,12 @@ if(TARGET tutti_cli)
                      -DPROGRAM=$<TARGET_FILE:tutti_cli> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi/cli
                      -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
     set_tests_properties(mpi.cli_parity PROPERTIES TIMEOUT 300)
-    list(APPEND tutti_mpi_tests mpi.cli_parity)
+    add_test(NAME mpi.resume
+             COMMAND ${CMAKE_COMMAND} -DCASE=resume ${tutti_mpi_script_args}
+                     -DPROGRAM=$<TARGET_FILE:tutti_cli> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi/resume
+                     -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
+    set_tests_properties(mpi.resume PROPERTIES TIMEOUT 180)
+    list(APPEND tutti_mpi_tests mpi.cli_parity mpi.resume)
   endif()
 endif()
 set_tests_properties(${tutti_mpi_tests} PROPERTIES

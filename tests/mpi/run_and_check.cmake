@@ -142,6 +142,56 @@ elseif(CASE STREQUAL "cli-parity")
     string(REGEX MATCH "tutti: error: [^\n]*" line "${err}")
     message(STATUS "tutti train --reducer mpi ${args} -> ${line}")
   endforeach()
+elseif(CASE STREQUAL "resume")
+  # Two processes with periodic checkpoints; rank 1 is killed (SIGKILL) after the second one.
+  # The whole job must end by itself, leave no process behind, and resume under mpiexec to
+  # the parameters of an uninterrupted run, bitwise.
+  file(REMOVE_RECURSE ${WORK})
+  file(MAKE_DIRECTORY ${WORK})
+  set(run train --reducer mpi --epochs 6 --batch 1024 --seed 3 --quiet)
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${run} --json ${WORK}/whole.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "uninterrupted run exited ${rc}\n${out}\n${err}")
+  endif()
+  string(JOIN " " command ${launcher} ${PROGRAM} ${postflags} ${run})
+  set(ck ${WORK}/ck)
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND sh -c "${command} --checkpoint-dir ${ck} --checkpoint-every 40 & job=$!; \
+while [ $(ls ${ck}/*.tck 2>/dev/null | wc -l) -lt 2 ]; do \
+  kill -0 $job 2>/dev/null || break; sleep 0.01; done; \
+for p in $(pgrep -f 'checkpoint-dir ${ck}'); do \
+  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then \
+    kill -KILL $p; echo killed $p; fi; done; \
+wait $job"
+                  TIMEOUT 60 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR seconds "${t1} - ${t0}")
+  if(NOT out MATCHES "killed [0-9]+" OR rc EQUAL 0 OR NOT rc MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "killing rank 1: '${out}', job exit '${rc}' after ${seconds} s; expected "
+                        "a kill and a job that ends by itself, non-zero\n${err}")
+  endif()
+  execute_process(COMMAND pgrep -f "checkpoint-dir ${ck}" OUTPUT_VARIABLE left)
+  if(NOT left STREQUAL "")
+    message(FATAL_ERROR "processes left behind after rank 1 was killed: ${left}")
+  endif()
+  message(STATUS "rank 1 killed: the job ended by itself in ${seconds} s (exit ${rc})")
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${run} --resume ${ck}
+                          --json ${WORK}/resumed.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "resumed run exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/whole.json jw)
+  file(READ ${WORK}/resumed.json jr)
+  string(JSON a GET "${jw}" parameters_checksum)
+  string(JSON b GET "${jr}" parameters_checksum)
+  string(JSON from GET "${jr}" resumed_from_step)
+  if(NOT a STREQUAL b OR from EQUAL 0)
+    message(FATAL_ERROR "parameters: uninterrupted ${a}, resumed from step ${from} ${b}; expected "
+                        "equal, after a resume")
+  endif()
+  message(STATUS "2 processes, rank 1 killed, resumed from step ${from}: parameters ${b} = uninterrupted")
 else()
   message(FATAL_ERROR "unknown CASE '${CASE}'")
 endif()
