@@ -29,7 +29,7 @@ if(tutti_mpiexec_version MATCHES "Open MPI|OpenRTE")
        OMPI_MCA_mpi_yield_when_idle=1)
 endif()
 
-foreach(name mpi_reducer_test mpi_abort_test)
+foreach(name mpi_reducer_test mpi_abort_test mpi_stall_test)
   add_executable(tutti_${name} ${CMAKE_CURRENT_LIST_DIR}/mpi/${name}.cpp)
   target_link_libraries(tutti_${name} PRIVATE tutti::tutti MPI::MPI_CXX)
   target_compile_options(tutti_${name} PRIVATE -Wall -Wextra -Wpedantic)
@@ -51,7 +51,13 @@ add_test(NAME mpi.abort
                  -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
 set_tests_properties(mpi.abort PROPERTIES TIMEOUT 60)
 
-set(tutti_mpi_tests mpi.reducer mpi.abort)
+add_test(NAME mpi.stall
+         COMMAND ${CMAKE_COMMAND} -DCASE=stall ${tutti_mpi_script_args}
+                 -DPROGRAM=$<TARGET_FILE:tutti_mpi_stall_test>
+                 -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
+set_tests_properties(mpi.stall PROPERTIES TIMEOUT 60)
+
+set(tutti_mpi_tests mpi.reducer mpi.abort mpi.stall)
 if(TARGET tutti_cli)
   get_target_property(tutti_cli_definitions tutti_cli COMPILE_DEFINITIONS)
   if("TUTTI_HAS_MPI=1" IN_LIST tutti_cli_definitions)

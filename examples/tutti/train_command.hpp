@@ -110,7 +110,8 @@ struct train_config {
   std::string checkpoint_dir;  // where rank 0 writes checkpoints
   std::size_t checkpoint_every = 0;
   std::size_t checkpoint_keep = 3;
-  std::string resume;  // continue from the newest valid checkpoint of this directory
+  std::string resume;    // continue from the newest valid checkpoint of this directory
+  double timeout = 300;  // seconds a collective waits for the other ranks
 };
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -247,6 +248,11 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->capture_default_str();
   app.add_option("--checkpoint-keep", c.checkpoint_keep, "checkpoints kept (the newest)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+      ->capture_default_str();
+  app.add_option("--timeout", c.timeout,
+                 "seconds a collective waits for the other ranks before the run ends, naming "
+                 "the ranks that never arrived (local and mpi reducers)")
+      ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
   app.add_option("--resume", c.resume,
                  "continue from the newest valid checkpoint in this directory (and keep "
@@ -646,6 +652,10 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   }
 }
 
+inline std::chrono::milliseconds timeout_of(const train_config& c) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.timeout * 1000)));
+}
+
 /// Runs the ranks of this process on `Space`; `make_model(space, mean)` builds one rank's model.
 template <class Space, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
@@ -654,16 +664,18 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #if TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // This process is one rank of MPI_COMM_WORLD.
-      train_rank(c, d, make_model, host_space{}, mpi_reducer{}, log, bar, out);
+      train_rank(c, d, make_model, host_space{},
+                 mpi_reducer{MPI_COMM_WORLD, {.timeout = timeout_of(c)}}, log, bar, out);
       return;
     }
 #endif
     if (c.ranks == 1) {
       train_rank(c, d, make_model, host_space{}, no_op_reducer{}, log, bar, out);
     } else {
-      run_local(c.ranks, [&](local_ring ring) {
-        train_rank(c, d, make_model, host_space{}, ring, log, bar, out);
-      });
+      run_local(
+          c.ranks,
+          [&](local_ring ring) { train_rank(c, d, make_model, host_space{}, ring, log, bar, out); },
+          {.timeout = timeout_of(c)});
     }
   }
 #if defined(TUTTI_HAS_CUDA)

@@ -648,6 +648,8 @@ class trainer {
         const std::size_t end = std::min(sh.size(), begin + local_batch);
         const std::size_t count = end - begin;
         timer.begin_step(epoch, step);
+        if constexpr (requires(Reducer & r) { r.set_position(epoch, step); })
+          m_reducer.set_position(epoch, step);  // for the message of a collective's timeout
         if (m_options.on_batch)
           m_options.on_batch(
               step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, 0.0},

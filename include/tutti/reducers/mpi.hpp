@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <concepts>
@@ -31,6 +32,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace tutti {
 
@@ -176,6 +178,10 @@ struct mpi_options {
   /// Most elements handed to one MPI call; larger spans are reduced in pieces, because MPI
   /// counts are `int`. In (0, INT_MAX].
   std::size_t max_elements_per_call = static_cast<std::size_t>(INT_MAX);
+  /// How long one collective may wait for the other ranks before this rank gives up with a
+  /// `tutti::collective_error` naming the ranks that never arrived (a stalled or crashed rank);
+  /// zero waits forever. Waiting polls the request, as MPI_Wait itself does.
+  std::chrono::milliseconds timeout{0};
 };
 
 namespace detail {
@@ -233,9 +239,14 @@ class mpi_reducer {
                   "max_elements_per_call = " + std::to_string(opt.max_elements_per_call) +
                       "; expected 1 ... INT_MAX");
     TUTTI_EXPECTS(comm != MPI_COMM_NULL, name, "comm is MPI_COMM_NULL; expected a communicator");
+    TUTTI_EXPECTS(opt.timeout.count() >= 0, name,
+                  "timeout = " + std::to_string(opt.timeout.count()) +
+                      " ms; expected >= 0 (0: wait forever)");
     TUTTI_MPI_CHECK(MPI_Comm_dup(comm, &m_comm));
     try {
+      TUTTI_MPI_CHECK(MPI_Comm_dup(comm, &m_side));
       TUTTI_MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
+      TUTTI_MPI_CHECK(MPI_Comm_set_errhandler(m_side, MPI_ERRORS_RETURN));
       TUTTI_MPI_CHECK(MPI_Comm_rank(m_comm, &m_rank));
       TUTTI_MPI_CHECK(MPI_Comm_size(m_comm, &m_world));
       TUTTI_MPI_CHECK(MPI_Op_create(&detail::nan_winning_max, 1, &m_max));
@@ -250,23 +261,31 @@ class mpi_reducer {
   /// Takes over `other`'s communicator; `other` is left empty (only destruction is allowed).
   mpi_reducer(mpi_reducer&& other) noexcept
       : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)),
+        m_side(std::exchange(other.m_side, MPI_COMM_NULL)),
         m_max(std::exchange(other.m_max, MPI_OP_NULL)),
         m_rank(other.m_rank),
         m_world(other.m_world),
         m_options(other.m_options),
         m_bytes(other.m_bytes),
-        m_reduce_size_checked(other.m_reduce_size_checked) {}
+        m_reduce_size_checked(other.m_reduce_size_checked),
+        m_seq(other.m_seq),
+        m_epoch(other.m_epoch),
+        m_step(other.m_step) {}
   /// Frees this reducer's communicator and takes over `other`'s.
   mpi_reducer& operator=(mpi_reducer&& other) noexcept {
     if (this != &other) {
       release();
       m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
+      m_side = std::exchange(other.m_side, MPI_COMM_NULL);
       m_max = std::exchange(other.m_max, MPI_OP_NULL);
       m_rank = other.m_rank;
       m_world = other.m_world;
       m_options = other.m_options;
       m_bytes = other.m_bytes;
       m_reduce_size_checked = other.m_reduce_size_checked;
+      m_seq = other.m_seq;
+      m_epoch = other.m_epoch;
+      m_step = other.m_step;
     }
     return *this;
   }
@@ -283,6 +302,11 @@ class mpi_reducer {
   const mpi_options& options() const noexcept { return m_options; }
   /// Gradient bytes this rank handed to `all_reduce_mean` so far.
   std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
+  /// Where the caller is (the trainer sets it before each step), for the timeout's message.
+  void set_position(std::size_t epoch, std::size_t step) noexcept {
+    m_epoch = epoch;
+    m_step = step;
+  }
 
   /// Replaces `grads` on every rank by the element-wise mean over ranks: an in-place
   /// MPI_Allreduce with MPI_SUM, then one pass dividing by the world size. Every rank must pass
@@ -297,8 +321,10 @@ class mpi_reducer {
       m_reduce_size_checked = true;
     }
     for_each_piece(grads.size(), [&](std::size_t offset, int count) {
-      TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.data() + offset, count,
-                                    detail::mpi_datatype<T>(), MPI_SUM, m_comm));
+      MPI_Request req = MPI_REQUEST_NULL;
+      TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, grads.data() + offset, count,
+                                     detail::mpi_datatype<T>(), MPI_SUM, m_comm, &req));
+      complete(req, "all_reduce_mean");
     });
     if (m_world > 1) {
       const T divisor = static_cast<T>(m_world);
@@ -319,8 +345,10 @@ class mpi_reducer {
                   "root = " + std::to_string(root) +
                       "; expected 0 <= root < world_size = " + std::to_string(m_world));
     for_each_piece(values.size(), [&](std::size_t offset, int count) {
+      MPI_Request req = MPI_REQUEST_NULL;
       TUTTI_MPI_CHECK(
-          MPI_Bcast(values.data() + offset, count, detail::mpi_datatype<T>(), root, m_comm));
+          MPI_Ibcast(values.data() + offset, count, detail::mpi_datatype<T>(), root, m_comm, &req));
+      complete(req, "broadcast");
     });
   }
 
@@ -330,8 +358,10 @@ class mpi_reducer {
     agree("tutti::mpi_reducer::all_reduce_sum", op_code::all_reduce_sum, sizeof(double),
           values.size());
     for_each_piece(values.size(), [&](std::size_t offset, int count) {
-      TUTTI_MPI_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE, MPI_SUM, m_comm));
+      MPI_Request req = MPI_REQUEST_NULL;
+      TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE,
+                                     MPI_SUM, m_comm, &req));
+      complete(req, "all_reduce_sum");
     });
   }
 
@@ -341,8 +371,10 @@ class mpi_reducer {
     agree("tutti::mpi_reducer::all_reduce_max", op_code::all_reduce_max, sizeof(double),
           values.size());
     for_each_piece(values.size(), [&](std::size_t offset, int count) {
-      TUTTI_MPI_CHECK(
-          MPI_Allreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE, m_max, m_comm));
+      MPI_Request req = MPI_REQUEST_NULL;
+      TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_DOUBLE, m_max,
+                                     m_comm, &req));
+      complete(req, "all_reduce_max");
     });
   }
 
@@ -362,8 +394,10 @@ class mpi_reducer {
     const bool in_place = mine.data() == all.data() + static_cast<std::size_t>(m_rank) * m;
     if (m <= m_options.max_elements_per_call) {
       const int count = static_cast<int>(m);
-      TUTTI_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : mine.data(), count, MPI_UINT64_T,
-                                    all.data(), count, MPI_UINT64_T, m_comm));
+      MPI_Request req = MPI_REQUEST_NULL;
+      TUTTI_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : mine.data(), count, MPI_UINT64_T,
+                                     all.data(), count, MPI_UINT64_T, m_comm, &req));
+      complete(req, "all_gather");
       return;
     }
     // Piece [offset, offset + count) of every rank's block: a block type whose extent is a whole
@@ -376,12 +410,21 @@ class mpi_reducer {
       MPI_Type_free(&piece);
       TUTTI_MPI_CHECK(made);
       int code = MPI_Type_commit(&strided);
+      MPI_Request req = MPI_REQUEST_NULL;
       if (code == MPI_SUCCESS)
-        code = MPI_Allgather(in_place ? MPI_IN_PLACE : mine.data() + offset, count, MPI_UINT64_T,
-                             all.data() + offset, 1, strided, m_comm);
+        code = MPI_Iallgather(in_place ? MPI_IN_PLACE : mine.data() + offset, count, MPI_UINT64_T,
+                              all.data() + offset, 1, strided, m_comm, &req);
+      if (code != MPI_SUCCESS) {
+        MPI_Type_free(&strided);
+        detail::throw_mpi(code, "MPI_Iallgather (strided piece)", __FILE__, __LINE__);
+      }
+      try {
+        complete(req, "all_gather");
+      } catch (...) {
+        MPI_Type_free(&strided);
+        throw;
+      }
       MPI_Type_free(&strided);
-      if (code != MPI_SUCCESS)
-        detail::throw_mpi(code, "MPI_Allgather (strided piece)", __FILE__, __LINE__);
     });
   }
 
@@ -427,7 +470,10 @@ class mpi_reducer {
       both[i] = mine[i];            // max
       both[fields + i] = -mine[i];  // -min
     }
-    TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, both, 2 * fields, MPI_LONG_LONG, MPI_MAX, m_comm));
+    MPI_Request req = MPI_REQUEST_NULL;
+    TUTTI_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, both, 2 * fields, MPI_LONG_LONG, MPI_MAX, m_comm, &req));
+    complete(req, op_name(static_cast<long long>(op)));
     for (int i = 0; i < fields; ++i) {
       const long long hi = both[i], lo = -both[fields + i];
       if (hi == lo) continue;
@@ -440,6 +486,72 @@ class mpi_reducer {
                            " (from " + std::to_string(lo) + " to " + std::to_string(hi) +
                            "); expected the same on every rank");
     }
+  }
+
+  // Waits for `req`, the request of collective `op`: forever without a timeout; otherwise it
+  // polls (as MPI_Wait does) until the deadline and then finds out who never arrived.
+  void complete(MPI_Request& req, const char* op) {
+    ++m_seq;
+    if (m_options.timeout.count() == 0) {
+      TUTTI_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + m_options.timeout;
+    for (unsigned spin = 1;; ++spin) {
+      int done = 0;
+      TUTTI_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (spin % 256 == 0 && std::chrono::steady_clock::now() > deadline) timed_out(op);
+    }
+  }
+
+  // The deadline passed in collective number m_seq. Every rank that gives up tells the others
+  // which collective it waits in (on the side communicator, so it cannot match the pending
+  // collective) and listens for theirs for a grace period; a rank never heard from did not
+  // reach the collective: it is stalled, crashed or still computing.
+  [[noreturn]] void timed_out(const char* op) {
+    static constexpr int tag = 0x7775;
+    const std::uint64_t mine = m_seq;
+    std::vector<MPI_Request> sends;
+    for (int r = 0; r < m_world; ++r) {
+      if (r == m_rank) continue;
+      sends.emplace_back(MPI_REQUEST_NULL);
+      MPI_Isend(&mine, 1, MPI_UINT64_T, r, tag, m_side, &sends.back());
+    }
+    std::vector<char> heard(static_cast<std::size_t>(m_world), 0);
+    heard[static_cast<std::size_t>(m_rank)] = 1;
+    int count = 1;
+    const auto grace =
+        std::chrono::steady_clock::now() +
+        std::min<std::chrono::milliseconds>(m_options.timeout / 2, std::chrono::milliseconds(2000));
+    while (count < m_world && std::chrono::steady_clock::now() < grace) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, tag, m_side, &flag, &status) != MPI_SUCCESS) break;
+      if (!flag) continue;
+      std::uint64_t theirs = 0;
+      MPI_Recv(&theirs, 1, MPI_UINT64_T, status.MPI_SOURCE, tag, m_side, MPI_STATUS_IGNORE);
+      if (theirs == mine && !heard[static_cast<std::size_t>(status.MPI_SOURCE)]) {
+        heard[static_cast<std::size_t>(status.MPI_SOURCE)] = 1;
+        ++count;
+      }
+    }
+    std::string missing, waiting;
+    int first_missing = -1;
+    for (int r = 0; r < m_world; ++r) {
+      std::string& list = heard[static_cast<std::size_t>(r)] ? waiting : missing;
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+      if (!heard[static_cast<std::size_t>(r)] && first_missing < 0) first_missing = r;
+    }
+    throw collective_error(first_missing,
+                           "tutti::mpi_reducer::" + std::string(op) + "(): rank " +
+                               std::to_string(m_rank) + " waited " +
+                               std::to_string(m_options.timeout.count()) + " ms in collective #" +
+                               std::to_string(m_seq) + " (epoch " + std::to_string(m_epoch + 1) +
+                               ", step " + std::to_string(m_step + 1) + "); rank(s) " +
+                               (missing.empty() ? std::string("none") : missing) +
+                               " did not reach it (stalled, crashed or still computing); rank(s) " +
+                               waiting + " were waiting in it");
   }
 
   template <class F>
@@ -456,19 +568,24 @@ class mpi_reducer {
     MPI_Finalized(&finalized);
     if (!finalized) {
       if (m_max != MPI_OP_NULL) MPI_Op_free(&m_max);
+      if (m_side != MPI_COMM_NULL) MPI_Comm_free(&m_side);
       if (m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
     }
     m_max = MPI_OP_NULL;
+    m_side = MPI_COMM_NULL;
     m_comm = MPI_COMM_NULL;
   }
 
   MPI_Comm m_comm = MPI_COMM_NULL;
+  MPI_Comm m_side = MPI_COMM_NULL;  // the timeout's who-is-here messages
   MPI_Op m_max = MPI_OP_NULL;
   int m_rank = 0;
   int m_world = 1;
   mpi_options m_options;
   std::uint64_t m_bytes = 0;
   bool m_reduce_size_checked = false;
+  std::uint64_t m_seq = 0;  // collectives completed or in progress
+  std::size_t m_epoch = 0, m_step = 0;
 };
 
 }  // namespace tutti
