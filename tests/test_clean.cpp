@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file test_clean.cpp
 /// @brief Tests of the cleaning loader: counts by reason, duplicate policies, the quarantine
-/// file, the share limit, agreement with the strict loader; replays the fuzz regressions.
+/// file, the share limit, agreement with the strict loader; replays the fuzz regressions (of
+/// the CSV loader, the sealed-shard reader and the checkpoint reader).
 #include <doctest/doctest.h>
 
 #include <tutti/data/clean.hpp>
 #include <tutti/data/csv.hpp>
 
+#include "../fuzz/checkpoint_fuzz.hpp"
 #include "../fuzz/csv_fuzz.hpp"
 #if __has_include(<sodium.h>)
 #include "../fuzz/sealed_fuzz.hpp"
@@ -405,6 +407,10 @@ std::size_t replay_fuzz_inputs(const std::string& target, Check check) {
 
 TEST_CASE("fuzz regressions and seeds of csv_fuzz still hold every property") {
   CHECK(replay_fuzz_inputs("csv_fuzz", tutti_fuzz::csv_check) >= 10);
+}
+
+TEST_CASE("fuzz regressions and seeds of checkpoint_fuzz still hold every property") {
+  CHECK(replay_fuzz_inputs("checkpoint_fuzz", tutti_fuzz::checkpoint_check) >= 2);
 }
 
 #if __has_include(<sodium.h>)
