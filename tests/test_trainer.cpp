@@ -188,9 +188,17 @@ TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples an
   train_on(2, parts, {.batch = 64, .epochs = 2, .seed = 1, .log_every = 10, .log = &log});
   std::istringstream in(out.str());
   std::string line;
-  int lines = 0, rank1 = 0;
+  int lines = 0, rank1 = 0, events = 0;
   double samples = 0;
   while (std::getline(in, line)) {
+    if (line.find("\"event\":\"learning_rate\"") != std::string::npos) {
+      // The global-batch guard's record: rank 0 once, with the rate it derived.
+      ++events;
+      CHECK(line.find("\"rank\":0,") != std::string::npos);
+      CHECK(line.find("\"global_batch\":64,") != std::string::npos);
+      CHECK(line.find("\"scaling\":\"none\"") != std::string::npos);
+      continue;
+    }
     ++lines;
     CHECK(line.front() == '{');
     CHECK(line.back() == '}');
@@ -201,6 +209,7 @@ TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples an
     const auto at = line.find("\"samples\":") + 10;
     samples += std::stod(line.substr(at));
   }
+  CHECK(events == 1);
   CHECK(lines > 4);
   CHECK(rank1 * 2 == lines);
   // The records' sample counts cover both epochs of both ranks exactly once.
@@ -298,4 +307,52 @@ TEST_CASE("a rank holding rows other than its sampler says is stopped, named") {
     });
   };
   CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("rank 1 holds"), tutti::error);
+}
+
+TEST_CASE("gradient accumulation over K micro-batches gives the step of the whole batch") {
+  const auto parts = small_data(true);
+  tutti::train_options opt{
+      .batch = 240, .epochs = 2, .base_lr = 0.05, .seed = 11, .evaluate_each_epoch = false};
+  for (int world : {1, 3}) {
+    CAPTURE(world);
+    const run whole = train_on(world, parts, opt);
+    for (std::size_t k : {2u, 7u}) {  // 7 does not divide the local batch: a short last one
+      CAPTURE(k);
+      opt.accumulation = k;
+      const run micro = train_on(world, parts, opt);
+      opt.accumulation = 1;
+      // Only the order of float additions differs.
+      CHECK(relative_difference(micro.params, whole.params) < 1e-5);
+      CHECK(micro.result.epochs.back().train_loss ==
+            doctest::Approx(whole.result.epochs.back().train_loss).epsilon(1e-6));
+      CHECK(micro.result.epochs.back().weighted_samples == double(parts.train.size()));
+    }
+  }
+  opt.accumulation = 121;  // more micro-batches than the 120 samples of a rank's local batch
+  CHECK_THROWS_WITH_AS(train_on(2, parts, opt), doctest::Contains("accumulation = 121"),
+                       tutti::invalid_argument);
+}
+
+TEST_CASE("a global batch grown past the reference with no scaling rule is warned about") {
+  const auto parts = small_data(true);
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  tutti::train_options opt{.batch = 2048, .epochs = 1, .reference_batch = 256, .seed = 1};
+  opt.on_warning = [&](const std::string& w) {
+    std::lock_guard lock(mu);
+    warnings.push_back(w);
+  };
+  train_on(2, parts, opt);
+  REQUIRE(warnings.size() == 1);  // rank 0 only
+  CHECK(warnings[0].find("global batch 2048 (2 ranks x 1024) is 8 x the reference batch 256") !=
+        std::string::npos);
+  CHECK(warnings[0].find("linear scaling with warmup (lr 0.4)") != std::string::npos);
+  warnings.clear();
+  opt.scaling = tutti::lr_scaling::linear;
+  train_on(2, parts, opt);
+  CHECK(warnings.empty());
+  opt.scaling = tutti::lr_scaling::none;
+  opt.batch = 512;  // 2 x the reference: below the default factor of 4
+  train_on(2, parts, opt);
+  CHECK(warnings.empty());
 }

@@ -222,6 +222,16 @@ struct train_options {
   std::function<void(const step_progress&, std::span<const std::uint64_t> samples,
                      std::span<const float> weights)>
       on_batch{};
+  /// Gradient accumulation: each rank computes its local batch as this many micro-batches
+  /// (of ceil(local batch / K) samples) whose gradients add up before the one reduction of the
+  /// step; the update is that of the whole batch (up to the order of float sums), with a
+  /// K-times smaller batch working set. 1: no accumulation.
+  std::size_t accumulation = 1;
+  /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
+  /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
+  double batch_growth_warning = 4.0;
+  /// Receives the trainer's warnings (rank 0 only), e.g. a grown batch with no scaling rule.
+  std::function<void(const std::string&)> on_warning{};
   /// Directory rank 0 writes checkpoints to (docs/checkpoints.md); empty: no checkpoints.
   std::string checkpoint_dir{};
   /// Steps between checkpoints; 0: only when stopped through `stop`.
@@ -493,6 +503,12 @@ class trainer {
                       " is not a multiple of the world size " + std::to_string(world) +
                       "; expected a multiple, so every rank gets the same batch");
     TUTTI_EXPECTS(m_options.epochs > 0, "tutti::trainer", "epochs is 0; expected >= 1");
+    TUTTI_EXPECTS(m_options.accumulation >= 1 &&
+                      m_options.accumulation <= m_options.batch / static_cast<std::size_t>(world),
+                  "tutti::trainer",
+                  "accumulation = " + std::to_string(m_options.accumulation) +
+                      "; expected 1 .. the local batch (" +
+                      std::to_string(m_options.batch / static_cast<std::size_t>(world)) + ")");
     TUTTI_EXPECTS(std::isfinite(m_options.base_lr) && m_options.base_lr > 0, "tutti::trainer",
                   "base_lr is " + std::to_string(m_options.base_lr) + "; expected > 0");
     TUTTI_EXPECTS(m_options.nonfinite == nonfinite_policy::skip ||
@@ -552,13 +568,17 @@ class trainer {
     const std::size_t total_steps = steps_per_epoch * m_options.epochs;
     const double lr0 =
         scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
+    if (rank == 0 && !resume) report_learning_rate(lr0);
     const std::size_t arena = m_params.size();
     const bool guarded = m_options.nonfinite != nonfinite_policy::off;
 
     buffer<std::uint64_t, space_type> d_slots(slots, m_space);
     buffer<float, space_type> d_slot_weights(slots, m_space);
-    buffer<std::int32_t, space_type> b_users(local_batch, m_space), b_items(local_batch, m_space);
-    buffer<float, space_type> b_labels(local_batch, m_space), b_weights(local_batch, m_space);
+    // Micro-batches of the local batch (gradient accumulation); one when not accumulating.
+    const std::size_t micro_batch =
+        (local_batch + m_options.accumulation - 1) / m_options.accumulation;
+    buffer<std::int32_t, space_type> b_users(micro_batch, m_space), b_items(micro_batch, m_space);
+    buffer<float, space_type> b_labels(micro_batch, m_space), b_weights(micro_batch, m_space);
     // Per step: this rank's own finite flag, and the flag after the reduction (any rank).
     buffer<float, space_type> local_log(steps_per_epoch, m_space);
     buffer<float, space_type> global_log(steps_per_epoch, m_space);
@@ -656,29 +676,34 @@ class trainer {
               std::span<const std::uint64_t>(sh.indices).subspan(begin, count),
               std::span<const float>(sh.weights).subspan(begin, count));
 
-        parallel_for(m_space, count,
-                     detail::gather_batch_fn<float>{
-                         d_slots.data() + begin, d_slot_weights.data() + begin, d_users.data(),
-                         d_items.data(), d_labels.data(), b_users.data(), b_items.data(),
-                         b_labels.data(), b_weights.data()});
-        batch_view batch{{b_users.data(), count},
-                         {b_items.data(), count},
-                         {b_labels.data(), count},
-                         {b_weights.data(), count}};
         const std::uint64_t global_real = sh.global_real(begin, end);
         double step_weight = 0;
         for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
-        timer.mark(account::data);
-
         // Each rank scales by W / (real samples in the global step), so the mean over ranks is
-        // the gradient of the mean loss over the global batch, whatever the padding.
+        // the gradient of the mean loss over the global batch, whatever the padding. With
+        // accumulation the local batch runs as micro-batches whose gradients add up in the
+        // arena (models add, never overwrite), and the step still reduces once.
         fill(m_space, m_grads.span(), 0.f);
-        if (global_real > 0) {
-          const float scale = static_cast<float>(double(world) / double(global_real));
-          m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch,
-                                    m_grads.span().first(arena), scale, m_step_loss.data());
+        timer.mark(account::data);
+        const float scale =
+            global_real > 0 ? static_cast<float>(double(world) / double(global_real)) : 0.f;
+        for (std::size_t mb = begin; mb < end; mb += micro_batch) {
+          const std::size_t mb_count = std::min(micro_batch, end - mb);
+          parallel_for(m_space, mb_count,
+                       detail::gather_batch_fn<float>{
+                           d_slots.data() + mb, d_slot_weights.data() + mb, d_users.data(),
+                           d_items.data(), d_labels.data(), b_users.data(), b_items.data(),
+                           b_labels.data(), b_weights.data()});
+          batch_view batch{{b_users.data(), mb_count},
+                           {b_items.data(), mb_count},
+                           {b_labels.data(), mb_count},
+                           {b_weights.data(), mb_count}};
+          timer.mark(account::data);
+          if (global_real > 0)
+            m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch,
+                                      m_grads.span().first(arena), scale, m_step_loss.data());
+          timer.mark(account::compute);
         }
-        timer.mark(account::compute);
 
         if (guarded) check_finite(local_log.data() + step);
         timer.mark(account::guard);
@@ -1128,6 +1153,40 @@ class trainer {
     result.replica_events.push_back(std::move(event));
   }
 
+  // The global-batch guard: logs the rate derived for this global batch (rule, reference,
+  // warmup) and warns when the batch grew well past the reference with no scaling rule — the
+  // usual way a data-parallel run silently trains at the small batch's rate.
+  void report_learning_rate(double lr0) const {
+    std::size_t warmup_steps = 0;
+    if constexpr (requires(const Schedule& s) { s.warmup_steps; })
+      warmup_steps = static_cast<std::size_t>(m_schedule.warmup_steps);
+    if (m_options.log) {
+      m_options.log->write("{\"rank\":0,\"event\":\"learning_rate\",\"world_size\":" +
+                           std::to_string(m_reducer.world_size()) +
+                           ",\"global_batch\":" + std::to_string(m_options.batch) +
+                           ",\"reference_batch\":" + std::to_string(m_options.reference_batch) +
+                           ",\"scaling\":\"" + to_string(m_options.scaling) +
+                           "\",\"base_lr\":" + detail::json_number(m_options.base_lr) +
+                           ",\"lr\":" + detail::json_number(lr0) +
+                           ",\"warmup_steps\":" + std::to_string(warmup_steps) + "}");
+    }
+    const double growth = double(m_options.batch) / double(m_options.reference_batch);
+    if (m_options.scaling == lr_scaling::none && growth >= m_options.batch_growth_warning &&
+        m_options.on_warning) {
+      char text[512];
+      std::snprintf(text, sizeof text,
+                    "the global batch %zu (%zu ranks x %zu) is %.3g x the reference batch %zu, "
+                    "and no learning-rate scaling rule is set: the run trains at the base rate "
+                    "%g tuned for batch %zu. Consider linear scaling with warmup (lr %g) or "
+                    "square-root scaling (lr %g), or a smaller batch",
+                    m_options.batch, static_cast<std::size_t>(m_reducer.world_size()),
+                    m_options.batch / static_cast<std::size_t>(m_reducer.world_size()), growth,
+                    m_options.reference_batch, m_options.base_lr, m_options.reference_batch,
+                    m_options.base_lr * growth, m_options.base_lr * std::sqrt(growth));
+      m_options.on_warning(text);
+    }
+  }
+
   // `rank`'s shard of `epoch`, or of what is left of it after its first `start_pos` positions
   // (a resume on another world size).
   shard epoch_shard(std::size_t n, int rank, std::size_t epoch, std::size_t start_pos) const {
@@ -1173,6 +1232,7 @@ class trainer {
         {"reference_batch", std::to_string(m_options.reference_batch)},
         {"seed", std::to_string(m_options.seed)},
         {"nonfinite", std::to_string(static_cast<int>(m_options.nonfinite))},
+        {"accumulation", std::to_string(m_options.accumulation)},
         {"parameter_layout", hex(m_model.layout().digest())},
         {"optimizer_state_floats", std::to_string(m_state.size())},
         {"train_rows", std::to_string(rows)},
@@ -1318,6 +1378,7 @@ class trainer {
     h = detail::mix64(h ^ (m_options.rebroadcast_on_mismatch ? 1u : 0u));
     h = detail::mix64(h ^ (m_options.measure_wait ? 2u : 0u));
     h = detail::mix64(h ^ m_options.checkpoint_every);
+    h = detail::mix64(h ^ (m_options.accumulation << 8));
     h = detail::mix64(h ^ (m_options.resume ? m_options.resume->global_step + 1 : 0));
     return h;
   }

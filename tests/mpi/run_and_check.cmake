@@ -86,7 +86,7 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
   # Both processes appended their records to the one log: one per rank and epoch.
   string(JSON epochs LENGTH "${jm}" epochs)
-  file(STRINGS ${WORK}/m.log records)
+  file(STRINGS ${WORK}/m.log records REGEX "\"step\":")
   list(LENGTH records n_records)
   math(EXPR expected_records "2 * ${epochs}")
   count_of(rank1 "${records}" "\"rank\":1,")
