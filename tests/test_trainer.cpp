@@ -356,3 +356,46 @@ TEST_CASE("a global batch grown past the reference with no scaling rule is warne
   train_on(2, parts, opt);
   CHECK(warnings.empty());
 }
+
+namespace {
+
+// Counts which of its two `step` overloads the trainer calls.
+struct probe_optimizer {
+  int* layout_calls;
+  int* plain_calls;
+  std::size_t state_size(std::size_t) const { return 0; }
+  template <class Space>
+  void step(const Space&, std::span<float>, std::span<const float>, std::span<float>, float,
+            std::uint64_t) const {
+    ++*plain_calls;
+  }
+  template <class Space>
+  void step(const Space&, const tutti::parameter_layout& layout, std::span<float> p,
+            std::span<const float>, std::span<float>, float, std::uint64_t) const {
+    if (layout.total() == p.size()) ++*layout_calls;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a layout-aware optimizer (LARS, LAMB) gets the model's layout from the trainer") {
+  const auto parts = small_data(true);
+  int layout_calls = 0, plain_calls = 0;
+  train_on(1, parts, {.batch = 256, .epochs = 1}, tutti::loss_kind::logistic, tutti::constant{},
+           probe_optimizer{&layout_calls, &plain_calls});
+  CHECK(layout_calls == int((parts.train.size() + 255) / 256));
+  CHECK(plain_calls == 0);
+
+  // LAMB through the trainer: W ranks equal 1 rank, and the trust ratio changes the run.
+  const tutti::train_options opt{
+      .batch = 240, .epochs = 2, .base_lr = 0.01, .seed = 3, .evaluate_each_epoch = false};
+  const run one =
+      train_on(1, parts, opt, tutti::loss_kind::logistic, tutti::constant{}, tutti::lamb{});
+  const run three =
+      train_on(3, parts, opt, tutti::loss_kind::logistic, tutti::constant{}, tutti::lamb{});
+  const run adam = train_on(1, parts, opt, tutti::loss_kind::logistic, tutti::constant{},
+                            tutti::adam{.weight_decay = 0.01f, .decoupled = true});
+  CHECK(relative_difference(three.params, one.params) < 1e-5);
+  CHECK(relative_difference(adam.params, one.params) > 1e-3);
+  CHECK(one.result.epochs.back().train_loss < one.result.epochs.front().train_loss);
+}

@@ -17,14 +17,15 @@ namespace tutti::cli {
 /// A `tutti::lr_schedule` chosen by name: constant, step, cosine or poly, each behind warmup.
 struct run_schedule {
   std::variant<warmup<constant>, warmup<step_decay>, warmup<cosine>, warmup<polynomial>> chosen;
+  std::size_t warmup_steps = 0;  // read by the trainer's global-batch guard
   double lr(std::size_t step, std::size_t total, double base) const {
     return std::visit([&](const auto& s) { return s.lr(step, total, base); }, chosen);
   }
 };
 
-/// A `tutti::optimizer` chosen by name: sgd or adam.
+/// A `tutti::optimizer` chosen by name: sgd, adam, lars or lamb.
 struct run_optimizer {
-  std::variant<sgd, adam> chosen;
+  std::variant<sgd, adam, lars, lamb> chosen;
   std::size_t state_size(std::size_t n) const {
     return std::visit([&](const auto& o) { return o.state_size(n); }, chosen);
   }
@@ -33,14 +34,27 @@ struct run_optimizer {
             std::span<float> state, float lr, std::uint64_t t) const {
     std::visit([&](const auto& o) { o.step(space, p, g, state, lr, t); }, chosen);
   }
+  /// The trainer calls this one: LARS and LAMB take a trust ratio per segment of `layout`.
+  template <class Space>
+  void step(const Space& space, const parameter_layout& layout, std::span<float> p,
+            std::span<const float> g, std::span<float> state, float lr, std::uint64_t t) const {
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (requires { o.step(space, layout, p, g, state, lr, t); })
+            o.step(space, layout, p, g, state, lr, t);
+          else
+            o.step(space, p, g, state, lr, t);
+        },
+        chosen);
+  }
 };
 
 /// The schedule called `name` with `warmup_steps` of linear warmup in front.
 inline run_schedule make_schedule(const std::string& name, std::size_t warmup_steps) {
-  if (name == "constant") return {warmup<constant>{.warmup_steps = warmup_steps}};
-  if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}};
-  if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}};
-  if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}};
+  if (name == "constant") return {warmup<constant>{.warmup_steps = warmup_steps}, warmup_steps};
+  if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}, warmup_steps};
+  if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}, warmup_steps};
+  if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}, warmup_steps};
   detail::throw_invalid(
       "tutti train", "unknown --schedule '" + name + "'; expected constant, step, cosine or poly");
 }
@@ -49,7 +63,10 @@ inline run_schedule make_schedule(const std::string& name, std::size_t warmup_st
 inline run_optimizer make_optimizer(const std::string& name, float momentum, float weight_decay) {
   if (name == "sgd") return {sgd{.momentum = momentum, .weight_decay = weight_decay}};
   if (name == "adam") return {adam{.weight_decay = weight_decay}};
-  detail::throw_invalid("tutti train", "unknown --optimizer '" + name + "'; expected sgd or adam");
+  if (name == "lars") return {lars{.momentum = momentum, .weight_decay = weight_decay}};
+  if (name == "lamb") return {lamb{.weight_decay = weight_decay}};
+  detail::throw_invalid("tutti train",
+                        "unknown --optimizer '" + name + "'; expected sgd, adam, lars or lamb");
 }
 
 }  // namespace tutti::cli

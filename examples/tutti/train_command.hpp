@@ -176,7 +176,7 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->check(CLI::IsMember({"constant", "step", "cosine", "poly"}))
       ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "optimizer")
-      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->check(CLI::IsMember({"sgd", "adam", "lars", "lamb"}))
       ->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 0.999))

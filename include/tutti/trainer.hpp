@@ -767,10 +767,19 @@ class trainer {
                                                slot_base, start_pos));
           }
         }
-        if (!skip)
-          m_optimizer.step(m_space, m_params.span(),
-                           std::span<const float>(m_grads.span().first(arena)), m_state.span(),
-                           static_cast<float>(lr), global_step + 1);
+        if (!skip) {
+          const auto grads = std::span<const float>(m_grads.span().first(arena));
+          // Layout-aware optimizers (LARS, LAMB: a trust ratio per segment) get the layout.
+          if constexpr (requires(const Optimizer& o) {
+                          o.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
+                                 1.f, std::uint64_t{1});
+                        })
+            m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
+                             static_cast<float>(lr), global_step + 1);
+          else
+            m_optimizer.step(m_space, m_params.span(), grads, m_state.span(),
+                             static_cast<float>(lr), global_step + 1);
+        }
         timer.mark(account::optimizer);
         if constexpr (!space_type::host_accessible) {
           if (guarded) {

@@ -19,6 +19,8 @@
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/openmp_wait.hpp>
 #include <tutti/optimizers/adam.hpp>
+#include <tutti/optimizers/lamb.hpp>
+#include <tutti/optimizers/lars.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>
