@@ -24,7 +24,9 @@ template <class Sampler>
 std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, std::uint64_t seed,
                              std::uint64_t epoch) {
   const std::size_t w = static_cast<std::size_t>(world);
-  const bool pad = sampler.tail == tutti::tail_policy::pad;
+  // `none` covers every sample once like `pad`, without padded slots.
+  const bool none = sampler.tail == tutti::tail_policy::none;
+  const bool pad = sampler.tail == tutti::tail_policy::pad || none;
   const std::size_t slots = pad ? (n + w - 1) / w : n / w;
   std::vector<tutti::shard> shards;
   for (int r = 0; r < world; ++r) shards.push_back(sampler.shard(n, world, r, seed, epoch));
@@ -33,12 +35,16 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
   double total = 0;
   for (int r = 0; r < world; ++r) {
     const auto& s = shards[static_cast<std::size_t>(r)];
-    if (s.size() != slots)
+    // Under `none` a rank holds its own share: the longest share, or one fewer.
+    const std::size_t expected =
+        none ? (n > r ? (n - static_cast<std::size_t>(r) + w - 1) / w : 0) : slots;
+    if (s.size() != expected)
       return "rank " + std::to_string(r) + " has " + std::to_string(s.size()) + " slots";
-    if (s.weights.size() != slots || s.real_prefix.size() != slots + 1)
+    if (s.weights.size() != s.size() || s.real_prefix.size() != slots + 1)
       return "inconsistent vectors";
     bool seen_pad = false;
-    for (std::size_t j = 0; j < slots; ++j) {
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      if (none && s.weights[j] != 1.0f) return "a padded slot under tail none";
       if (s.indices[j] >= n) return "index out of range";
       if (s.weights[j] != 0.0f && s.weights[j] != 1.0f) return "weight not 0 or 1";
       // Padding sits at the end of a shard, at most one slot of it.
@@ -68,8 +74,10 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
                std::to_string(shards[static_cast<std::size_t>(r)].real_prefix[j]) + ", expected " +
                std::to_string(running);
     if (j < slots)
-      for (int r = 0; r < world; ++r)
-        running += shards[static_cast<std::size_t>(r)].weights[j] == 1.0f ? 1 : 0;
+      for (int r = 0; r < world; ++r) {
+        const auto& s = shards[static_cast<std::size_t>(r)];
+        running += j < s.size() && s.weights[j] == 1.0f ? 1 : 0;
+      }
   }
   return "";
 }
@@ -96,9 +104,10 @@ std::vector<std::uint64_t> permutation(std::size_t n, std::uint64_t seed, std::u
 
 }  // namespace
 
-TEST_CASE("shuffled_shards: every sample exactly once with pad, at most once with drop") {
+TEST_CASE("shuffled_shards: every sample exactly once with pad and none, at most once with drop") {
   check_coverage(tutti::shuffled_shards{.tail = tutti::tail_policy::pad});
   check_coverage(tutti::shuffled_shards{.tail = tutti::tail_policy::drop});
+  check_coverage(tutti::shuffled_shards{.tail = tutti::tail_policy::none});
 }
 
 TEST_CASE("contiguous_shards: every sample exactly once with pad, at most once with drop") {
@@ -107,6 +116,8 @@ TEST_CASE("contiguous_shards: every sample exactly once with pad, at most once w
         tutti::contiguous_shards{.tail = tutti::tail_policy::pad, .shuffle_within = shuffle});
     check_coverage(
         tutti::contiguous_shards{.tail = tutti::tail_policy::drop, .shuffle_within = shuffle});
+    check_coverage(
+        tutti::contiguous_shards{.tail = tutti::tail_policy::none, .shuffle_within = shuffle});
   }
 }
 

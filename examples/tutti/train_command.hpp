@@ -185,7 +185,7 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--tail", c.tail, "tail policy of the shard sampler")
-      ->check(CLI::IsMember({"pad", "drop"}))
+      ->check(CLI::IsMember({"pad", "drop", "none"}))
       ->capture_default_str();
   app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")
       ->capture_default_str();
@@ -650,7 +650,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole
   // training set is dealt to the ranks.
-  const tail_policy tail = c.tail == "drop" ? tail_policy::drop : tail_policy::pad;
+  const tail_policy tail = c.tail == "drop"   ? tail_policy::drop
+                           : c.tail == "none" ? tail_policy::none
+                                              : tail_policy::pad;
   fit_result r = d.rank_local ? fit_with(owned_shards{.rows = stats.rows})
                               : fit_with(shuffled_shards{.tail = tail});
 #if TUTTI_HAS_SODIUM

@@ -559,8 +559,11 @@ class trainer {
     // With a rank-local sampler `train` holds only this rank's rows; otherwise every rank holds
     // the whole training set.
     const std::size_t n = train.size();
-    // Slots per rank are the same in every epoch, so the step count is known up front.
-    const std::size_t slots = m_sampler.shard(n, world, rank, m_options.seed, 0).size();
+    // Slots per rank are the same in every epoch, so the step count is known up front. Every
+    // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
+    // `none`) joins the remaining steps' reductions with nothing to add.
+    const std::size_t slots =
+        m_sampler.shard(n, world, rank, m_options.seed, 0).real_prefix.size() - 1;
     TUTTI_EXPECTS(slots > 0, "tutti::trainer::fit",
                   "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
                       " samples; expected fewer ranks or the pad tail policy");
@@ -628,11 +631,19 @@ class trainer {
       shard sh = epoch_shard(n, rank, epoch, start_pos);
       if (start_pos == 0)
         TUTTI_EXPECTS(
-            sh.size() == slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
-            "the sampler returned a shard of " + std::to_string(sh.size()) + " slots in epoch " +
-                std::to_string(epoch) + "; expected " + std::to_string(slots) + " in every epoch");
+            sh.size() <= slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
+            "the sampler returned a shard of " + std::to_string(sh.size()) + " slots over " +
+                std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
+                std::to_string(epoch) + "; expected at most " + std::to_string(slots) +
+                " slots over " + std::to_string(slots + 1) + " entries in every epoch");
+      TUTTI_EXPECTS(
+          !sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
+          "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
+              " entries for " + std::to_string(sh.size()) + " slots; expected at least slots + 1");
+      // The slots of the epoch on the longest rank: what the steps walk through.
+      const std::size_t epoch_slots = sh.real_prefix.size() - 1;
       const std::size_t last_step = start_pos > 0
-                                        ? first_step + (sh.size() + local_batch - 1) / local_batch
+                                        ? first_step + (epoch_slots + local_batch - 1) / local_batch
                                         : steps_per_epoch;
       if (sh.first == 0) {
         copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
@@ -664,8 +675,11 @@ class trainer {
 
       double logged_loss = 0, logged_weight = 0, since_log_weight = 0;
       for (std::size_t step = first_step; step < last_step; ++step, ++global_step) {
-        const std::size_t begin = step * local_batch - slot_base;
-        const std::size_t end = std::min(sh.size(), begin + local_batch);
+        const std::size_t step_begin = step * local_batch - slot_base;
+        const std::size_t step_end = std::min(epoch_slots, step_begin + local_batch);
+        // This rank's part of the step; empty once a shorter shard has run out.
+        const std::size_t begin = std::min(sh.size(), step_begin);
+        const std::size_t end = std::min(sh.size(), step_end);
         const std::size_t count = end - begin;
         timer.begin_step(epoch, step);
         if constexpr (requires(Reducer & r) { r.set_position(epoch, step); })
@@ -676,7 +690,7 @@ class trainer {
               std::span<const std::uint64_t>(sh.indices).subspan(begin, count),
               std::span<const float>(sh.weights).subspan(begin, count));
 
-        const std::uint64_t global_real = sh.global_real(begin, end);
+        const std::uint64_t global_real = sh.global_real(step_begin, step_end);
         double step_weight = 0;
         for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
         // Each rank scales by W / (real samples in the global step), so the mean over ranks is

@@ -37,14 +37,16 @@ struct contiguous_shards {
     const std::size_t w = static_cast<std::size_t>(world_size);
     const std::size_t r = static_cast<std::size_t>(rank);
     const std::size_t base = n / w;
-    const std::size_t extra = tail == tail_policy::pad ? n % w : 0;
+    const std::size_t extra = tail == tail_policy::drop ? 0 : n % w;
     const std::size_t slots = base + (extra > 0 ? 1 : 0);
     const std::size_t real = base + (r < extra ? 1 : 0);
     const std::size_t begin = r * base + (r < extra ? r : extra);
+    // `none`: no padded slot; the prefix still spans the longest rank's slots.
+    const std::size_t mine = tail == tail_policy::none ? real : slots;
 
     tutti::shard out;
-    out.indices.resize(slots);
-    out.weights.assign(slots, 0.0f);
+    out.indices.resize(mine);
+    out.weights.assign(mine, 0.0f);
     std::iota(out.indices.begin(), out.indices.begin() + static_cast<std::ptrdiff_t>(real),
               std::uint64_t{begin});
     if (shuffle_within)
@@ -53,7 +55,7 @@ struct contiguous_shards {
     for (std::size_t j = 0; j < real; ++j) out.weights[j] = 1.0f;
     // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps it
     // out of the loss. Ranks past the end of a tiny dataset have no sample of their own.
-    for (std::size_t j = real; j < slots; ++j) out.indices[j] = real > 0 ? out.indices[0] : r % n;
+    for (std::size_t j = real; j < mine; ++j) out.indices[j] = real > 0 ? out.indices[0] : r % n;
 
     // Slot j is real on every rank for j < base and, in the padded last slot, on `extra` ranks.
     out.real_prefix.resize(slots + 1);

@@ -54,14 +54,17 @@ struct shuffled_shards {
     const std::size_t left = n - start;
 
     const detail::feistel_permutation perm(n, detail::hash2(seed, epoch));
-    const std::size_t slots = tail == tail_policy::pad ? (left + w - 1) / w : left / w;
+    // `none`: this rank's own share, no padding; the prefix spans the longest rank's share.
+    const std::size_t slots = tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+    const std::size_t mine =
+        tail == tail_policy::none ? (left > r ? (left - r + w - 1) / w : 0) : slots;
     tutti::shard out;
-    out.indices.resize(slots);
-    out.weights.resize(slots);
+    out.indices.resize(mine);
+    out.weights.resize(mine);
     out.real_prefix.resize(slots + 1);
     std::uint64_t* indices = out.indices.data();
     float* weights = out.weights.data();
-    const auto count = static_cast<std::int64_t>(slots);
+    const auto count = static_cast<std::int64_t>(mine);
 #pragma omp parallel for schedule(static)
     for (std::int64_t jj = 0; jj < count; ++jj) {
       const auto j = static_cast<std::size_t>(jj);
