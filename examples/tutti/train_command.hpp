@@ -110,9 +110,10 @@ struct train_config {
   std::string checkpoint_dir;  // where rank 0 writes checkpoints
   std::size_t checkpoint_every = 0;
   std::size_t checkpoint_keep = 3;
-  std::string resume;            // continue from the newest valid checkpoint of this directory
-  double timeout = 300;          // seconds a collective waits for the other ranks
-  std::size_t accumulation = 1;  // micro-batches per step (gradient accumulation)
+  std::string resume;             // continue from the newest valid checkpoint of this directory
+  double timeout = 300;           // seconds a collective waits for the other ranks
+  std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
+  std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
 };
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -254,6 +255,11 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "gradient accumulation: compute each rank's batch as this many micro-batches, "
                  "reduced once per step")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--compress", c.compress,
+                 "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
+                 "accumulation; host ranks with --reducer local or mpi)")
+      ->check(CLI::IsMember({"none", "bf16"}))
       ->capture_default_str();
   app.add_option("--timeout", c.timeout,
                  "seconds a collective waits for the other ranks before the run ends, naming "
@@ -674,21 +680,25 @@ template <class Space, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
                json_lines_log* log, progress_bar& bar, run_output& out) {
   if constexpr (std::is_same_v<Space, host_space>) {
+    // With --compress bf16 the reducer is wrapped: gradients travel as bfloat16.
+    auto train_with = [&](auto reducer) {
+      if (c.compress == "bf16")
+        train_rank(c, d, make_model, host_space{},
+                   compressed<decltype(reducer)>(std::move(reducer)), log, bar, out);
+      else
+        train_rank(c, d, make_model, host_space{}, std::move(reducer), log, bar, out);
+    };
 #if TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // This process is one rank of MPI_COMM_WORLD.
-      train_rank(c, d, make_model, host_space{},
-                 mpi_reducer{MPI_COMM_WORLD, {.timeout = timeout_of(c)}}, log, bar, out);
+      train_with(mpi_reducer{MPI_COMM_WORLD, {.timeout = timeout_of(c)}});
       return;
     }
 #endif
     if (c.ranks == 1) {
-      train_rank(c, d, make_model, host_space{}, no_op_reducer{}, log, bar, out);
+      train_with(no_op_reducer{});
     } else {
-      run_local(
-          c.ranks,
-          [&](local_ring ring) { train_rank(c, d, make_model, host_space{}, ring, log, bar, out); },
-          {.timeout = timeout_of(c)});
+      run_local(c.ranks, [&](local_ring ring) { train_with(ring); }, {.timeout = timeout_of(c)});
     }
   }
 #if defined(TUTTI_HAS_CUDA)
@@ -804,6 +814,10 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
   const bool leader = rank == 0;
+  TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
+                "--compress " + c.compress +
+                    " with --space cuda: compressed reduction runs on host ranks only for now; "
+                    "expected --compress none or --space host");
   detail::loaded_data d = detail::load(c, rank);
   if (!c.resume.empty()) {
     auto found = find_latest_checkpoint(c.resume);

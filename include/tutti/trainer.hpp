@@ -593,7 +593,13 @@ class trainer {
     result.param_count = m_model.layout().parameter_count();
     result.arena_floats = arena;
     result.optimizer_state_floats = m_state.size();
-    result.bytes_reduced_per_step = m_grads.size() * sizeof(float);
+    // What travels per step: a compressing reducer (`compressed<R, bf16>`) says so.
+    std::uint64_t wire_bytes = m_grads.size() * sizeof(float);
+    if constexpr (requires(const Reducer& r) {
+                    { r.wire_bytes(std::size_t{1}) } -> std::convertible_to<std::uint64_t>;
+                  })
+      wire_bytes = m_reducer.wire_bytes(m_grads.size());
+    result.bytes_reduced_per_step = wire_bytes;
     if (resume) {
       const bool complete =
           resume->epoch + 1 >= m_options.epochs && resume->step_in_epoch >= steps_per_epoch;
@@ -854,7 +860,7 @@ class trainer {
                                       std::to_string(epoch + 1) + ", step " +
                                       std::to_string(step + 1) + "); " + where);
         }
-        timer.end_step(m_grads.size() * sizeof(float), book);
+        timer.end_step(wire_bytes, book);
       }
       timer.flush(book);
       const double step_seconds = seconds_since(epoch_start);

@@ -22,6 +22,7 @@
 #include <tutti/optimizers/lamb.hpp>
 #include <tutti/optimizers/lars.hpp>
 #include <tutti/optimizers/sgd.hpp>
+#include <tutti/reducers/compressed.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>

@@ -2,7 +2,8 @@
 /// @file mpi_reducer_test.cpp
 /// @brief `tutti::mpi_reducer` under `mpiexec -n 2` (any W >= 2 works): every collective against
 /// its exact result, the agreement checks, TUTTI_MPI_CHECK, and a trainer on W processes against
-/// the same trainer on W threads (`tutti::run_local`, run on rank 0).
+/// the same trainer on W threads (`tutti::run_local`, run on rank 0); the same for the bf16 sum
+/// and `tutti::compressed<mpi_reducer, bf16>`.
 ///
 /// Rank 0 prints one line per check; the program exits 1 on every rank if any check failed
 /// anywhere. An unexpected exception ends the whole job through `tutti::mpi_abort_on_exception`.
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <span>
@@ -27,6 +29,13 @@ static_assert(tutti::gradient_reducer<tutti::mpi_reducer>);
 static_assert(tutti::mpi_reducer::accepts<tutti::host_space>);
 static_assert(!std::is_copy_constructible_v<tutti::mpi_reducer> &&
               std::is_nothrow_move_constructible_v<tutti::mpi_reducer>);
+using compressed_mpi = tutti::compressed<tutti::mpi_reducer, tutti::bf16>;
+static_assert(tutti::gradient_reducer<compressed_mpi>);
+static_assert(compressed_mpi::accepts<tutti::host_space>);
+static_assert(!std::is_copy_constructible_v<compressed_mpi> &&
+              std::is_move_constructible_v<compressed_mpi>);
+// The trainer detects set_position; the decorator must pass it on to mpi_reducer's timeout.
+static_assert(requires(compressed_mpi & r) { r.set_position(0, 0); });
 
 // Bookkeeping goes over MPI_COMM_WORLD, the communicator every reducer here duplicates.
 class checks {
@@ -157,6 +166,158 @@ void check_all_gather(checks& c, tutti::mpi_reducer& r, std::size_t m) {
   c.expect("all_gather in place" + per_call, in_place == all);
 }
 
+using tutti::detail::bf16_to_float;
+using tutti::detail::float_to_bf16;
+
+// Rank k's value at i: not bf16-exact, both signs, many binades.
+float bf16_input(int rank, std::size_t i) {
+  const double mantissa = 1.0 + std::fmod(0.6180339887 * double(i * 7 + rank * 13 + 1), 1.0);
+  const int exponent = int((i * 5 + std::size_t(rank) * 3) % 41) - 20;
+  const double sign = ((i + std::size_t(rank)) % 3 == 0) ? -1.0 : 1.0;
+  return static_cast<float>(sign * std::ldexp(mantissa, exponent) * (1.0 + 1e-6));
+}
+
+// all_reduce_sum_bf16 against its definition: with W = 2 the one fp32 addition rounded once
+// (bitwise; a + b = b + a), otherwise within two bf16 roundings of the exact sum per hop.
+void check_bf16_sum(checks& c, tutti::mpi_reducer& r, std::size_t n) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = float_to_bf16(bf16_input(c.rank(), i));
+  if (n > 3 && c.rank() == c.world() - 1) v[3] = float_to_bf16(std::nanf(""));
+  const std::uint64_t before = r.bytes_reduced();
+  r.all_reduce_sum_bf16(std::span<std::uint16_t>(v));
+  std::string detail;
+  bool ok = true;
+  for (std::size_t i = 0; i < n && ok; ++i) {
+    const float got = bf16_to_float(v[i]);
+    if (i == 3) {
+      ok = std::isnan(got);
+      if (!ok) detail = "element 3 is " + std::to_string(got) + "; expected NaN";
+      continue;
+    }
+    double exact = 0, magnitude = 0;
+    for (int k = 0; k < c.world(); ++k) {
+      exact += bf16_to_float(float_to_bf16(bf16_input(k, i)));
+      magnitude += std::abs(double(bf16_to_float(float_to_bf16(bf16_input(k, i)))));
+    }
+    if (c.world() == 2) {
+      const std::uint16_t expected =
+          tutti::detail::bf16_add(float_to_bf16(bf16_input(0, i)), float_to_bf16(bf16_input(1, i)));
+      ok = v[i] == expected;
+    } else {
+      ok = std::abs(double(got) - exact) <= std::ldexp(1.0, -8) * c.world() * magnitude;
+    }
+    if (!ok)
+      detail = "element " + std::to_string(i) + " is " + std::to_string(got) + "; exact sum " +
+               std::to_string(exact);
+  }
+  c.expect("all_reduce_sum_bf16 of " + std::to_string(n) +
+               " values: fp32 additions rounded to bf16, a NaN on one rank wins (max " +
+               std::to_string(r.options().max_elements_per_call) + " per MPI call)",
+           ok, detail);
+  std::vector<std::uint16_t> rank0 = v;
+  MPI_Bcast(rank0.data(), static_cast<int>(n), MPI_UINT16_T, 0, MPI_COMM_WORLD);
+  c.expect("all_reduce_sum_bf16: every rank gets the same bits", rank0 == v);
+  c.expect("all_reduce_sum_bf16: bytes_reduced grows by 2 bytes per value",
+           r.bytes_reduced() - before == n * sizeof(std::uint16_t),
+           std::to_string(r.bytes_reduced() - before) + " bytes");
+}
+
+// compressed<mpi_reducer>: the bf16 mean equals compressed<local_ring>'s on W threads of rank 0
+// bitwise with W = 2 (one addition), is within bf16's bound for any W, keeps a flag and a NaN;
+// everything else passes through exactly.
+void check_compressed(checks& c) {
+  compressed_mpi r{tutti::mpi_reducer{}};
+  const std::size_t n = 1001, flag = n - 2;
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = bf16_input(c.rank(), i);
+  g[flag] = c.rank() == c.world() - 1 ? 1.f : 0.f;  // the trainer's finite flag on one rank
+  g[n - 1] = 0.f;                                   // the stop request, down everywhere
+  if (c.rank() == 0) g[5] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> input = g;
+  r.all_reduce_mean(std::span<float>(g));
+
+  std::vector<float> local(n);
+  if (c.rank() == 0)
+    tutti::run_local(c.world(), [&](tutti::local_ring ring) {
+      std::vector<float> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = bf16_input(ring.rank(), i);
+      h[flag] = ring.rank() == c.world() - 1 ? 1.f : 0.f;
+      h[n - 1] = 0.f;
+      if (ring.rank() == 0) h[5] = std::numeric_limits<float>::quiet_NaN();
+      tutti::compressed<tutti::local_ring> lr(ring);
+      lr.all_reduce_mean(std::span<float>(h));
+      if (ring.rank() == 0) local = h;
+    });
+  MPI_Bcast(local.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+
+  bool bounded = true;
+  std::string detail;
+  for (std::size_t i = 0; i < flag && bounded; ++i) {
+    if (i == 5) continue;
+    double exact = 0, magnitude = 0;
+    for (int k = 0; k < c.world(); ++k) {
+      exact += double(bf16_input(k, i)) / c.world();
+      magnitude += std::abs(double(bf16_input(k, i))) / c.world();
+    }
+    bounded = std::abs(double(g[i]) - exact) <= std::ldexp(1.0, -8) * c.world() * magnitude;
+    if (!bounded)
+      detail = "element " + std::to_string(i) + " is " + std::to_string(g[i]) + "; exact mean " +
+               std::to_string(exact);
+  }
+  c.expect("compressed<mpi_reducer>: the mean is within bf16's error bound", bounded, detail);
+  c.expect(
+      "compressed<mpi_reducer>: a NaN on one rank is NaN everywhere; the flag stays "
+      "nonzero, the zero flag zero",
+      std::isnan(g[5]) && g[flag] > 0.f && g[n - 1] == 0.f,
+      "flag " + std::to_string(g[flag]) + ", stop " + std::to_string(g[n - 1]));
+  bool same_as_local = true;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i != 5 && std::memcmp(&g[i], &local[i], sizeof(float)) != 0) same_as_local = false;
+  if (c.world() == 2)
+    c.expect("compressed<mpi_reducer> (2 processes) is bitwise compressed<local_ring> (2 threads)",
+             same_as_local);
+  std::vector<float> rank0 = g;
+  MPI_Bcast(rank0.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  bool replicas = true;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::memcmp(&g[i], &rank0[i], sizeof(float)) != 0) replicas = false;
+  c.expect("compressed<mpi_reducer>: every rank gets the same bits", replicas);
+  c.expect("compressed<mpi_reducer>: bytes_reduced counts 2 bytes per value",
+           r.bytes_reduced() == n * sizeof(std::uint16_t) && r.wire_bytes(n) == 2 * n);
+
+  // Not compressed: parameters and scalars stay exact.
+  std::vector<float> p(input.begin(), input.begin() + 100);
+  r.broadcast(std::span<float>(p), c.world() - 1);
+  bool exact_bcast = true;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    exact_bcast = exact_bcast && p[i] == bf16_input(c.world() - 1, i);
+  c.expect("compressed<mpi_reducer>: broadcast is exact (not bf16)", exact_bcast);
+  std::vector<double> s{1.0 / 3 + c.rank()};
+  r.all_reduce_sum(std::span<double>(s));
+  double expected = 0;
+  for (int k = 0; k < c.world(); ++k) expected += 1.0 / 3 + k;
+  c.expect("compressed<mpi_reducer>: all_reduce_sum is the inner's (double, exact for 2)",
+           c.world() != 2 || s[0] == expected, std::to_string(s[0]));
+  std::vector<double> m{c.rank() == 1 ? std::nan("") : 0.0};
+  r.all_reduce_max(std::span<double>(m));
+  c.expect("compressed<mpi_reducer>: all_reduce_max keeps NaN-wins", std::isnan(m[0]));
+  const std::uint64_t mine = 100 + std::uint64_t(c.rank());
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(c.world()));
+  r.all_gather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(all));
+  bool gathered = true;
+  for (int k = 0; k < c.world(); ++k) gathered = gathered && all[std::size_t(k)] == 100u + k;
+  c.expect("compressed<mpi_reducer>: all_gather in rank order", gathered);
+
+  c.expect_throw<tutti::mismatch_error>(
+      "a first all_reduce_sum_bf16 with different sizes throws mismatch_error on every rank",
+      [&] {
+        tutti::mpi_reducer fresh;
+        std::vector<std::uint16_t> v(c.rank() == 1 ? 9 : 10);
+        fresh.all_reduce_sum_bf16(std::span<std::uint16_t>(v));
+      },
+      "different sizes");
+}
+
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
 
 struct run {
@@ -250,6 +411,45 @@ void check_trainer(checks& c) {
       mpi.bytes == local_bytes && mpi.bytes >= mpi.result.steps * mpi.params.size() * sizeof(float),
       std::to_string(mpi.bytes) + " bytes after " + std::to_string(mpi.result.steps) +
           " steps; local_ring counted " + std::to_string(local_bytes));
+
+  // compressed<mpi_reducer> on W processes against compressed<local_ring> on W threads.
+  const run bf = train_with(compressed_mpi{tutti::mpi_reducer{}}, parts, opt);
+  run bf_local;
+  if (c.rank() == 0) {
+    std::mutex m;
+    tutti::run_local(c.world(), [&](tutti::local_ring ring) {
+      run r = train_with(tutti::compressed<tutti::local_ring>(ring), parts, opt);
+      if (ring.rank() == 0) {
+        std::lock_guard lock(m);
+        bf_local = std::move(r);
+      }
+    });
+  }
+  bf_local.params.resize(bf.params.size());
+  MPI_Bcast(bf_local.params.data(), static_cast<int>(bf_local.params.size()), MPI_FLOAT, 0,
+            MPI_COMM_WORLD);
+  double bf_local_loss = c.rank() == 0 ? bf_local.result.epochs.back().train_loss : 0.0;
+  MPI_Bcast(&bf_local_loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  std::vector<float> bf_rank0 = bf.params;
+  MPI_Bcast(bf_rank0.data(), static_cast<int>(bf_rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  c.expect("trainer, compressed<mpi_reducer>: the replicas of all processes end bitwise equal",
+           bf_rank0 == bf.params);
+  // With W = 2 both sum with one rounded addition, so only 1e-5 is allowed; with more ranks
+  // MPI's order of the per-hop roundings differs from local_ring's, a bf16-sized difference.
+  const double bf_tolerance = c.world() == 2 ? 1e-5 : 1e-3;
+  const double bf_diff = relative_difference(bf.params, bf_local.params);
+  c.expect(
+      "trainer, compressed: W processes (mpi_reducer) end with the parameters of W threads "
+      "(local_ring) within " +
+          std::to_string(bf_tolerance) + " relative",
+      bf_diff <= bf_tolerance, "relative difference " + std::to_string(bf_diff));
+  const double bf_loss = bf.result.epochs.back().train_loss;
+  c.expect("trainer, compressed: final train loss within 2% of the fp32 run (" +
+               std::to_string(bf_loss) + " vs " + std::to_string(loss) + ")",
+           std::abs(bf_loss - loss) <= 0.02 * std::abs(loss) &&
+               std::abs(bf_loss - bf_local_loss) <= bf_tolerance * std::abs(bf_local_loss));
+  c.expect("trainer, compressed: half the bytes of the fp32 run", 2 * bf.bytes == mpi.bytes,
+           std::to_string(bf.bytes) + " vs " + std::to_string(mpi.bytes));
 
   // A rank with another seed is caught before the first step, on every rank.
   tutti::train_options other = opt;
@@ -407,6 +607,10 @@ void run_checks(checks& c) {
         "a moved reducer keeps the communicator and works; the source is empty",
         b.communicator() == comm && a.communicator() == MPI_COMM_NULL && v[0] == double(c.world()));
   }
+
+  check_bf16_sum(c, r, 1001);
+  check_bf16_sum(c, pieces, 1001);
+  check_compressed(c);
 
   check_trainer(c);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/detail/barrier.hpp>
+#include <tutti/detail/bf16.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -71,7 +72,8 @@ class local_group {
     broadcast,
     all_reduce_sum,
     all_reduce_max,
-    all_gather
+    all_gather,
+    all_reduce_sum_bf16
   };
   // What one rank contributes to the collective in progress; read by the others only between
   // the collective's first and last barrier.
@@ -128,7 +130,7 @@ class local_ring {
   int world_size() const noexcept { return m_group->m_world; }
   /// The group this handle belongs to.
   local_group& group() const noexcept { return *m_group; }
-  /// Gradient bytes this rank handed to `all_reduce_mean` so far.
+  /// Gradient bytes this rank handed to `all_reduce_mean` (and `all_reduce_sum_bf16`) so far.
   std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
 
   /// Replaces `grads` on every rank by the element-wise mean over ranks: ring reduce-scatter,
@@ -170,6 +172,54 @@ class local_ring {
       m_group->m_rendezvous.arrive_and_wait(m_rank, name);
     }
     m_bytes += grads.size_bytes();
+  }
+
+  /// Replaces `values` (bf16 bits, see detail/bf16.hpp) on every rank by the element-wise sum
+  /// over ranks, for `tutti::compressed<local_ring, bf16>`. The span is cut into W chunks at
+  /// `n·c/W`, as in `all_reduce_mean`; rank r adds chunk r of every rank's buffer in rank order in
+  /// fp32 and rounds the total to bf16 once, then every rank copies the finished chunks of the
+  /// others. Only bf16 is read across ranks; every rank ends bitwise identical. Sizes must agree
+  /// (`tutti::mismatch_error` on every rank). Counts `values.size_bytes()` in `bytes_reduced()`.
+  void all_reduce_sum_bf16(std::span<std::uint16_t> values) {
+    static constexpr const char* name = "tutti::local_ring::all_reduce_sum_bf16";
+    publish(name, {local_group::op_code::all_reduce_sum_bf16, sizeof(std::uint16_t), values.data(),
+                   values.size()});
+    check_equal_counts(name);
+    const std::size_t w = static_cast<std::size_t>(world_size());
+    const std::size_t r = static_cast<std::size_t>(m_rank);
+    const std::size_t n = values.size();
+    const auto& posts = m_group->m_posts;
+    const auto buffer_of = [&posts](std::size_t k) {
+      return static_cast<const std::uint16_t*>(posts[k].data);
+    };
+    const auto chunk_begin = [n, w](std::size_t c) {
+      return n * c / w;
+    };
+    // Chunk r of every buffer is read by rank r alone, so the total may overwrite this rank's
+    // own input in place. Blocks of fp32 partial sums keep every pass a simple stream that the
+    // compiler vectorises.
+    std::uint16_t* mine = values.data();
+    constexpr std::size_t block = 1024;
+    float acc[block];
+    for (std::size_t b = chunk_begin(r), e = chunk_begin(r + 1); b < e; b += block) {
+      const std::size_t m = std::min(block, e - b);
+      const std::uint16_t* first = buffer_of(0) + b;
+      for (std::size_t j = 0; j < m; ++j) acc[j] = detail::bf16_to_float(first[j]);
+      for (std::size_t k = 1; k < w; ++k) {
+        const std::uint16_t* in = buffer_of(k) + b;
+        for (std::size_t j = 0; j < m; ++j) acc[j] += detail::bf16_to_float(in[j]);
+      }
+      for (std::size_t j = 0; j < m; ++j) mine[b + j] = detail::float_to_bf16(acc[j]);
+    }
+    m_group->m_rendezvous.arrive_and_wait(m_rank, name);
+    // All-gather: chunk c is final in rank c's buffer; no rank reads chunk c of this one now.
+    for (std::size_t c = 0; c < w; ++c) {
+      const std::size_t b = chunk_begin(c), e = chunk_begin(c + 1);
+      if (c != r && e > b) std::memcpy(mine + b, buffer_of(c) + b, (e - b) * sizeof(std::uint16_t));
+    }
+    // Keeps every buffer alive until the others have copied from it.
+    m_group->m_rendezvous.arrive_and_wait(m_rank, name);
+    m_bytes += values.size_bytes();
   }
 
   /// Copies `root`'s `values` into every other rank's `values`. All ranks must pass the same
@@ -255,6 +305,8 @@ class local_ring {
         return "all_reduce_max";
       case local_group::op_code::all_gather:
         return "all_gather";
+      case local_group::op_code::all_reduce_sum_bf16:
+        return "all_reduce_sum_bf16";
     }
     return "?";
   }

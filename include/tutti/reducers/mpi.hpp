@@ -6,6 +6,7 @@
 /// translation units built with MPI's compile flags and linked against it (`MPI::MPI_CXX`).
 #pragma once
 
+#include <tutti/detail/bf16.hpp>
 #include <tutti/error.hpp>
 
 // tutti uses MPI's C interface; the deprecated C++ bindings would only add warnings and a
@@ -207,6 +208,14 @@ inline void nan_winning_max(void* in, void* inout, int* len, MPI_Datatype*) {
     if (a[i] > b[i] || std::isnan(a[i])) b[i] = a[i];
 }
 
+// Element-wise sum of two bf16 arrays (MPI_UINT16_T bits), added in fp32 and rounded to bf16 once
+// per application: what travels between ranks stays bf16.
+inline void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const std::uint16_t* a = static_cast<const std::uint16_t*>(in);
+  std::uint16_t* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = bf16_add(a[i], b[i]);
+}
+
 }  // namespace detail
 
 /// One rank per process (models `gradient_reducer`): collectives over an MPI communicator, on
@@ -250,6 +259,7 @@ class mpi_reducer {
       TUTTI_MPI_CHECK(MPI_Comm_rank(m_comm, &m_rank));
       TUTTI_MPI_CHECK(MPI_Comm_size(m_comm, &m_world));
       TUTTI_MPI_CHECK(MPI_Op_create(&detail::nan_winning_max, 1, &m_max));
+      TUTTI_MPI_CHECK(MPI_Op_create(&detail::bf16_sum, 1, &m_bf16_sum));
     } catch (...) {
       release();
       throw;
@@ -263,11 +273,13 @@ class mpi_reducer {
       : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)),
         m_side(std::exchange(other.m_side, MPI_COMM_NULL)),
         m_max(std::exchange(other.m_max, MPI_OP_NULL)),
+        m_bf16_sum(std::exchange(other.m_bf16_sum, MPI_OP_NULL)),
         m_rank(other.m_rank),
         m_world(other.m_world),
         m_options(other.m_options),
         m_bytes(other.m_bytes),
         m_reduce_size_checked(other.m_reduce_size_checked),
+        m_bf16_size_checked(other.m_bf16_size_checked),
         m_seq(other.m_seq),
         m_epoch(other.m_epoch),
         m_step(other.m_step) {}
@@ -278,11 +290,13 @@ class mpi_reducer {
       m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
       m_side = std::exchange(other.m_side, MPI_COMM_NULL);
       m_max = std::exchange(other.m_max, MPI_OP_NULL);
+      m_bf16_sum = std::exchange(other.m_bf16_sum, MPI_OP_NULL);
       m_rank = other.m_rank;
       m_world = other.m_world;
       m_options = other.m_options;
       m_bytes = other.m_bytes;
       m_reduce_size_checked = other.m_reduce_size_checked;
+      m_bf16_size_checked = other.m_bf16_size_checked;
       m_seq = other.m_seq;
       m_epoch = other.m_epoch;
       m_step = other.m_step;
@@ -300,7 +314,7 @@ class mpi_reducer {
   MPI_Comm communicator() const noexcept { return m_comm; }
   /// The settings the reducer was made with.
   const mpi_options& options() const noexcept { return m_options; }
-  /// Gradient bytes this rank handed to `all_reduce_mean` so far.
+  /// Gradient bytes this rank handed to `all_reduce_mean` (and `all_reduce_sum_bf16`) so far.
   std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
   /// Where the caller is (the trainer sets it before each step), for the timeout's message.
   void set_position(std::size_t epoch, std::size_t step) noexcept {
@@ -331,6 +345,27 @@ class mpi_reducer {
       for (T& g : grads) g /= divisor;
     }
     m_bytes += grads.size_bytes();
+  }
+
+  /// Replaces `values` (bf16 bits, see detail/bf16.hpp) on every rank by the element-wise sum
+  /// over ranks, for `tutti::compressed<mpi_reducer, bf16>`: an in-place MPI_Allreduce of
+  /// MPI_UINT16_T with a user operation that adds two bf16 values in fp32 and rounds once, so
+  /// every hop carries bf16. The order of the additions is MPI's (with W = 2 it is the one sum).
+  /// Sizes are checked as in `all_reduce_mean`: on the first call, or on every call with
+  /// `check_every_reduce`. Counts `values.size_bytes()` in `bytes_reduced()`.
+  void all_reduce_sum_bf16(std::span<std::uint16_t> values) {
+    if (!m_bf16_size_checked || m_options.check_every_reduce) {
+      agree("tutti::mpi_reducer::all_reduce_sum_bf16", op_code::all_reduce_sum_bf16,
+            sizeof(std::uint16_t), values.size());
+      m_bf16_size_checked = true;
+    }
+    for_each_piece(values.size(), [&](std::size_t offset, int count) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.data() + offset, count, MPI_UINT16_T,
+                                     m_bf16_sum, m_comm, &req));
+      complete(req, "all_reduce_sum_bf16");
+    });
+    m_bytes += values.size_bytes();
   }
 
   /// Copies `root`'s `values` into every other rank's `values`. All ranks must pass the same
@@ -434,7 +469,8 @@ class mpi_reducer {
     broadcast,
     all_reduce_sum,
     all_reduce_max,
-    all_gather
+    all_gather,
+    all_reduce_sum_bf16
   };
 
   static const char* op_name(long long op) {
@@ -449,6 +485,8 @@ class mpi_reducer {
         return "all_reduce_max";
       case op_code::all_gather:
         return "all_gather";
+      case op_code::all_reduce_sum_bf16:
+        return "all_reduce_sum_bf16";
     }
     return "an unknown collective";
   }
@@ -568,10 +606,12 @@ class mpi_reducer {
     MPI_Finalized(&finalized);
     if (!finalized) {
       if (m_max != MPI_OP_NULL) MPI_Op_free(&m_max);
+      if (m_bf16_sum != MPI_OP_NULL) MPI_Op_free(&m_bf16_sum);
       if (m_side != MPI_COMM_NULL) MPI_Comm_free(&m_side);
       if (m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
     }
     m_max = MPI_OP_NULL;
+    m_bf16_sum = MPI_OP_NULL;
     m_side = MPI_COMM_NULL;
     m_comm = MPI_COMM_NULL;
   }
@@ -579,11 +619,13 @@ class mpi_reducer {
   MPI_Comm m_comm = MPI_COMM_NULL;
   MPI_Comm m_side = MPI_COMM_NULL;  // the timeout's who-is-here messages
   MPI_Op m_max = MPI_OP_NULL;
+  MPI_Op m_bf16_sum = MPI_OP_NULL;  // bf16 + bf16 in fp32, for all_reduce_sum_bf16
   int m_rank = 0;
   int m_world = 1;
   mpi_options m_options;
   std::uint64_t m_bytes = 0;
   bool m_reduce_size_checked = false;
+  bool m_bf16_size_checked = false;
   std::uint64_t m_seq = 0;  // collectives completed or in progress
   std::size_t m_epoch = 0, m_step = 0;
 };

@@ -34,6 +34,11 @@ class no_op_reducer {
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
   void all_reduce_mean(std::span<T> grads) noexcept { m_bytes += grads.size_bytes(); }
+  /// The sum over one rank of bf16 values (`tutti::compressed<no_op_reducer, bf16>`) is the
+  /// data itself; only the bytes are counted.
+  void all_reduce_sum_bf16(std::span<std::uint16_t> values) noexcept {
+    m_bytes += values.size_bytes();
+  }
   /// Rank 0 already holds the root's data. Throws `tutti::invalid_argument` unless root == 0.
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
@@ -52,7 +57,7 @@ class no_op_reducer {
                       "; expected mine.size() * 1 = " + std::to_string(mine.size()));
     if (!mine.empty()) std::memmove(all.data(), mine.data(), mine.size_bytes());
   }
-  /// Gradient bytes handed to `all_reduce_mean` so far.
+  /// Gradient bytes handed to `all_reduce_mean` (and `all_reduce_sum_bf16`) so far.
   std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
 
  private:
