@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make doctest-dev libcli11-dev nlohmann-json3-dev clang-format
-  libsodium-dev pkg-config zlib1g-dev
+  libsodium-dev pkg-config zlib1g-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   "$@")
 

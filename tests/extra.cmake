@@ -15,6 +15,10 @@ file(GLOB_RECURSE tutti_public_headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOUR
 list(FILTER tutti_public_headers EXCLUDE REGEX "^tutti/space/cuda\\.hpp$")
 list(FILTER tutti_public_headers EXCLUDE REGEX "(^|/)cuda/")
 list(FILTER tutti_public_headers EXCLUDE REGEX "(^|[/_])(nccl|mpi)([_./])")
+# neural_cf's dense layers need a CBLAS (cmake/tutti-blas.cmake).
+if(NOT TARGET tutti::blas)
+  list(FILTER tutti_public_headers EXCLUDE REGEX "^tutti/models/(neural_cf|detail/blas)\\.hpp$")
+endif()
 # Sealed shards and the audit trail need libsodium (cmake/tutti-sodium.cmake).
 if(NOT TARGET tutti::sodium)
   list(FILTER tutti_public_headers EXCLUDE REGEX "^tutti/data/(sealed|audit|detail/sodium)\\.hpp$")
@@ -29,7 +33,8 @@ foreach(header IN LISTS tutti_public_headers)
   list(APPEND tutti_header_check_sources ${generated})
 endforeach()
 add_library(tutti_header_check OBJECT ${tutti_header_check_sources})
-target_link_libraries(tutti_header_check PRIVATE tutti::tutti $<TARGET_NAME_IF_EXISTS:tutti::sodium>)
+target_link_libraries(tutti_header_check PRIVATE tutti::tutti $<TARGET_NAME_IF_EXISTS:tutti::sodium>
+                      $<TARGET_NAME_IF_EXISTS:tutti::blas>)
 target_compile_options(tutti_header_check PRIVATE -Wall -Wextra -Wpedantic)
 # A unity build would let one header lean on another's includes.
 set_target_properties(tutti_header_check PROPERTIES UNITY_BUILD OFF)

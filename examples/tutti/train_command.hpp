@@ -29,6 +29,9 @@
 #endif
 #include <tutti/ledger/projection.hpp>
 #include <tutti/ledger/report.hpp>
+#if TUTTI_HAS_BLAS
+#include <tutti/models/neural_cf.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -71,6 +74,7 @@ struct train_config {
 
   std::string model = "mf";
   int dim = 32;
+  std::vector<std::size_t> layers = {64, 32, 16};  // ncf: widths of the MLP's dense layers
   // Tuned once on both defaults (synthetic implicit and InstEval ratings); see docs/training.md.
   float l2 = 0.03f;
   int ranks = 4;
@@ -138,10 +142,16 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
   app.add_option("--model", c.model, "model")
-      ->check(CLI::IsMember({"mf", "lr"}))
+      ->check(CLI::IsMember({"mf", "lr", "ncf"}))
       ->capture_default_str();
   app.add_option("--dim", c.dim, "embedding dimension (mf)")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--layers", c.layers,
+                 "ncf: widths of the MLP's dense layers, e.g. 64,32,16 (the GMF branch has "
+                 "--dim dimensions)")
+      ->delimiter(',')
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}))
       ->capture_default_str();
   app.add_option("--l2", c.l2, "L2 regularisation")
       ->check(CLI::NonNegativeNumber)
@@ -565,8 +575,11 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return std::string(buf);
   };
+  std::string layers;
+  for (auto w : c.layers) layers += (layers.empty() ? "" : ",") + std::to_string(w);
   return {{"model", c.model},
           {"dim", std::to_string(c.dim)},
+          {"layers", c.model == "ncf" ? layers : std::string("-")},
           {"l2", num(c.l2)},
           {"labels", d.all.implicit ? "implicit" : "ratings"},
           {"optimizer", c.optimizer},
@@ -891,6 +904,23 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                        users, items, space);
       };
       detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
+    } else if (c.model == "ncf") {
+#if TUTTI_HAS_BLAS
+      using model_t = models::neural_cf<Space>;
+      auto make = [&](const Space& space, float mean) {
+        return model_t({.gmf_dim = static_cast<std::size_t>(c.dim),
+                        .layers = c.layers,
+                        .l2 = c.l2,
+                        .loss = loss,
+                        .output_bias_init = loss == loss_kind::squared ? mean : 0.f},
+                       users, items, space);
+      };
+      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
+#else
+      tutti::detail::throw_invalid("tutti train",
+                                   "--model ncf: this tutti was built without a CBLAS; expected a "
+                                   "build that found one (Debian's libopenblas-dev)");
+#endif
     } else {
       using model_t = models::logistic_regression<Space>;
       auto make = [&](const Space& space, float) {

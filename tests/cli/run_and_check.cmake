@@ -239,6 +239,28 @@ elseif(CASE STREQUAL "sealed-shard-keys")
   if(rc EQUAL 0 OR NOT err MATCHES "shard 2")
     message(FATAL_ERROR "a flipped byte in shard 2: exit ${rc}, '${err}'; expected an error naming shard 2")
   endif()
+elseif(CASE STREQUAL "ncf")
+  # The neural recommender trains through the same program: exactly once per epoch, and its
+  # test AUC clearly above chance on the synthetic course data.
+  execute_process(COMMAND ${TUTTI} train --quiet --model ncf --layers 16,8 --dim 8 --epochs 4
+                          --ranks 2 --batch 1024 --lr 0.01 --json ${WORK}/ncf.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 AND err MATCHES "built without a CBLAS")
+    message(STATUS "no CBLAS in this build: skipped")
+    return()
+  endif()
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti train --model ncf exited ${rc}\n${out}\n${err}")
+  endif()
+  message(STATUS "tutti train --model ncf: ${out}")
+  file(READ ${WORK}/ncf.json j)
+  check_exactly_once("${j}")
+  json_get(model "${j}" model)
+  json_get(value "${j}" eval value)
+  to_nano(v ${value})
+  if(NOT model STREQUAL "ncf" OR v LESS_EQUAL 650000000)
+    message(FATAL_ERROR "model ${model}, test auc ${value}; expected ncf above 0.65")
+  endif()
 elseif(CASE STREQUAL "resume")
   # Checkpoints: stopped (SIGTERM) or killed (SIGKILL) runs resume to the parameters of an
   # uninterrupted run, bitwise; another world size re-deals the rest of the epoch exactly once.
