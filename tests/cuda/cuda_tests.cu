@@ -7,6 +7,7 @@
 #include "../test_models.cpp"
 #include "../test_ncf.cpp"  // neural_cf: compiles to nothing without <cblas.h>
 #include "../test_large_batch_optimizers.cpp"
+#include "../test_metrics.cpp"
 #include "../test_optimizers.cpp"
 #include "../test_space.cpp"
 #include "parity.cpp"
