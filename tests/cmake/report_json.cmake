@@ -20,6 +20,22 @@ function(final_loss out json)
   set(${out} ${v} PARENT_SCOPE)
 endfunction()
 
+# Fails unless the decimal numbers `a` and `b` agree within `parts_per_million` relative to `b`
+# (at the 1e-9 resolution of to_nano, rounded up); `what` names the comparison.
+function(expect_close what a b parts_per_million)
+  to_nano(na ${a})
+  to_nano(nb ${b})
+  math(EXPR diff "${na} - ${nb}")
+  if(diff LESS 0)
+    math(EXPR diff "-${diff}")
+  endif()
+  math(EXPR bound "${nb} * ${parts_per_million} / 1000000 + 1")
+  if(diff GREATER bound)
+    message(FATAL_ERROR "${what}: ${a} and ${b}; expected equal within ${parts_per_million} ppm")
+  endif()
+  message(STATUS "${what}: ${a} and ${b}")
+endfunction()
+
 # Writes a ratings CSV (userId,movieId,rating) of `rows` rows: 60 users, 45 items, every
 # (user, item) pair at most once while rows <= 2700.
 function(write_ratings_csv path rows)

@@ -96,19 +96,8 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
   final_loss(lm "${jm}")
   final_loss(ll "${jl}")
-  to_nano(nm ${lm})
-  to_nano(nl ${ll})
-  math(EXPR diff "${nm} - ${nl}")
-  if(diff LESS 0)
-    math(EXPR diff "-${diff}")
-  endif()
-  # 1e-5 relative, rounded up to the 1e-9 resolution of the comparison.
-  math(EXPR bound "${nl} / 100000 + 1")
-  if(diff GREATER bound)
-    message(FATAL_ERROR "final train loss: 2 processes ${lm}, 2 threads ${ll}; expected equal "
-                        "within 1e-5 relative")
-  endif()
-  message(STATUS "final train loss: 2 processes (mpi) ${lm}, 2 threads (local) ${ll}")
+  # 1e-5 relative.
+  expect_close("final train loss, 2 processes (mpi) and 2 threads (local)" ${lm} ${ll} 10)
 
   # Sealed shards, each process holding only its own shard key: the same training as two
   # local ranks with the same keys (needs a tutti built with libsodium).
@@ -135,18 +124,7 @@ elseif(CASE STREQUAL "cli-parity")
     file(READ ${WORK}/sl.json jl)
     final_loss(lm "${jm}")
     final_loss(ll "${jl}")
-    to_nano(nm ${lm})
-    to_nano(nl ${ll})
-    math(EXPR diff "${nm} - ${nl}")
-    if(diff LESS 0)
-      math(EXPR diff "-${diff}")
-    endif()
-    math(EXPR bound "${nl} / 100000 + 1")
-    if(diff GREATER bound)
-      message(FATAL_ERROR "sealed shard keys, final train loss: 2 processes ${lm}, 2 threads "
-                          "${ll}; expected equal within 1e-5 relative")
-    endif()
-    message(STATUS "sealed shard keys, final train loss: 2 processes ${lm}, 2 threads ${ll}")
+    expect_close("sealed shard keys, final train loss, 2 processes and 2 threads" ${lm} ${ll} 10)
   endif()
 
   # Usage errors are the same on every process: exit 2, one line from rank 0 only.
