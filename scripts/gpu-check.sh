@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The GPU check, for a machine with an NVIDIA GPU and no network: builds the CUDA tests and the
-# GPU benchmark for sm_90 (+ PTX) unless prebuilt ones are handed in under build-gpu/, runs the
+# GPU benchmark for sm_90 (+ PTX) unless prebuilt ones are handed in under build-gpu/ (made by
+# scripts/gpu-prebuild.sh on a machine with the Debian packages), runs the
 # GPU tests, runs the benchmark against its PyTorch twin, and writes everything under $OUT.
 #
 #   bash scripts/gpu-check.sh
@@ -33,7 +34,7 @@ flags=(-std=c++20 -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_
 if [ ! -x build-gpu/cuda_tests ]; then
   nvcc "${flags[@]}" -DTUTTI_TEST_NCCL=1 -DTUTTI_TEST_DATA_DIR="\"$PWD/tests/data\"" \
     -DTUTTI_DATASETS_DIR="\"$PWD/../shared/datasets\"" tests/cuda/cuda_tests.cu \
-    -o build-gpu/cuda_tests -L"$nccl_dir" -l:libnccl.so.2 2>&1 | tee "$out/build-tests.txt"
+    -o build-gpu/cuda_tests -L"$nccl_dir" -l:libnccl.so.2 -lcublas -lz 2>&1 | tee "$out/build-tests.txt"
 fi
 if [ ! -x build-gpu/bench_gpu_mf ]; then
   nvcc "${flags[@]}" benchmarks/gpu_mf.cu -o build-gpu/bench_gpu_mf 2>&1 | tee "$out/build-bench.txt"
