@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <doctest/doctest.h>
 
+#include "model_harness.hpp"
 #include "spaces.hpp"
 
 #include <tutti/batch.hpp>
@@ -36,76 +37,13 @@ static_assert(tutti::check_model<matrix_factorization<>>());
 static_assert(tutti::check_model<logistic_regression<tutti::host_space, double>>());
 static_assert(std::is_same_v<matrix_factorization<>::value_type, float>);
 
-/// A batch in host memory.
-struct host_batch {
-  std::vector<std::int32_t> users, items;
-  std::vector<float> labels, weights;
-};
-
-/// The same batch copied into a space.
-template <class Space>
-struct space_batch {
-  tutti::buffer<std::int32_t, Space> users, items;
-  tutti::buffer<float, Space> labels, weights;
-  space_batch(const Space& s, const host_batch& b)
-      : users(tutti::make_buffer(s, std::span<const std::int32_t>(b.users))),
-        items(tutti::make_buffer(s, std::span<const std::int32_t>(b.items))),
-        labels(tutti::make_buffer(s, std::span<const float>(b.labels))),
-        weights(tutti::make_buffer(s, std::span<const float>(b.weights))) {}
-  tutti::batch_view view() const {
-    return {users.span(), items.span(), labels.span(), weights.span()};
-  }
-};
-
-template <class T>
-struct lg_result {
-  std::vector<T> grads;
-  T loss;
-};
-
-/// Runs `loss_and_gradient` on host data: gradients start at `grads0` (zeros when empty), the
-/// loss at `loss0`.
-template <class Model, class T = typename Model::value_type>
-lg_result<T> run_lg(Model& m, const std::vector<T>& params, const host_batch& hb, T scale,
-                    std::vector<T> grads0 = {}, T loss0 = T(0)) {
-  using Space = typename Model::space_type;
-  const Space& s = m.space();
-  if (grads0.empty()) grads0.assign(m.layout().total(), T(0));
-  auto p = tutti::make_buffer(s, std::span<const T>(params));
-  auto g = tutti::make_buffer(s, std::span<const T>(grads0));
-  std::vector<T> l0{loss0};
-  auto l = tutti::make_buffer(s, std::span<const T>(l0));
-  space_batch<Space> b(s, hb);
-  m.loss_and_gradient(std::span<const T>(p.span()), b.view(), g.span(), scale, l.data());
-  return {tutti::to_host_vector(s, g.span()), tutti::to_host_vector(s, l.span())[0]};
-}
-
-template <class Model, class T = typename Model::value_type>
-std::vector<T> run_initialize(const Model& m, std::uint64_t seed) {
-  std::vector<T> nan(m.layout().total(), std::numeric_limits<T>::quiet_NaN());
-  auto p = tutti::make_buffer(m.space(), std::span<const T>(nan));
-  m.initialize(p.span(), seed);
-  return tutti::to_host_vector(m.space(), p.span());
-}
-
-template <class Model, class T = typename Model::value_type>
-std::vector<T> run_predict(Model& m, const std::vector<T>& params,
-                           const std::vector<std::int32_t>& users,
-                           const std::vector<std::int32_t>& items) {
-  const auto& s = m.space();
-  auto p = tutti::make_buffer(s, std::span<const T>(params));
-  auto u = tutti::make_buffer(s, std::span<const std::int32_t>(users));
-  auto i = tutti::make_buffer(s, std::span<const std::int32_t>(items));
-  tutti::buffer<T, typename Model::space_type> out(users.size(), s);
-  m.predict(std::span<const T>(p.span()), std::span<const std::int32_t>(u.span()),
-            std::span<const std::int32_t>(i.span()), out.span());
-  return tutti::to_host_vector(s, out.span());
-}
-
-double ref_loss(loss_kind k, double s, double y) {
-  if (k == loss_kind::squared) return (s - y) * (s - y);
-  return y * std::log1p(std::exp(-s)) + (1 - y) * std::log1p(std::exp(s));
-}
+using tutti_test::host_batch;
+using tutti_test::lg_result;
+using tutti_test::ref_loss;
+using tutti_test::run_initialize;
+using tutti_test::run_lg;
+using tutti_test::run_predict;
+using tutti_test::space_batch;
 
 /// Reference score and L2 term of matrix factorisation, read off the layout.
 struct mf_ref {
