@@ -118,6 +118,7 @@ struct train_config {
   double timeout = 300;           // seconds a collective waits for the other ranks
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
+  std::string sparse_exchange = "off";  // off, auto or on: embedding rows instead of dense
 };
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -270,6 +271,11 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
                  "accumulation; host ranks with --reducer local or mpi)")
       ->check(CLI::IsMember({"none", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--sparse-exchange", c.sparse_exchange,
+                 "embedding gradients as touched rows instead of a dense allreduce: off, auto "
+                 "(when fewer bytes) or on (host space)")
+      ->check(CLI::IsMember({"off", "auto", "on"}))
       ->capture_default_str();
   app.add_option("--timeout", c.timeout,
                  "seconds a collective waits for the other ranks before the run ends, naming "
@@ -629,6 +635,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.resume = leader.resume ? &*leader.resume : nullptr;
   opt.stop = &stop_requested;
   opt.accumulation = c.accumulation;
+  opt.sparse_exchange = c.sparse_exchange == "on"     ? sparse_exchange_policy::on
+                        : c.sparse_exchange == "auto" ? sparse_exchange_policy::automatic
+                                                      : sparse_exchange_policy::off;
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -1041,6 +1050,9 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       nlohmann::json led;
       led["steps"] = l.steps;
       led["bytes_reduced_per_step"] = l.bytes_reduced_per_step;
+      led["dense_bytes_per_step"] = r.dense_bytes_per_step;
+      led["bytes_saved_per_step"] = r.bytes_saved_per_step;
+      led["sparse_steps"] = r.sparse_steps;
       led["param_count"] = r.param_count;
       led["optimizer_state_floats"] = r.optimizer_state_floats;
       led["reduce_exposed_seconds"] = l.reduce_exposed.total;

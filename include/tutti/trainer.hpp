@@ -8,6 +8,7 @@
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/error.hpp>
+#include <tutti/layout.hpp>
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/metrics.hpp>
 #include <tutti/optimizers/sgd.hpp>
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -93,6 +95,27 @@ enum class nonfinite_policy : std::uint8_t {
   stop,  ///< stop with `tutti::nonfinite_error` on every rank
   off,   ///< no check: non-finite values reach the reduction and the parameters
 };
+
+/// Whether the trainer exchanges the row-sparse segments of the gradient (embedding tables) as
+/// the rows a step touched instead of reducing them densely; see `train_options::sparse_exchange`.
+enum class sparse_exchange_policy : std::uint8_t {
+  off,        ///< every value goes through the reducer's dense `all_reduce_mean`
+  automatic,  ///< per step and segment, rows when they move fewer bytes than the dense reduce
+  on,         ///< always rows (host spaces, models that report `touched_rows`)
+};
+
+/// The policy's name as `tutti train --sparse-exchange` spells it: "off", "auto" or "on".
+constexpr const char* to_string(sparse_exchange_policy p) noexcept {
+  switch (p) {
+    case sparse_exchange_policy::off:
+      return "off";
+    case sparse_exchange_policy::automatic:
+      return "auto";
+    case sparse_exchange_policy::on:
+      break;
+  }
+  return "on";
+}
 
 /// A step whose loss or gradient was not finite on one rank.
 struct nonfinite_record {
@@ -227,6 +250,14 @@ struct train_options {
   /// step; the update is that of the whole batch (up to the order of float sums), with a
   /// K-times smaller batch working set. 1: no accumulation.
   std::size_t accumulation = 1;
+  /// Sparse embedding exchange (docs/trainer.md#sparse-embedding-exchange): for the segments a
+  /// model reports as row-sparse, each rank sends the rows its step touched (ids and values,
+  /// one `all_gather`), every rank sums them in rank order and divides by W; the rest of the
+  /// arena goes through `all_reduce_mean` as before. `automatic` decides per step and segment
+  /// by bytes; `on` always sends rows. Needs a host space and a model with `touched_rows`
+  /// (`on` is refused otherwise; `automatic` stays dense). The result equals the dense path up
+  /// to the order of float sums.
+  sparse_exchange_policy sparse_exchange = sparse_exchange_policy::off;
   /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
   /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
   double batch_growth_warning = 4.0;
@@ -265,9 +296,15 @@ struct fit_result {
   ledger_summary ledger;             ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
   std::size_t param_count = 0;       ///< model parameters (padding excluded)
   std::size_t arena_floats = 0;      ///< floats of the parameter arena (padding included)
-  std::size_t optimizer_state_floats = 0;     ///< floats of optimizer state
-  std::uint64_t bytes_reduced_per_step = 0;   ///< gradient bytes each rank reduces per step
-  std::size_t skipped_steps = 0;              ///< steps skipped for a non-finite value
+  std::size_t optimizer_state_floats = 0;  ///< floats of optimizer state
+  /// Gradient bytes each rank reduces per step, the mean over this fit's steps. A sparse
+  /// exchange counts as the allreduce payload that moves as many bytes per rank (W / 2 × the
+  /// bytes each rank gathers; docs/trainer.md#sparse-embedding-exchange).
+  std::uint64_t bytes_reduced_per_step = 0;
+  std::uint64_t dense_bytes_per_step = 0;  ///< what the dense reduce of the arena takes per step
+  std::int64_t bytes_saved_per_step = 0;   ///< dense_bytes_per_step − bytes_reduced_per_step
+  std::size_t sparse_steps = 0;   ///< steps of this fit that sent some segment as touched rows
+  std::size_t skipped_steps = 0;  ///< steps skipped for a non-finite value
   std::vector<nonfinite_record> nonfinite;    ///< every rank's non-finite steps (all ranks alike)
   std::size_t replica_checks = 0;             ///< replica checks made (0 with one rank)
   std::vector<replica_event> replica_events;  ///< mismatches repaired by rebroadcast
@@ -435,6 +472,32 @@ inline std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+/// A model that can say which rows of a segment its last `loss_and_gradient` call touched
+/// (unique, ascending, host memory): what the sparse exchange sends.
+template <class M>
+concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
+  { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
+};
+
+/// A model that names its row-sparse segments itself (otherwise: those of kind embedding).
+template <class M>
+concept model_names_row_sparse = requires(const M& m, std::size_t segment) {
+  { m.row_sparse(segment) } -> std::convertible_to<bool>;
+};
+
+/// One row-sparse segment of the gradient arena, and this step's plan for it.
+struct sparse_segment {
+  std::size_t index = 0;   // in the layout
+  std::size_t offset = 0;  // first value in the arena
+  std::size_t rows = 0, cols = 0;
+  std::size_t extent = 0;  // values up to the next segment: rows·cols and the alignment padding
+  std::size_t words = 0;   // 64-bit words per sent row: the id and the values, two to a word
+  // This step:
+  std::uint64_t max_rows = 0;  // the most rows any rank sends
+  std::size_t block_offset = 0;
+  bool as_rows = false;
+};
+
 }  // namespace detail
 
 /// One rank of a data-parallel training run, composed at compile time from five policies.
@@ -453,6 +516,10 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 /// runs and a kernel reverts parameters and state from a snapshot when the flag is set, and the
 /// records are resolved at the epoch's end. A skipped step still consumes its step number and its
 /// learning-rate schedule step.
+///
+/// With `train_options::sparse_exchange`, the segments a model reports as row-sparse (its
+/// embedding tables) travel as the rows the step touched, gathered and summed on every rank,
+/// while the rest of the arena, flags included, still goes through `all_reduce_mean`.
 ///
 /// @tparam Model a `tutti::model` (its `space_type` is where everything runs)
 /// @tparam Sampler a `tutti::shard_sampler`
@@ -522,6 +589,13 @@ class trainer {
         "tutti::trainer",
         "slow_rank_threshold is " + std::to_string(m_options.slow_rank_threshold) +
             "; expected a finite value >= 0");
+    TUTTI_EXPECTS(m_options.sparse_exchange == sparse_exchange_policy::off ||
+                      m_options.sparse_exchange == sparse_exchange_policy::automatic ||
+                      m_options.sparse_exchange == sparse_exchange_policy::on,
+                  "tutti::trainer",
+                  "sparse_exchange is not a tutti::sparse_exchange_policy; expected off, "
+                  "automatic or on");
+    plan_sparse_exchange();
     fill(m_space, m_params.span(), 0.f);
     m_model.initialize(m_params.span(), m_options.seed);
     fill(m_space, m_grads.span(), 0.f);
@@ -593,13 +667,10 @@ class trainer {
     result.param_count = m_model.layout().parameter_count();
     result.arena_floats = arena;
     result.optimizer_state_floats = m_state.size();
-    // What travels per step: a compressing reducer (`compressed<R, bf16>`) says so.
-    std::uint64_t wire_bytes = m_grads.size() * sizeof(float);
-    if constexpr (requires(const Reducer& r) {
-                    { r.wire_bytes(std::size_t{1}) } -> std::convertible_to<std::uint64_t>;
-                  })
-      wire_bytes = m_reducer.wire_bytes(m_grads.size());
+    // What the dense reduce moves per step (a compressing reducer says what travels).
+    const std::uint64_t wire_bytes = dense_wire_bytes(m_grads.size());
     result.bytes_reduced_per_step = wire_bytes;
+    result.dense_bytes_per_step = wire_bytes;
     if (resume) {
       const bool complete =
           resume->epoch + 1 >= m_options.epochs && resume->step_in_epoch >= steps_per_epoch;
@@ -704,6 +775,7 @@ class trainer {
         // accumulation the local batch runs as micro-batches whose gradients add up in the
         // arena (models add, never overwrite), and the step still reduces once.
         fill(m_space, m_grads.span(), 0.f);
+        for (auto& rows : m_touched) rows.clear();
         timer.mark(account::data);
         const float scale =
             global_real > 0 ? static_cast<float>(double(world) / double(global_real)) : 0.f;
@@ -723,6 +795,11 @@ class trainer {
             m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch,
                                       m_grads.span().first(arena), scale, m_step_loss.data());
           timer.mark(account::compute);
+          if (global_real > 0 && !m_sparse.empty()) {
+            // The rows of every micro-batch: the step's touched set is their union.
+            collect_touched_rows();
+            timer.mark(account::reduce);
+          }
         }
 
         if (guarded) check_finite(local_log.data() + step);
@@ -740,7 +817,7 @@ class trainer {
           else
             fill(m_space, m_grads.span().subspan(arena + 1, 1), 1.f);
         }
-        m_reducer.all_reduce_mean(m_grads.span());
+        const std::uint64_t step_bytes = reduce_gradients(wire_bytes, result);
         timer.mark(account::reduce);
         bool stop_now = false;
         if constexpr (space_type::host_accessible) {
@@ -860,7 +937,7 @@ class trainer {
                                       std::to_string(epoch + 1) + ", step " +
                                       std::to_string(step + 1) + "); " + where);
         }
-        timer.end_step(wire_bytes, book);
+        timer.end_step(step_bytes, book);
       }
       timer.flush(book);
       const double step_seconds = seconds_since(epoch_start);
@@ -948,6 +1025,10 @@ class trainer {
     result.steps = total_steps;
     result.eval = result.epochs.back().eval;
     result.ledger = book.summarize(world);
+    if (result.ledger.steps > 0)
+      result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
+    result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
+                                  static_cast<std::int64_t>(result.bytes_reduced_per_step);
     for (std::size_t r = 0; r < run_step.size(); ++r) {
       run_step[r] /= double(m_options.epochs);
       run_work[r] /= double(m_options.epochs);
@@ -1084,6 +1165,224 @@ class trainer {
     to.guard += p.guard;
     to.wait += p.wait;
     to.other += p.other;
+  }
+
+  // Bytes the dense reduce of `floats` gradient values moves, as the ledger counts them (a
+  // compressing reducer, `compressed<R, bf16>`, says what travels).
+  std::uint64_t dense_wire_bytes(std::size_t floats) const {
+    if constexpr (requires(const Reducer& r) {
+                    { r.wire_bytes(std::size_t{1}) } -> std::convertible_to<std::uint64_t>;
+                  })
+      return m_reducer.wire_bytes(floats);
+    else
+      return static_cast<std::uint64_t>(floats) * sizeof(float);
+  }
+
+  // Finds the row-sparse segments the exchange may send as rows, or refuses `on` where it
+  // cannot run: on a device space, or with a model that does not report its touched rows.
+  void plan_sparse_exchange() {
+    const sparse_exchange_policy policy = m_options.sparse_exchange;
+    if (policy == sparse_exchange_policy::off) return;
+    if constexpr (!space_type::host_accessible) {
+      TUTTI_EXPECTS(policy != sparse_exchange_policy::on, "tutti::trainer",
+                    "sparse_exchange = on: the exchange packs rows in host memory, and the "
+                    "model's space is not host accessible; expected off, or automatic (which "
+                    "stays dense on a device space)");
+    } else if constexpr (!detail::model_reports_touched_rows<Model>) {
+      TUTTI_EXPECTS(policy != sparse_exchange_policy::on, "tutti::trainer",
+                    "sparse_exchange = on: the model does not report the rows a step touched "
+                    "(`std::span<const std::int32_t> touched_rows(std::size_t segment) const`); "
+                    "expected off, or automatic (which stays dense for such a model)");
+    } else {
+      const parameter_layout& layout = m_model.layout();
+      const auto& segs = layout.segments();
+      for (std::size_t i = 0; i < segs.size(); ++i) {
+        bool row_sparse = segs[i].kind == segment_kind::embedding;
+        if constexpr (detail::model_names_row_sparse<Model>) row_sparse = m_model.row_sparse(i);
+        if (!row_sparse) continue;
+        detail::sparse_segment g;
+        g.index = i;
+        g.offset = segs[i].offset;
+        g.rows = segs[i].rows;
+        g.cols = segs[i].cols;
+        g.extent = (i + 1 < segs.size() ? segs[i + 1].offset : layout.total()) - g.offset;
+        g.words = (g.cols + 2) / 2;
+        m_sparse.push_back(g);
+      }
+      m_touched.resize(m_sparse.size());
+    }
+  }
+
+  // Adds the rows the last `loss_and_gradient` call touched to the step's touched sets (a union
+  // over the micro-batches of gradient accumulation), checking what the model reports: a row
+  // outside the segment would be written out of bounds on every rank.
+  void collect_touched_rows() {
+    if constexpr (detail::model_reports_touched_rows<Model>) {
+      for (std::size_t k = 0; k < m_sparse.size(); ++k) {
+        const detail::sparse_segment& g = m_sparse[k];
+        const std::span<const std::int32_t> ids = m_model.touched_rows(g.index);
+        for (std::size_t j = 0; j < ids.size(); ++j)
+          TUTTI_EXPECTS(ids[j] >= 0 && static_cast<std::size_t>(ids[j]) < g.rows &&
+                            (j == 0 || ids[j - 1] < ids[j]),
+                        "tutti::trainer::fit",
+                        "the model's touched_rows(" + std::to_string(g.index) + ") holds " +
+                            std::to_string(ids[j]) + " at position " + std::to_string(j) +
+                            "; expected unique ascending row ids in [0, " + std::to_string(g.rows) +
+                            ")");
+        std::vector<std::int32_t>& acc = m_touched[k];
+        if (acc.empty()) {
+          acc.assign(ids.begin(), ids.end());
+        } else {
+          m_union.clear();
+          std::set_union(acc.begin(), acc.end(), ids.begin(), ids.end(),
+                         std::back_inserter(m_union));
+          acc.swap(m_union);
+        }
+      }
+    }
+  }
+
+  // Averages the gradient arena (the two trailing flags included) over the ranks; returns the
+  // bytes the ledger charges the step.
+  std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
+    if constexpr (space_type::host_accessible) {
+      if (!m_sparse.empty()) return exchange_sparse(result);
+    }
+    (void)result;
+    m_reducer.all_reduce_mean(m_grads.span());
+    return dense_bytes;
+  }
+
+  // The sparse exchange of one step (docs/trainer.md#sparse-embedding-exchange). Every rank
+  // takes the same decisions from the same gathered counts, so the collectives match:
+  //   1. one all_gather of each rank's touched-row count per row-sparse segment;
+  //   2. per segment, rows when `on`, or (`automatic`) when W·max_rows·words·8 / 2 bytes, the
+  //      allreduce payload that moves as many bytes per rank as the gather, is below the dense
+  //      reduce's bytes for the segment;
+  //   3. everything else (dense and bias segments, padding, the two flags) through one
+  //      all_reduce_mean: in place when it is one contiguous run, else packed;
+  //   4. one all_gather of every rank's rows (id and values, padded to the largest count);
+  //   5. per segment, each row touched anywhere is the sum of its senders' rows in rank order,
+  //      divided by W, written over this rank's own; rows nobody touched stay 0, as in the mean.
+  // Returns the step's bytes in the ledger's convention (allreduce payload).
+  std::uint64_t exchange_sparse(fit_result& result) {
+    const auto world = static_cast<std::size_t>(m_reducer.world_size());
+    const std::size_t segments = m_sparse.size();
+    m_counts.resize(segments);
+    m_all_counts.resize(segments * world);
+    for (std::size_t k = 0; k < segments; ++k) m_counts[k] = m_touched[k].size();
+    m_reducer.all_gather(std::span<const std::uint64_t>(m_counts),
+                         std::span<std::uint64_t>(m_all_counts));
+    // A gather of b bytes per rank moves (W − 1)·b into each rank, as an allreduce of W·b/2 does.
+    std::uint64_t bytes = world * segments * sizeof(std::uint64_t) / 2;
+
+    std::size_t block = 0;
+    bool any_rows = false;
+    for (std::size_t k = 0; k < segments; ++k) {
+      detail::sparse_segment& g = m_sparse[k];
+      g.max_rows = 0;
+      for (std::size_t r = 0; r < world; ++r)
+        g.max_rows = std::max(g.max_rows, m_all_counts[r * segments + k]);
+      const std::uint64_t as_rows = world * g.max_rows * g.words * sizeof(std::uint64_t) / 2;
+      g.as_rows = m_options.sparse_exchange == sparse_exchange_policy::on ||
+                  as_rows < dense_wire_bytes(g.extent);
+      if (!g.as_rows) continue;
+      any_rows = true;
+      g.block_offset = block;
+      block += static_cast<std::size_t>(g.max_rows) * g.words;
+      bytes += as_rows;
+    }
+    if (any_rows) ++result.sparse_steps;
+
+    // The dense remainder: the arena less the segments sent as rows (in arena order).
+    float* grads = m_grads.data();
+    const std::size_t n = m_grads.size();
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    std::size_t at = 0, dense_floats = 0;
+    for (const auto& g : m_sparse) {
+      if (!g.as_rows) continue;
+      if (g.offset > at) runs.emplace_back(at, g.offset);
+      at = g.offset + g.extent;
+    }
+    runs.emplace_back(at, n);  // never empty: the two flags end the arena
+    for (const auto& [b, e] : runs) dense_floats += e - b;
+    if (runs.size() == 1) {
+      m_reducer.all_reduce_mean(std::span<float>(grads + runs[0].first, dense_floats));
+    } else {
+      m_remainder.resize(dense_floats);
+      float* to = m_remainder.data();
+      for (const auto& [b, e] : runs) to = std::copy(grads + b, grads + e, to);
+      m_reducer.all_reduce_mean(std::span<float>(m_remainder));
+      const float* from = m_remainder.data();
+      for (const auto& [b, e] : runs) {
+        std::copy(from, from + (e - b), grads + b);
+        from += e - b;
+      }
+    }
+    bytes += dense_wire_bytes(dense_floats);
+    if (block == 0) return bytes;
+
+    // Rows: a 32-bit id then the values, packed two 32-bit fields to a word; padding slots 0.
+    m_block.assign(block, 0);
+    for (std::size_t k = 0; k < segments; ++k) {
+      const detail::sparse_segment& g = m_sparse[k];
+      if (!g.as_rows) continue;
+      const std::vector<std::int32_t>& ids = m_touched[k];
+      for (std::size_t j = 0; j < ids.size(); ++j) {
+        auto* slot =
+            reinterpret_cast<unsigned char*>(m_block.data() + g.block_offset + j * g.words);
+        std::memcpy(slot, &ids[j], sizeof(std::int32_t));
+        std::memcpy(slot + sizeof(std::int32_t),
+                    grads + g.offset + static_cast<std::size_t>(ids[j]) * g.cols,
+                    g.cols * sizeof(float));
+      }
+    }
+    m_gathered.resize(block * world);
+    m_reducer.all_gather(std::span<const std::uint64_t>(m_block),
+                         std::span<std::uint64_t>(m_gathered));
+
+    const float divisor = static_cast<float>(world);
+    m_heads.resize(world);
+    for (std::size_t k = 0; k < segments; ++k) {
+      const detail::sparse_segment& g = m_sparse[k];
+      if (!g.as_rows || g.max_rows == 0) continue;
+      const auto slot = [&](std::size_t r, std::size_t j) {
+        return reinterpret_cast<const unsigned char*>(m_gathered.data() + r * block +
+                                                      g.block_offset + j * g.words);
+      };
+      const auto id_at = [&](std::size_t r, std::size_t j) {
+        std::int32_t id;
+        std::memcpy(&id, slot(r, j), sizeof id);
+        return id;
+      };
+      std::fill(m_heads.begin(), m_heads.end(), std::size_t{0});
+      m_row.resize(2 * g.cols);
+      float* sum = m_row.data();
+      float* incoming = m_row.data() + g.cols;
+      // Every rank's ids ascend, so a W-way merge visits each touched row once, in order.
+      for (;;) {
+        std::int32_t next = 0;
+        bool any = false;
+        for (std::size_t r = 0; r < world; ++r)
+          if (m_heads[r] < m_all_counts[r * segments + k]) {
+            const std::int32_t id = id_at(r, m_heads[r]);
+            if (!any || id < next) next = id;
+            any = true;
+          }
+        if (!any) break;
+        std::fill(sum, sum + g.cols, 0.f);
+        for (std::size_t r = 0; r < world; ++r)
+          if (m_heads[r] < m_all_counts[r * segments + k] && id_at(r, m_heads[r]) == next) {
+            std::memcpy(incoming, slot(r, m_heads[r]) + sizeof(std::int32_t),
+                        g.cols * sizeof(float));
+            for (std::size_t c = 0; c < g.cols; ++c) sum[c] += incoming[c];
+            ++m_heads[r];
+          }
+        float* dst = grads + g.offset + static_cast<std::size_t>(next) * g.cols;
+        for (std::size_t c = 0; c < g.cols; ++c) dst[c] = sum[c] / divisor;
+      }
+    }
+    return bytes;
   }
 
   // Sets this rank's flag (the gradient arena's trailing float) and its log entry for the step
@@ -1409,6 +1708,9 @@ class trainer {
     h = detail::mix64(h ^ m_options.checkpoint_every);
     h = detail::mix64(h ^ (m_options.accumulation << 8));
     h = detail::mix64(h ^ (m_options.resume ? m_options.resume->global_step + 1 : 0));
+    if (m_options.sparse_exchange != sparse_exchange_policy::off)
+      h = detail::mix64(h ^ (0x5350ULL << 40) ^
+                        static_cast<std::uint64_t>(m_options.sparse_exchange));
     return h;
   }
 
@@ -1437,6 +1739,14 @@ class trainer {
   buffer<double, space_type> m_sums;      // loss and weight of the epoch's applied steps
   buffer<float, space_type> m_snapshot;   // device spaces: parameters and state before the update
   std::size_t m_global_step = 0;
+  // Sparse exchange (host spaces; empty when off or unavailable): the row-sparse segments, and
+  // per segment the rows this step touched; the rest is scratch kept between steps.
+  std::vector<detail::sparse_segment> m_sparse;
+  std::vector<std::vector<std::int32_t>> m_touched;
+  std::vector<std::int32_t> m_union;
+  std::vector<std::uint64_t> m_counts, m_all_counts, m_block, m_gathered;
+  std::vector<float> m_remainder, m_row;
+  std::vector<std::size_t> m_heads;
 };
 
 }  // namespace tutti

@@ -4,10 +4,10 @@
 // tutti::host_space and tutti::cuda_space (TUTTI_TEST_SPACES in tests/spaces.hpp).
 #include "main.cpp"
 
-#include "../test_models.cpp"
-#include "../test_ncf.cpp"  // neural_cf: compiles to nothing without <cblas.h>
 #include "../test_large_batch_optimizers.cpp"
 #include "../test_metrics.cpp"
+#include "../test_models.cpp"
+#include "../test_ncf.cpp"  // neural_cf: compiles to nothing without <cblas.h>
 #include "../test_optimizers.cpp"
 #include "../test_space.cpp"
 #include "parity.cpp"

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tutti::models {
 
@@ -299,6 +300,28 @@ class matrix_factorization {
     m_items.scatter_add(m_space, ic + d, d + 1, one, g + m_off.item_bias, one);
   }
 
+  /// True for the segments whose gradient is zero outside the rows a batch reads: both
+  /// embedding tables and both per-row bias vectors (segments 0 to 3); false for the global
+  /// bias. The trainer's sparse exchange sends only those rows of these segments.
+  bool row_sparse(std::size_t segment) const noexcept { return segment < 4; }
+
+  /// The rows of segment `segment` (0 "user_embedding", 1 "item_embedding", 2 "user_bias",
+  /// 3 "item_bias") that the real (weight > 0) slots of the last `loss_and_gradient` call read:
+  /// unique, ascending, in host memory; every other row of the segment got no gradient from
+  /// that call. Valid until the next `loss_and_gradient` or `touched_rows` call; empty before
+  /// the first call. Computed from the grouping the call already made (one pass over the batch;
+  /// on a device space a copy to the host, which synchronises). Throws
+  /// `tutti::invalid_argument` for another segment.
+  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
+    TUTTI_EXPECTS(row_sparse(segment), "tutti::models::matrix_factorization::touched_rows",
+                  "segment " + std::to_string(segment) +
+                      " has no touched rows; expected 0 to 3 (the embeddings and per-row biases)");
+    const bool user = segment % 2 == 0;
+    std::vector<std::int32_t>& out = user ? m_touched_users : m_touched_items;
+    (user ? m_users : m_items).rows(m_space, out);
+    return out;
+  }
+
   /// Writes the score s = g + b_u + b_i + <p_u, q_i> of each (users[k], items[k]) to out[k]
   /// (all memory of the space). For the logistic loss this is the logit: apply a sigmoid for a
   /// probability; ranking metrics such as AUC need only its order.
@@ -325,6 +348,9 @@ class matrix_factorization {
   detail::scratch_array<T, Space> m_item_contrib;
   detail::scratch_array<T, Space> m_slot_loss;
   detail::scratch_array<T, Space> m_slot_global;
+  // The last call's touched rows, per table (`touched_rows`).
+  mutable std::vector<std::int32_t> m_touched_users;
+  mutable std::vector<std::int32_t> m_touched_items;
 };
 
 }  // namespace tutti::models

@@ -474,6 +474,27 @@ class neural_cf {
     m_items.scatter_add(m_space, w.item_contrib + gmf, e, mlp, g + m_off.mlp_item, mlp);
   }
 
+  /// True for the four embedding tables (segments 0 to 3), whose gradient is zero outside the
+  /// rows a batch reads; the trainer's sparse exchange sends only those rows.
+  bool row_sparse(std::size_t segment) const noexcept { return segment < 4; }
+
+  /// The rows of embedding segment `segment` (0 "gmf_user_embedding", 1 "gmf_item_embedding",
+  /// 2 "mlp_user_embedding", 3 "mlp_item_embedding") that the real (weight > 0) slots of the
+  /// last `loss_and_gradient` call read: unique, ascending, in host memory; every other row got
+  /// no gradient from that call. Valid until the next `loss_and_gradient` or `touched_rows`
+  /// call; empty before the first call. Computed from the grouping the call already made (on a
+  /// device space a copy to the host, which synchronises). Throws `tutti::invalid_argument`
+  /// for another segment.
+  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
+    TUTTI_EXPECTS(row_sparse(segment), "tutti::models::neural_cf::touched_rows",
+                  "segment " + std::to_string(segment) +
+                      " has no touched rows; expected 0 to 3 (the embedding tables)");
+    const bool user = segment % 2 == 0;
+    std::vector<std::int32_t>& out = user ? m_touched_users : m_touched_items;
+    (user ? m_users : m_items).rows(m_space, out);
+    return out;
+  }
+
   /// Writes the score s of each (users[k], items[k]) to out[k] (all memory of the space),
   /// computed exactly as `loss_and_gradient` computes it. For the logistic loss this is the
   /// logit, as for matrix_factorization: apply a sigmoid for a probability.
@@ -621,6 +642,9 @@ class neural_cf {
   detail::sparse_accumulator<T, Space> m_items;
   detail::ordered_sum<T, Space> m_loss_sum;
   detail::scratch_array<T, Space> m_work;
+  // The last call's touched rows, per table (`touched_rows`).
+  mutable std::vector<std::int32_t> m_touched_users;
+  mutable std::vector<std::int32_t> m_touched_items;
 };
 
 }  // namespace tutti::models

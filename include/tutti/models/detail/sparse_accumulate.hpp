@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace tutti::detail {
 
@@ -324,6 +325,24 @@ class sparse_accumulator {
   /// order; weight-0 slots come last, so their values must be 0 (the models write 0).
   void add_sum(const Space& space, const T* values, T* dest) {
     m_sum.add_to(space, values, m_order.data(), m_n, dest);
+  }
+
+  /// Writes into `out` (host memory, replaced) the distinct row ids of the last grouping's real
+  /// slots, ascending: the rows `scatter_add` wrote to. The sorted keys already hold them, so
+  /// this is one pass over the batch; on a space that is not host accessible the keys are
+  /// copied to the host first, which synchronises.
+  void rows([[maybe_unused]] const Space& space, std::vector<std::int32_t>& out) const {
+    out.clear();
+    if (m_n == 0) return;
+    const std::int32_t* keys = m_keys.data();
+    std::vector<std::int32_t> staged;
+    if constexpr (!Space::host_accessible) {
+      staged.resize(m_n);
+      space.copy_to_host(staged.data(), keys, m_n * sizeof(std::int32_t));
+      keys = staged.data();
+    }
+    for (std::size_t j = 0; j < m_n && keys[j] != padding_key; ++j)
+      if (out.empty() || out.back() != keys[j]) out.push_back(keys[j]);
   }
 
  private:
