@@ -4,12 +4,15 @@
 /// the planner's verdicts and JSON, the report's series, and the allreduce benchmark's fit.
 #include <doctest/doctest.h>
 
+#include <tutti/launch.hpp>
 #include <tutti/ledger/allreduce_bench.hpp>
 #include <tutti/ledger/cost_model.hpp>
 #include <tutti/ledger/links.hpp>
 #include <tutti/ledger/planner.hpp>
 #include <tutti/ledger/projection.hpp>
 #include <tutti/ledger/report.hpp>
+#include <tutti/reducers/local_ring.hpp>
+#include <tutti/reducers/no_op.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -380,6 +383,145 @@ TEST_CASE("planner: a model that fits, one that does not, and the deadline") {
   CHECK(tutti::optimizer_state_factor("momentum") == 1.0);
 }
 
+TEST_CASE("projection: ranks that share a host's cores split them instead of halving compute") {
+  // One rank on a host of 2 cores (2 OpenMP threads): 1/8 s data, 1 s compute, 1/4 s optimizer
+  // for 4096 samples; 1 MB of gradients over a link of 10 GB/s and 10 us per step.
+  const tutti::measured_step m{.data_s = 0.125,
+                               .compute_s = 1.0,
+                               .optimizer_s = 0.25,
+                               .bytes_reduced = 1e6,
+                               .global_batch = 4096,
+                               .samples_per_epoch = 1e6,
+                               .world_size = 1};
+  const auto link = tutti::custom_link(10.0, 10.0, "here");
+  const double reduce2 = 2 * 10e-6 + 1e6 / 10e9;  // the ring on 2 ranks
+  tutti::projection_options o{.devices = {1, 2},
+                              .devices_per_node = 2,
+                              .intra = link,
+                              .inter = link,
+                              .scaling = tutti::scaling_mode::strong};
+
+  // Ranks that own their devices: half the batch, half the data and compute.
+  const auto own = tutti::project(m, o);
+  CHECK(own.row(2)->compute_s == 0.5);
+  CHECK(own.row(2)->host_factor == 1.0);
+  CHECK(own.row(2)->threads_per_rank == 0.0);
+
+  // Two ranks sharing the 2 cores: each has half the batch and one thread instead of two, so
+  // (linear threads) compute stays X, not X/2, and the optimizer, which every rank runs in
+  // full, takes twice as long.
+  o.host = {.cores = 2};
+  const auto shared = tutti::project(m, o);
+  const auto& one = *shared.row(1);
+  CHECK(one.threads_per_rank == 2.0);
+  CHECK(one.host_factor == 1.0);
+  CHECK(one.step_s == 1.375);
+  const auto& two = *shared.row(2);
+  CHECK(two.threads_per_rank == 1.0);
+  CHECK(two.host_factor == 2.0);
+  CHECK(two.data_s == 0.125);
+  CHECK(two.compute_s == 1.0);
+  CHECK(two.optimizer_s == 0.5);
+  CHECK(two.reduce_total_s == doctest::Approx(reduce2).epsilon(1e-12));
+  CHECK(two.sync_s == 0.0);
+  CHECK(two.step_s == doctest::Approx(1.625 + reduce2).epsilon(1e-12));
+  CHECK(two.speedup < 1.0);  // the reduce and the optimizer twice over: slower than one rank
+
+  // Weak scaling keeps each rank's batch: the compute doubles on half the cores.
+  o.scaling = tutti::scaling_mode::weak;
+  CHECK(tutti::project(m, o).row(2)->compute_s == 2.0);
+  o.scaling = tutti::scaling_mode::strong;
+
+  // Four ranks on the 2 cores (one thread each, two ranks per core): the host's capacity is
+  // conserved, so a quarter of the batch still takes X per rank.
+  o.devices = {1, 4};
+  o.devices_per_node = 4;
+  const auto four = tutti::project(m, o);
+  CHECK(four.row(4)->threads_per_rank == 1.0);
+  CHECK(four.row(4)->host_factor == 4.0);
+  CHECK(four.row(4)->compute_s == 1.0);
+  o.devices = {1, 2};
+  o.devices_per_node = 2;
+
+  // Threads that did not help the measured rank (speedup 1 of 2) leave two ranks on their own
+  // cores their half batch at one thread's pace: X/2 after all.
+  o.host = {.cores = 2, .thread_speedup = {.data = 1.0, .compute = 1.0, .optimizer = 1.0}};
+  CHECK(tutti::project(m, o).row(2)->compute_s == 0.5);
+  CHECK(tutti::project(m, o).row(2)->optimizer_s == 0.25);
+  // Per account: compute that threads slowed down (0.5: twice as fast on one thread) and an
+  // optimizer they sped up linearly; the row's factor is their mean weighted by the time.
+  o.host = {.cores = 2, .thread_speedup = {.compute = 0.5, .optimizer = 2.0}};
+  const auto mixed = tutti::project(m, o);
+  CHECK(mixed.row(2)->data_s == 0.125);     // linear: 1/8 x 1/2 x 2
+  CHECK(mixed.row(2)->compute_s == 0.25);   // 1 x 1/2 x 0.5
+  CHECK(mixed.row(2)->optimizer_s == 0.5);  // 1/4 x 2
+  CHECK(mixed.row(2)->host_factor == doctest::Approx((0.125 * 2 + 1.0 * 0.5 + 0.25 * 2) / 1.375));
+
+  // With one core left by other jobs the measured rank's two threads already took turns:
+  // the same factor 2 as with free cores and linear threads.
+  o.host = {.cores = 2, .available_cores = 1};
+  CHECK(tutti::project(m, o).row(2)->host_factor == 2.0);
+
+  // Amdahl between the measured threads and one: 4 cores, 4 threads at speedup 2.5, so 2 ranks
+  // of 2 threads run at speedup 1 / (0.2 + 0.8 / 2) = 5/3, a factor 2.5 / (5/3) = 1.5.
+  o.host = {.cores = 4, .thread_speedup = {.data = 2.5, .compute = 2.5, .optimizer = 2.5}};
+  const auto amdahl = tutti::project(m, o);
+  CHECK(amdahl.row(2)->threads_per_rank == 2.0);
+  CHECK(amdahl.row(2)->host_factor == doctest::Approx(1.5).epsilon(1e-12));
+  CHECK(amdahl.row(2)->compute_s == doctest::Approx(0.75).epsilon(1e-12));
+  CHECK(amdahl.row(1)->host_factor == doctest::Approx(1.0).epsilon(1e-12));
+
+  // The measured synchronisation is paid by every step of more than one rank.
+  o.host = {.cores = 2, .sync_s = 0.125};
+  const auto synced = tutti::project(m, o);
+  CHECK(synced.row(1)->sync_s == 0.0);
+  CHECK(synced.row(1)->step_s == 1.375);
+  CHECK(synced.row(2)->sync_s == 0.125);
+  CHECK(synced.row(2)->step_s == doctest::Approx(1.75 + reduce2).epsilon(1e-12));
+  CHECK(tutti::format_projection_table(synced).find("ranks share a host of 2 cores") !=
+        std::string::npos);
+  tutti::plan_inputs in{.params = 1e6, .step = m, .projection = o};
+  const auto json = nlohmann::json::parse(tutti::plan_to_json(tutti::make_plan(in)));
+  CHECK(json["questions"]["topology"]["shared_host"]["cores"] == 2.0);
+  CHECK(json["questions"]["topology"]["shared_host"]["sync_s"] == 0.125);
+  CHECK(json["questions"]["topology"]["shared_host"]["thread_speedup"]["compute"] == 0.0);
+  CHECK(json["rows"][1]["host_factor"] == 2.0);
+  CHECK(json["rows"][1]["threads_per_rank"] == 1.0);
+
+  // Measured thread speedups come from the same run with one thread, per account and corrected
+  // for a core share: compute 1.5 s alone against 1 s on 2 threads is 1.5 on free cores, 3
+  // capped at linear (2) when only one core was left (the two threads took turns).
+  tutti::measured_step alone = m;
+  alone.data_s = 0.125;
+  alone.compute_s = 1.5;
+  alone.optimizer_s = 0.2;
+  const auto free_cores = tutti::thread_speedup_from(alone, m, {.cores = 2}, 2);
+  CHECK(free_cores.data == 1.0);
+  CHECK(free_cores.compute == 1.5);
+  CHECK(free_cores.optimizer == doctest::Approx(0.8));
+  const auto one_core = tutti::thread_speedup_from(alone, m, {.cores = 2, .available_cores = 1}, 2);
+  CHECK(one_core.data == 2.0);
+  CHECK(one_core.compute == 2.0);
+  CHECK(one_core.optimizer == doctest::Approx(1.6));
+  // With them, two ranks on the free cores run each account at its one-thread pace.
+  o.host = {.cores = 2, .thread_speedup = free_cores};
+  const auto paced = tutti::project(m, o);
+  CHECK(paced.row(2)->data_s == doctest::Approx(alone.data_s / 2));
+  CHECK(paced.row(2)->compute_s == doctest::Approx(alone.compute_s / 2));
+  CHECK(paced.row(2)->optimizer_s == doctest::Approx(alone.optimizer_s));
+
+  // Wrong inputs throw.
+  o.host = {.cores = 2, .thread_speedup = {.compute = 3.0}};  // faster than linear on 2 threads
+  CHECK_THROWS_AS(tutti::project(m, o), tutti::invalid_argument);
+  o.host = {.cores = -1};
+  CHECK_THROWS_AS(tutti::project(m, o), tutti::invalid_argument);
+  tutti::measured_step other_run = alone;
+  other_run.global_batch = 2048;
+  CHECK_THROWS_AS(tutti::thread_speedup_from(other_run, m, {.cores = 2}, 2),
+                  tutti::invalid_argument);
+  CHECK_THROWS_AS(tutti::thread_speedup_from(alone, m, {}, 2), tutti::invalid_argument);
+}
+
 TEST_CASE("planner: the JSON report carries the verdict, reasons, rows and knee") {
   auto in = plan_for(25e6, "sgd", 16e9);
   in.deadline_s = 3600.0;
@@ -500,4 +642,47 @@ TEST_CASE("allreduce bench: the alpha-beta fit recovers a known link, and local_
   CHECK(real.alpha_s >= 0);
   CHECK(tutti::format_allreduce_row(measured.front()).find("4096") != std::string::npos);
   CHECK_THROWS_AS(tutti::allreduce_bench_sizes({.min_bytes = 6}), tutti::invalid_argument);
+}
+
+TEST_CASE("allreduce bench: any reducer's group, emulated steps and the host's free cores") {
+  const tutti::allreduce_bench_options o{
+      .min_bytes = 4096, .max_bytes = 16384, .factor = 4, .iters = 3, .warmup = 1};
+  // The collective form: every rank gets the same rows, the slowest rank's times.
+  std::vector<std::vector<tutti::allreduce_bench_row>> per_rank(2);
+  tutti::run_local(2, [&](tutti::local_ring& ring) {
+    per_rank[std::size_t(ring.rank())] = tutti::bench_allreduce(ring, o, "local_ring");
+  });
+  REQUIRE(per_rank[0].size() == 2);
+  REQUIRE(per_rank[1].size() == 2);
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(per_rank[0][k].time_us == per_rank[1][k].time_us);
+    CHECK(per_rank[0][k].wrong == 0);
+    CHECK(per_rank[0][k].iters == 3);
+  }
+  const auto no_op = tutti::bench_allreduce_no_op(o);
+  REQUIRE(no_op.size() == 2);
+  CHECK(no_op.front().reducer == "no_op");
+  CHECK(no_op.front().ranks == 1);
+
+  // Emulated steps burn CPU time, so a step lasts at least its work, on every rank alike.
+  std::vector<tutti::step_bench_result> steps(2);
+  tutti::run_local(2, [&](tutti::local_ring& ring) {
+    steps[std::size_t(ring.rank())] = tutti::bench_step(ring, 4096, 2e-3, 4, "local_ring", 1);
+  });
+  for (const auto& s : steps) {
+    CHECK(s.ranks == 2);
+    CHECK(s.iters == 4);
+    CHECK(s.mean_s >= 2e-3);
+    CHECK(s.p50_s <= s.p95_s);
+  }
+  CHECK(steps[0].mean_s == steps[1].mean_s);
+  tutti::no_op_reducer alone;
+  CHECK_THROWS_AS(tutti::bench_step(alone, 6, 0.0, 1, "no_op"), tutti::invalid_argument);
+  CHECK_THROWS_AS(tutti::bench_step(alone, 8, -1.0, 1, "no_op"), tutti::invalid_argument);
+
+  // One thread burning gets at most one core, and more than nothing.
+  const double got = tutti::measure_available_cores(1, 0.05);
+  CHECK(got > 0.0);
+  CHECK(got <= 1.0);
+  CHECK_THROWS_AS(tutti::measure_available_cores(0), tutti::invalid_argument);
 }

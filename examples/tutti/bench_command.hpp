@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // `tutti bench allreduce`: the local machine's allreduce in nccl-tests' columns, its alpha-beta
-// fit, and the fit saved as a link profile for `tutti plan --link-file`.
+// fit, the cores the host leaves this job and, optionally, what an emulated training step pays
+// to synchronise its ranks; all saved as a link profile for `tutti plan --link-file`.
 #pragma once
 
 #include <tutti/error.hpp>
 #include <tutti/ledger/allreduce_bench.hpp>
 #include <tutti/ledger/links.hpp>
+#include <tutti/ledger/projection.hpp>
+
+#if TUTTI_HAS_MPI
+#include <tutti/reducers/mpi.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tutti::cli {
@@ -21,10 +31,16 @@ namespace tutti::cli {
 /// Everything `tutti bench allreduce` can be told.
 struct bench_config {
   std::vector<int> ranks{2, 4};
+  bool ranks_given = false;
+  std::string reducer = "local";  // local: ranks are threads; mpi: the processes of mpiexec
   allreduce_bench_options sweep{};
   std::string json;
   std::string save_link;
   std::string link_name = "measured";
+  double cores_seconds = 0.3;  // how long the available-cores measurement burns
+  double step_work_us = -1;    // < 0: no emulated steps
+  std::size_t step_bytes = std::size_t{1} << 20;
+  std::size_t step_iters = 300;
 };
 
 /// Adds `bench` with its `allreduce` subcommand to `app`; returns the `bench` command.
@@ -33,11 +49,18 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
   bench->require_subcommand(1);
   CLI::App* ar = bench->add_subcommand(
       "allreduce",
-      "time all_reduce_mean of local_ring per message size (nccl-tests columns) and fit the "
-      "alpha-beta model");
+      "time all_reduce_mean per message size (nccl-tests columns), fit the alpha-beta model, "
+      "and measure the cores this host leaves free");
   ar->add_option("--ranks", c.ranks, "world sizes of local_ring, threads of this process")
       ->delimiter(',')
       ->check(CLI::Range(2, 256))
+      ->each([&c](const std::string&) { c.ranks_given = true; })
+      ->capture_default_str();
+  ar->add_option("--reducer", c.reducer,
+                 "local: local_ring, ranks are threads of this process; mpi: mpi_reducer over "
+                 "the processes mpiexec started (run as mpiexec -n N tutti bench allreduce "
+                 "--reducer mpi)")
+      ->check(CLI::IsMember({"local", "mpi"}))
       ->capture_default_str();
   ar->add_option("--min-bytes", c.sweep.min_bytes, "smallest message (multiple of 4)")
       ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 34))
@@ -57,6 +80,24 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
   ar->add_option("--seconds-per-size", c.sweep.seconds_per_size, "adaptive target time per size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  ar->add_option("--cores-seconds", c.cores_seconds,
+                 "seconds the available-cores measurement burns on every core")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  auto* work = ar->add_option("--step-work-us", c.step_work_us,
+                              "also time emulated training steps: every rank burns this many "
+                              "microseconds of CPU, then reduces --step-bytes (no line-up)")
+                   ->check(CLI::NonNegativeNumber);
+  ar->add_option(
+        "--step-bytes", c.step_bytes,
+        "bytes each emulated step reduces (a train report's ledger.bytes_reduced_per_step)")
+      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 34))
+      ->needs(work)
+      ->capture_default_str();
+  ar->add_option("--step-iters", c.step_iters, "timed emulated steps")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}))
+      ->needs(work)
+      ->capture_default_str();
   ar->add_option("--json", c.json, "also write the rows and the fit as JSON to this file");
   ar->add_option("--save-link", c.save_link,
                  "write the fit as a link profile (JSON) for tutti plan --link-file");
@@ -65,82 +106,149 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
   return bench;
 }
 
-/// Runs `tutti bench allreduce`; returns the process exit code (1 when a value was wrong).
-inline int run_bench_allreduce(const bench_config& c) {
-  const auto sizes = allreduce_bench_sizes(c.sweep);
+namespace bench_detail {
+
+// What one world size measured: its sweep and, when asked for, its emulated steps.
+struct world_result {
+  int ranks = 0;
+  std::vector<allreduce_bench_row> rows;
+  std::optional<step_bench_result> step;
+};
+
+// The measurements of a whole run, the same on every rank.
+struct bench_result {
+  std::string reducer;
+  double cores = 0;            // of the host
+  int core_threads = 0;        // threads that burned to measure the available cores
+  double available_cores = 0;  // what they got
+  std::vector<world_result> worlds;
+};
+
+// The step's synchronisation: its measured mean less the CPU work at the host's core share and
+// the allreduce the fit predicts. What `tutti plan` adds per step for ranks that share a host.
+inline double step_sync_s(const step_bench_result& s, const alpha_beta_fit& fit,
+                          double available_cores) {
+  const shared_host h{.cores = available_cores, .available_cores = available_cores};
+  return s.mean_s - s.work_s * h.core_share(s.ranks, 1.0) - fit.seconds(s.bytes, s.ranks);
+}
+
+// One world size on `reducer` (a collective of its group): the sweep, then the emulated steps.
+template <class Reducer>
+world_result measure_world(Reducer& reducer, const bench_config& c, const std::string& name) {
+  world_result w;
+  w.ranks = reducer.world_size();
+  w.rows = bench_allreduce(reducer, c.sweep, name);
+  if (c.step_work_us >= 0)
+    w.step = bench_step(reducer, c.step_bytes / sizeof(float) * sizeof(float),
+                        c.step_work_us * 1e-6, c.step_iters, name);
+  return w;
+}
+
+// Prints the tables and fits, and writes --save-link and --json (the caller is rank 0).
+inline int report(const bench_config& c, const bench_result& r) {
   std::printf(
-      "tutti bench allreduce: %zu sizes, %zu B ... %zu B (x%zu), %s iterations, %zu warmup; "
-      "time = median over iterations of the slowest rank\n",
-      sizes.size(), sizes.front(), sizes.back(), c.sweep.factor,
-      c.sweep.iters ? std::to_string(c.sweep.iters).c_str() : "adaptive", c.sweep.warmup);
+      "# host: %g cores; %d threads burning for %.2f s got %.2f cores (the rest is other "
+      "jobs' load)\n",
+      r.cores, r.core_threads, c.cores_seconds, r.available_cores);
   std::vector<allreduce_bench_row> all;
   nlohmann::json fits = nlohmann::json::array();
-  for (const int world : c.ranks) {
-    std::fputs(format_allreduce_header("local_ring", world).c_str(), stdout);
-    std::fflush(stdout);
-    const auto rows = bench_allreduce_local_ring(world, c.sweep);
+  nlohmann::json steps = nlohmann::json::array();
+  std::optional<nlohmann::json> saved_step;
+  for (const auto& w : r.worlds) {
+    std::fputs(format_allreduce_header(r.reducer, w.ranks).c_str(), stdout);
     double sum = 0;
-    for (const auto& r : rows) {
-      std::fputs(format_allreduce_row(r).c_str(), stdout);
-      sum += r.busbw_gbs;
+    for (const auto& row : w.rows) {
+      std::fputs(format_allreduce_row(row).c_str(), stdout);
+      sum += row.busbw_gbs;
     }
-    std::printf("# average busbw: %.3f GB/s\n", sum / double(rows.size()));
-    if (rows.size() >= 2) {
-      const alpha_beta_fit f = fit_alpha_beta(rows);
-      std::fputs(format_alpha_beta(f).c_str(), stdout);
-      fits.push_back({{"ranks", world},
-                      {"alpha_us", f.alpha_s * 1e6},
-                      {"gb_per_s", 1.0 / f.beta_s_per_byte / 1e9},
-                      {"max_rel_error", f.max_rel_error},
-                      {"rms_rel_error", f.rms_rel_error}});
+    std::printf("# average busbw: %.3f GB/s\n", sum / double(w.rows.size()));
+    std::optional<alpha_beta_fit> f;
+    if (w.rows.size() >= 2) {
+      f = fit_alpha_beta(w.rows);
+      std::fputs(format_alpha_beta(*f).c_str(), stdout);
+      fits.push_back({{"ranks", w.ranks},
+                      {"alpha_us", f->alpha_s * 1e6},
+                      {"gb_per_s", 1.0 / f->beta_s_per_byte / 1e9},
+                      {"max_rel_error", f->max_rel_error},
+                      {"rms_rel_error", f->rms_rel_error}});
+    }
+    if (w.step) {
+      const step_bench_result& s = *w.step;
+      const shared_host h{.cores = r.available_cores, .available_cores = r.available_cores};
+      const double share = h.core_share(s.ranks, 1.0);
+      const double reduce = f ? f->seconds(s.bytes, s.ranks) : 0.0;
+      const double sync = f ? step_sync_s(s, *f, r.available_cores) : 0.0;
+      std::printf(
+          "# emulated steps (%zu, %d ranks): %.1f us of CPU each, then allreduce of %.0f B: step "
+          "mean %.1f us, p50 %.1f, p95 %.1f\n#   = work %.1f us x core share %.2f + allreduce "
+          "%.1f us (fit) + sync %.1f us\n",
+          s.iters, s.ranks, s.work_s * 1e6, s.bytes, s.mean_s * 1e6, s.p50_s * 1e6, s.p95_s * 1e6,
+          s.work_s * 1e6, share, reduce * 1e6, sync * 1e6);
+      nlohmann::json js = {
+          {"ranks", s.ranks},        {"work_us", s.work_s * 1e6}, {"bytes", s.bytes},
+          {"iters", s.iters},        {"mean_us", s.mean_s * 1e6}, {"p50_us", s.p50_s * 1e6},
+          {"p95_us", s.p95_s * 1e6}, {"core_share", share},       {"allreduce_us", reduce * 1e6},
+          {"sync_us", sync * 1e6}};
+      steps.push_back(js);
+      if (!saved_step) saved_step = js;
     }
     std::fflush(stdout);
-    all.insert(all.end(), rows.begin(), rows.end());
+    all.insert(all.end(), w.rows.begin(), w.rows.end());
   }
   std::size_t wrong = 0;
-  for (const auto& r : all) wrong += r.wrong;
+  for (const auto& row : all) wrong += row.wrong;
 
   const alpha_beta_fit fit = fit_alpha_beta(all);
-  if (c.ranks.size() > 1) {
+  if (r.worlds.size() > 1) {
     std::printf("\n# over all world sizes:\n");
     std::fputs(format_alpha_beta(fit).c_str(), stdout);
   }
   const link_profile link = fit.as_link(c.link_name);
+  const nlohmann::json host = {{"cores", r.cores},
+                               {"available_cores", r.available_cores},
+                               {"threads", r.core_threads},
+                               {"seconds", c.cores_seconds}};
   if (!c.save_link.empty()) {
     std::ofstream f(c.save_link);
     if (!f)
       throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
     nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
+    std::vector<int> ranks;
+    for (const auto& w : r.worlds) ranks.push_back(w.ranks);
     j["fit"] = {{"alpha_s", fit.alpha_s},
                 {"beta_s_per_byte", fit.beta_s_per_byte},
                 {"points", fit.points},
                 {"max_rel_error", fit.max_rel_error},
                 {"rms_rel_error", fit.rms_rel_error},
-                {"reducer", "local_ring"},
-                {"ranks", c.ranks}};
+                {"reducer", r.reducer},
+                {"ranks", ranks}};
+    j["host"] = host;
+    if (saved_step) j["step"] = *saved_step;
     f << j.dump(2) << '\n';
     if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.save_link + "'");
     std::printf(
-        "\nwrote link profile %s (%s: %.3f GB/s, %.3f us per step); use it with "
-        "tutti plan --link-file %s\n",
-        c.save_link.c_str(), link.name.c_str(), link.gb_per_s, link.latency_us,
-        c.save_link.c_str());
+        "\nwrote link profile %s (%s: %.3f GB/s, %.3f us per step; %.2f cores available%s); use "
+        "it with tutti plan --link-file %s\n",
+        c.save_link.c_str(), link.name.c_str(), link.gb_per_s, link.latency_us, r.available_cores,
+        saved_step ? ", step sync measured" : "", c.save_link.c_str());
   }
   if (!c.json.empty()) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : all)
-      rows.push_back({{"reducer", r.reducer},
-                      {"ranks", r.ranks},
-                      {"bytes", r.bytes},
-                      {"count", r.count},
-                      {"iters", r.iters},
-                      {"time_us", r.time_us},
-                      {"algbw_gbs", r.algbw_gbs},
-                      {"busbw_gbs", r.busbw_gbs},
-                      {"wrong", r.wrong}});
+    for (const auto& row : all)
+      rows.push_back({{"reducer", row.reducer},
+                      {"ranks", row.ranks},
+                      {"bytes", row.bytes},
+                      {"count", row.count},
+                      {"iters", row.iters},
+                      {"time_us", row.time_us},
+                      {"algbw_gbs", row.algbw_gbs},
+                      {"busbw_gbs", row.busbw_gbs},
+                      {"wrong", row.wrong}});
     nlohmann::json j = {{"benchmark", "allreduce"},
                         {"results", rows},
                         {"fits", fits},
+                        {"host", host},
+                        {"steps", steps},
                         {"link", nlohmann::json::parse(link_profile_json(link))}};
     std::ofstream f(c.json);
     if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
@@ -152,6 +260,90 @@ inline int run_bench_allreduce(const bench_config& c) {
     return 1;
   }
   return 0;
+}
+
+inline double host_cores() {
+  return double(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+inline void print_banner(const bench_config& c) {
+  const auto sizes = allreduce_bench_sizes(c.sweep);
+  std::printf(
+      "tutti bench allreduce: %zu sizes, %zu B ... %zu B (x%zu), %s iterations, %zu warmup; "
+      "time = median over iterations of the slowest rank\n",
+      sizes.size(), sizes.front(), sizes.back(), c.sweep.factor,
+      c.sweep.iters ? std::to_string(c.sweep.iters).c_str() : "adaptive", c.sweep.warmup);
+  std::fflush(stdout);
+}
+
+#if TUTTI_HAS_MPI
+// `--reducer mpi`: this process is one rank of MPI_COMM_WORLD, all assumed on one host (the
+// available cores are summed over the processes). Rank 0 prints and writes.
+inline int run_bench_mpi(const bench_config& c) {
+  mpi_session session;
+  int world = 1, rank = 0;
+  TUTTI_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  TUTTI_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  if (c.ranks_given || world < 2) {
+    // The same usage error on every process; rank 0 says it once, and nobody exits first.
+    if (rank == 0) {
+      std::fprintf(stderr, "tutti: error: tutti bench allreduce --reducer mpi: %s\n",
+                   world < 2 ? "mpiexec started 1 process; expected at least 2 (mpiexec -n 2 ...)"
+                             : "--ranks is the world size of local ranks; with --reducer mpi "
+                               "the processes of mpiexec are the ranks, so leave it out");
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 2;
+  }
+  return mpi_abort_on_exception([&] {
+    if (rank == 0) print_banner(c);
+    mpi_reducer reducer;
+    bench_result r;
+    r.reducer = "mpi";
+    r.cores = host_cores();
+    // Every process burns its share of the cores at once; together they ask for all of them.
+    const int threads = std::max(1, int(r.cores) / world);
+    r.core_threads = threads * world;
+    double line_up[1] = {0.0};
+    reducer.all_reduce_max(std::span<double>(line_up));
+    double got[1] = {measure_available_cores(threads, c.cores_seconds)};
+    reducer.all_reduce_sum(std::span<double>(got));
+    r.available_cores = std::min(r.cores, got[0]);
+    r.worlds.push_back(measure_world(reducer, c, "mpi"));
+    return rank == 0 ? report(c, r) : 0;
+  });
+}
+#endif
+
+}  // namespace bench_detail
+
+/// Runs `tutti bench allreduce`; returns the process exit code (1 when a value was wrong).
+inline int run_bench_allreduce(const bench_config& c) {
+  if (c.reducer == "mpi") {
+#if TUTTI_HAS_MPI
+    return bench_detail::run_bench_mpi(c);
+#else
+    tutti::detail::throw_invalid("tutti bench allreduce",
+                                 "--reducer mpi: this tutti was built without MPI; expected "
+                                 "--reducer local, or a build that found MPI");
+#endif
+  }
+  bench_detail::print_banner(c);
+  bench_detail::bench_result r;
+  r.reducer = "local_ring";
+  r.cores = bench_detail::host_cores();
+  r.core_threads = int(r.cores);
+  r.available_cores = measure_available_cores(r.core_threads, c.cores_seconds);
+  for (const int world : c.ranks) {
+    bench_detail::world_result w;
+    run_local(world, [&](local_ring& ring) {
+      auto mine = bench_detail::measure_world(ring, c, "local_ring");
+      if (ring.rank() == 0) w = std::move(mine);
+    });
+    r.worlds.push_back(std::move(w));
+  }
+  return bench_detail::report(c, r);
 }
 
 }  // namespace tutti::cli

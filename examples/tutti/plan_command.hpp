@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,13 @@ struct plan_config {
   std::string scaling = "weak";
   double knee_fraction = 0.5;
   double overlap = -1;  // < 0: from --from (measured), else 0
+  // Ranks sharing one host's cores (0: every rank owns its device).
+  double host_cores = 0;
+  double available_cores = 0;   // 0: --link-file's measurement, else host_cores
+  double measured_threads = 0;  // 0: host_cores / the measured run's ranks per node
+  double thread_speedup = 0;    // 0: --thread-baseline's, else linear
+  std::string thread_baseline;  // a train report of the same run with one thread
+  double sync_us = -1;          // < 0: --link-file's step measurement, else 0
   std::string from;
   std::string json;
   std::string report;
@@ -119,8 +127,41 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                  "share of the allreduce hidden behind compute, 0-1 [default: measured by "
                  "--from, else 0]")
       ->check(CLI::Range(0.0, 1.0));
+  auto* cores =
+      app.add_option("--host-cores", c.host_cores,
+                     "ranks share one host of this many cores per node (threads or processes of "
+                     "one machine) instead of owning a device each")
+          ->check(CLI::PositiveNumber);
+  app.add_option("--available-cores", c.available_cores,
+                 "cores other jobs leave the ranks [default: measured in --link-file, else "
+                 "--host-cores]")
+      ->check(CLI::PositiveNumber)
+      ->needs(cores);
+  app.add_option("--measured-threads", c.measured_threads,
+                 "OpenMP threads of each measured rank [default: --host-cores / its ranks per "
+                 "node, as tutti train gives them]")
+      ->check(CLI::PositiveNumber)
+      ->needs(cores);
+  auto* speedup = app.add_option("--thread-speedup", c.thread_speedup,
+                                 "how much faster the measured rank's threads ran than one "
+                                 "thread on free cores [default: linear]")
+                      ->check(CLI::PositiveNumber)
+                      ->needs(cores);
+  auto* baseline =
+      app.add_option("--thread-baseline", c.thread_baseline,
+                     "a tutti train --json report of the --from run with OMP_NUM_THREADS=1: "
+                     "gives --thread-speedup")
+          ->check(CLI::ExistingFile)
+          ->needs(cores);
+  baseline->excludes(speedup);
+  app.add_option("--sync-us", c.sync_us,
+                 "microseconds a step of more than one rank pays to synchronise them [default: "
+                 "measured in --link-file (bench allreduce --step-work-us), else 0]")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(cores);
   auto* from = app.add_option("--from", c.from, "a report written by tutti train --json")
                    ->check(CLI::ExistingFile);
+  baseline->needs(from);
   from->excludes(step)->excludes(batch);
   app.add_option("--json", c.json, "also write the plan as JSON to this file");
   app.add_option("--report", c.report, "write an HTML report with charts to this folder");
@@ -196,7 +237,14 @@ inline double parse_duration(const std::string& flag, const std::string& text) {
                          "' has an unknown unit; expected s, m, h or d (a bare number is hours)");
 }
 
-inline link_profile read_link_file(const std::string& path) {
+// A link profile and what `tutti bench allreduce` measured of the host beside it.
+struct link_file {
+  link_profile link;
+  double available_cores = 0;  // 0: not measured
+  double sync_s = -1;          // < 0: not measured
+};
+
+inline link_file read_link_file(const std::string& path) {
   std::ifstream f(path);
   TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --link-file '" + path + "'");
   nlohmann::json j;
@@ -211,9 +259,16 @@ inline link_profile read_link_file(const std::string& path) {
                 "--link-file '" + path +
                     "' lacks gb_per_s or latency_us; expected a profile written by tutti bench "
                     "allreduce --save-link");
-  return custom_link(j["gb_per_s"].get<double>(), j["latency_us"].get<double>(),
-                     j.value("name", std::string("measured")),
-                     j.value("source", std::string("read from ") + path));
+  link_file out{custom_link(j["gb_per_s"].get<double>(), j["latency_us"].get<double>(),
+                            j.value("name", std::string("measured")),
+                            j.value("source", std::string("read from ") + path))};
+  if (j.contains("host") && j["host"].is_object() && j["host"].contains("available_cores") &&
+      j["host"]["available_cores"].is_number())
+    out.available_cores = j["host"]["available_cores"].get<double>();
+  if (j.contains("step") && j["step"].is_object() && j["step"].contains("sync_us") &&
+      j["step"]["sync_us"].is_number())
+    out.sync_s = std::max(0.0, j["step"]["sync_us"].get<double>() * 1e-6);
+  return out;
 }
 
 // What a `tutti train --json` report says about its run.
@@ -261,13 +316,27 @@ inline train_report read_train_report(const std::string& path) {
     for (const auto& e : need(j, "epochs", path)) steps += need_number(e, "steps", path);
   TUTTI_EXPECTS(steps > 0, "tutti plan", "--from '" + path + "' records no steps");
   r.epochs = static_cast<double>(need(j, "epochs", path).size());
-  r.step.data_s = need_number(phases, "data", path) / steps;
-  r.step.compute_s = need_number(phases, "compute", path) / steps;
-  r.step.optimizer_s = need_number(phases, "optimizer", path) / steps;
-  r.step.reduce_total_s = need_number(phases, "reduce", path) / steps;
-  r.step.reduce_exposed_s = ledger && ledger->contains("reduce_exposed_seconds")
-                                ? need_number(*ledger, "reduce_exposed_seconds", path) / steps
-                                : r.step.reduce_total_s;
+  if (ledger && ledger->contains("accounts")) {
+    // The ledger's mean accounts: they add up to the measured step. Guard, wait and other host
+    // work scale with a device's work, so they count as compute (as tutti train projects).
+    const auto& a = need(*ledger, "accounts", path);
+    const auto mean = [&](const char* account) {
+      return need_number(need(a, account, path), "mean", path);
+    };
+    r.step.data_s = mean("data");
+    r.step.compute_s = mean("compute") + mean("guard") + mean("wait") + mean("other");
+    r.step.optimizer_s = mean("optimizer");
+    r.step.reduce_total_s = mean("reduce_total");
+    r.step.reduce_exposed_s = std::min(mean("reduce_exposed"), r.step.reduce_total_s);
+  } else {
+    r.step.data_s = need_number(phases, "data", path) / steps;
+    r.step.compute_s = need_number(phases, "compute", path) / steps;
+    r.step.optimizer_s = need_number(phases, "optimizer", path) / steps;
+    r.step.reduce_total_s = need_number(phases, "reduce", path) / steps;
+    r.step.reduce_exposed_s = ledger && ledger->contains("reduce_exposed_seconds")
+                                  ? need_number(*ledger, "reduce_exposed_seconds", path) / steps
+                                  : r.step.reduce_total_s;
+  }
   r.step.global_batch = need_number(j, "global_batch", path);
   r.step.world_size = static_cast<int>(need_number(j, "world_size", path));
   r.step.samples_per_epoch = need_number(need(j, "dataset", path), "train_rows", path);
@@ -337,8 +406,10 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
                 "--samples is required (samples per epoch), or --from a train report");
 
   projection_options& o = in.projection;
-  if (!c.link_file.empty())
-    o.intra = plan_detail::read_link_file(c.link_file);
+  std::optional<plan_detail::link_file> measured_link;
+  if (!c.link_file.empty()) measured_link = plan_detail::read_link_file(c.link_file);
+  if (measured_link)
+    o.intra = measured_link->link;
   else if (c.link_latency_us >= 0)
     o.intra = custom_link(c.link_gbps, c.link_latency_us);
   else
@@ -354,6 +425,30 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     o.exposed_ratio = 1.0 - c.overlap;
   else if (!rep)
     o.exposed_ratio = 1.0;
+  if (c.host_cores > 0) {
+    shared_host& h = o.host;
+    h.cores = c.host_cores;
+    h.available_cores = c.available_cores > 0 ? c.available_cores
+                        : measured_link && measured_link->available_cores > 0
+                            ? std::min(measured_link->available_cores, c.host_cores)
+                            : 0.0;
+    h.measured_threads = c.measured_threads;
+    h.sync_s = c.sync_us >= 0                                ? c.sync_us * 1e-6
+               : measured_link && measured_link->sync_s >= 0 ? measured_link->sync_s
+                                                             : 0.0;
+    if (c.thread_speedup > 0) {
+      h.thread_speedup = {c.thread_speedup, c.thread_speedup, c.thread_speedup};
+    } else if (!c.thread_baseline.empty()) {
+      const auto one = plan_detail::read_train_report(c.thread_baseline);
+      TUTTI_EXPECTS(one.step.world_size == in.step.world_size &&
+                        one.step.global_batch == in.step.global_batch,
+                    "tutti plan",
+                    "--thread-baseline '" + c.thread_baseline +
+                        "' is not the --from run with one thread: its world size or global "
+                        "batch differs; expected the same command with OMP_NUM_THREADS=1");
+      h.thread_speedup = thread_speedup_from(one.step, in.step, h, o.devices_per_node);
+    }
+  }
   return in;
 }
 

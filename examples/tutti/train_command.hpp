@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1091,6 +1092,16 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       j["last_checkpoint"] = r.last_checkpoint;
     }
     j["seconds"] = seconds;
+    // What `tutti plan --from` needs to model ranks that share a host: threads and CPU time.
+#if defined(_OPENMP)
+    j["omp_threads"] = omp_get_max_threads();
+#endif
+    {
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      j["cpu_seconds"] = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+    }
     std::ofstream f(c.json);
     if (!f) throw error("tutti train: cannot write the JSON report '" + c.json + "'");
     f << j.dump(2) << '\n';

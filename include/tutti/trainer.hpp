@@ -1050,10 +1050,11 @@ class trainer {
     r.metric = m_model.loss() == loss_kind::squared ? "rmse" : "auc";
     double value[1] = {0.0};
     if (m_reducer.rank() == 0) {
-      std::vector<float> predictions = predict(test);
-      value[0] = m_model.loss() == loss_kind::squared
-                     ? rmse(predictions, std::span<const float>(test.labels))
-                     : auc(predictions, std::span<const float>(test.labels));
+      // Predictions and the metric stay on the model's space: only the value comes back.
+      const buffer<float, space_type> predictions = predict_on_space(test);
+      auto labels = make_buffer(m_space, std::span<const float>(test.labels));
+      const std::span<const float> p(predictions.span()), y(labels.span());
+      value[0] = m_model.loss() == loss_kind::squared ? rmse(m_space, p, y) : auc(m_space, p, y);
     }
     m_reducer.all_reduce_sum(std::span<double>(value));
     r.value = value[0];
@@ -1105,13 +1106,18 @@ class trainer {
 
   /// Predictions of the current parameters for every row of `rows` (copied to the host).
   std::vector<float> predict(const data::interactions& rows) {
+    return to_host_vector(m_space, std::span<const float>(predict_on_space(rows).span()));
+  }
+
+  /// Predictions of the current parameters for every row of `rows`, in the space's memory.
+  buffer<float, space_type> predict_on_space(const data::interactions& rows) {
     auto d_users = make_buffer(m_space, std::span<const std::int32_t>(rows.users));
     auto d_items = make_buffer(m_space, std::span<const std::int32_t>(rows.items));
     buffer<float, space_type> out(rows.size(), m_space);
     m_model.predict(std::span<const float>(m_params.span()),
                     std::span<const std::int32_t>(d_users.span()),
                     std::span<const std::int32_t>(d_items.span()), out.span());
-    return to_host_vector(m_space, out.span());
+    return out;
   }
 
   /// A 64-bit checksum of the parameters and the optimizer state (on the space; a device space

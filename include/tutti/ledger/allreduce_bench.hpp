@@ -2,7 +2,9 @@
 /// @file ledger/allreduce_bench.hpp
 /// @brief Measures `all_reduce_mean` per message size in the nccl-tests convention (time,
 /// algbw, busbw, #wrong) and fits the alpha-beta model to it: the core of
-/// `tutti bench allreduce` and of benchmarks/allreduce.cpp.
+/// `tutti bench allreduce` and of benchmarks/allreduce.cpp. For ranks that share one host's
+/// cores it also measures the cores the host leaves this job and what a step's
+/// synchronisation costs beyond its work and its reduce.
 ///
 /// For each size the ranks start every timed iteration right after a one-value collective, so
 /// they start together; a rank times its own call, an iteration's time is the slowest rank's,
@@ -18,11 +20,14 @@
 #include <tutti/reducers/no_op.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <ctime>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -131,27 +136,64 @@ bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
   return out;
 }
 
-inline allreduce_bench_row bench_summarise(const std::string& reducer, int world, std::size_t count,
-                                           const std::vector<bench_rank_sample>& per_rank) {
-  const std::size_t iters = per_rank.front().seconds.size();
-  std::vector<double> slowest(iters, 0.0);
-  std::size_t wrong = 0;
-  for (const auto& r : per_rank) {
-    for (std::size_t k = 0; k < iters; ++k) slowest[k] = std::max(slowest[k], r.seconds[k]);
-    wrong += r.wrong;
-  }
+// The row of one size from the slowest rank's time per iteration and the wrong values of all.
+inline allreduce_bench_row bench_row(const std::string& reducer, int world, std::size_t count,
+                                     const std::vector<double>& slowest, std::size_t wrong) {
   allreduce_bench_row out;
   out.reducer = reducer;
   out.ranks = world;
   out.count = count;
   out.bytes = count * sizeof(float);
-  out.iters = iters;
+  out.iters = slowest.size();
   const double t = median_of(slowest);
   out.time_us = t * 1e6;
   out.algbw_gbs = t > 0 ? double(out.bytes) / t / 1e9 : 0.0;
   out.busbw_gbs = out.algbw_gbs * 2.0 * double(world - 1) / double(world);
   out.wrong = wrong;
   return out;
+}
+
+// Makes every rank's sample the group's: per iteration the slowest rank's seconds, and the wrong
+// values summed over ranks. A collective of `reducer`'s group.
+template <class Reducer>
+void bench_gather_slowest(Reducer& reducer, bench_rank_sample& s) {
+  if (!s.seconds.empty()) reducer.all_reduce_max(std::span<double>(s.seconds));
+  double wrong[1] = {double(s.wrong)};
+  reducer.all_reduce_sum(std::span<double>(wrong));
+  s.wrong = static_cast<std::size_t>(wrong[0]);
+}
+
+// CPU time of the calling thread, seconds; a negative value where the platform has no such clock.
+inline double thread_cpu_seconds() noexcept {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+#endif
+  return -1.0;
+}
+
+// Keeps a computed value observable so a busy loop is not optimised away (from any thread).
+inline void keep_alive(double x) noexcept {
+  static std::atomic<double> sink{0.0};
+  sink.store(x, std::memory_order_relaxed);
+}
+
+// Burns `seconds` of this thread's CPU time (not wall time: when the thread shares its core the
+// burn takes longer, as a rank's compute does). Falls back to wall time without a CPU clock.
+inline void burn_cpu(double seconds) noexcept {
+  if (seconds <= 0) return;
+  double x = 1.0;
+  const double t0 = thread_cpu_seconds();
+  if (t0 < 0) {
+    const auto end = bench_clock::now() + std::chrono::duration<double>(seconds);
+    while (bench_clock::now() < end)
+      for (int k = 0; k < 64; ++k) x = x * 1.0000001 + 1e-9;
+  } else {
+    while (thread_cpu_seconds() - t0 < seconds)
+      for (int k = 0; k < 64; ++k) x = x * 1.0000001 + 1e-9;
+  }
+  keep_alive(x);
 }
 
 }  // namespace detail::ledger_impl
@@ -176,36 +218,141 @@ inline std::vector<std::size_t> allreduce_bench_sizes(const allreduce_bench_opti
   return sizes;
 }
 
+/// Runs the sweep on the ranks of `reducer`'s group and returns one row per size, the same on
+/// every rank: a collective, so every rank calls it with the same options. An iteration's time
+/// is the slowest rank's (gathered with the reducer's own `all_reduce_max`), the wrong values
+/// are summed over ranks. `name` labels the rows ("local_ring", "mpi", ...).
+template <class Reducer>
+std::vector<allreduce_bench_row> bench_allreduce(Reducer& reducer, const allreduce_bench_options& c,
+                                                 const std::string& name) {
+  std::vector<allreduce_bench_row> rows;
+  for (const std::size_t bytes : allreduce_bench_sizes(c)) {
+    auto sample = detail::ledger_impl::bench_measure(reducer, bytes / sizeof(float), c);
+    detail::ledger_impl::bench_gather_slowest(reducer, sample);
+    rows.push_back(detail::ledger_impl::bench_row(name, reducer.world_size(), bytes / sizeof(float),
+                                                  sample.seconds, sample.wrong));
+  }
+  return rows;
+}
+
 /// Runs the sweep on `world` ranks of `tutti::local_ring` (threads of this process, one group
 /// for all sizes) and returns one row per size.
 inline std::vector<allreduce_bench_row> bench_allreduce_local_ring(
     int world, const allreduce_bench_options& c = {}) {
-  const auto sizes = allreduce_bench_sizes(c);
-  std::vector<std::vector<detail::ledger_impl::bench_rank_sample>> samples(
-      sizes.size(), std::vector<detail::ledger_impl::bench_rank_sample>(std::size_t(world)));
-  run_local(world, [&](local_ring& ring) {
-    for (std::size_t k = 0; k < sizes.size(); ++k)
-      samples[k][std::size_t(ring.rank())] =
-          detail::ledger_impl::bench_measure(ring, sizes[k] / sizeof(float), c);
-  });
+  allreduce_bench_sizes(c);  // a bad sweep throws here, before any rank starts
   std::vector<allreduce_bench_row> rows;
-  for (std::size_t k = 0; k < sizes.size(); ++k)
-    rows.push_back(detail::ledger_impl::bench_summarise("local_ring", world,
-                                                        sizes[k] / sizeof(float), samples[k]));
+  run_local(world, [&](local_ring& ring) {
+    auto mine = bench_allreduce(ring, c, "local_ring");
+    if (ring.rank() == 0) rows = std::move(mine);
+  });
   return rows;
 }
 
 /// Runs the sweep on `no_op_reducer`: the floor of what a step pays to reduce (an early return).
 inline std::vector<allreduce_bench_row> bench_allreduce_no_op(
     const allreduce_bench_options& c = {}) {
-  std::vector<allreduce_bench_row> rows;
-  for (const std::size_t bytes : allreduce_bench_sizes(c)) {
-    no_op_reducer reducer;
-    std::vector<detail::ledger_impl::bench_rank_sample> one{
-        detail::ledger_impl::bench_measure(reducer, bytes / sizeof(float), c)};
-    rows.push_back(detail::ledger_impl::bench_summarise("no_op", 1, bytes / sizeof(float), one));
+  no_op_reducer reducer;
+  return bench_allreduce(reducer, c, "no_op");
+}
+
+/// How many of the host's cores this process's threads got: `threads` threads burn CPU for
+/// `seconds` of wall time, and the CPU time the scheduler granted them, over the wall time, is
+/// the cores other jobs left free (at most `threads`). On a shared machine this is what ranks
+/// that share the host will get; a planner's `shared_host::available_cores`. Returns `threads`
+/// where the platform has no per-thread CPU clock. Throws `tutti::invalid_argument` unless
+/// threads >= 1 and seconds > 0.
+inline double measure_available_cores(int threads, double seconds = 0.3) {
+  static constexpr const char* fn = "tutti::measure_available_cores";
+  TUTTI_EXPECTS(threads >= 1, fn, "threads = " + std::to_string(threads) + "; expected >= 1");
+  TUTTI_EXPECTS(seconds > 0 && std::isfinite(seconds), fn,
+                "seconds = " + detail::ledger_impl::num(seconds) + "; expected > 0");
+  if (detail::ledger_impl::thread_cpu_seconds() < 0) return double(threads);
+  std::vector<double> cpu(static_cast<std::size_t>(threads), 0.0);
+  std::atomic<bool> go{false};
+  const auto burn = [&](std::size_t k) {
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    const double c0 = detail::ledger_impl::thread_cpu_seconds();
+    const auto end =
+        detail::ledger_impl::bench_clock::now() + std::chrono::duration<double>(seconds);
+    double x = 1.0;
+    while (detail::ledger_impl::bench_clock::now() < end)
+      for (int i = 0; i < 256; ++i) x = x * 1.0000001 + 1e-9;
+    cpu[k] = detail::ledger_impl::thread_cpu_seconds() - c0;
+    detail::ledger_impl::keep_alive(x);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(cpu.size());
+  for (std::size_t k = 0; k < cpu.size(); ++k) pool.emplace_back(burn, k);
+  const auto t0 = detail::ledger_impl::bench_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& t : pool) t.join();
+  const double wall =
+      std::chrono::duration<double>(detail::ledger_impl::bench_clock::now() - t0).count();
+  double total = 0;
+  for (const double v : cpu) total += v;
+  return wall > 0 ? std::min(double(threads), total / wall) : double(threads);
+}
+
+/// An emulated training step: every rank burns `work_s` of its own CPU time (its compute), then
+/// reduces `bytes` with `all_reduce_mean`; no line-up in between, so ranks arrive as a training
+/// step's do and pay what the host charges for synchronising them (wake-ups, ranks that wait on
+/// a core another rank needs, a reducer that polls while it waits).
+struct step_bench_result {
+  std::string reducer;    ///< "local_ring", "mpi", ...
+  int ranks = 1;          ///< world size
+  double work_s = 0;      ///< CPU seconds each rank burns per step
+  double bytes = 0;       ///< bytes reduced per step
+  std::size_t iters = 0;  ///< timed steps
+  double mean_s = 0;      ///< mean over steps of the slowest rank's step time
+  double p50_s = 0;       ///< median of the same
+  double p95_s = 0;       ///< 95th percentile of the same
+};
+
+/// Times `iters` emulated steps (`step_bench_result`) on the ranks of `reducer`'s group after
+/// `warmup` untimed ones; a collective, the same result on every rank. Throws
+/// `tutti::invalid_argument` unless bytes is a positive multiple of 4, work_s >= 0 and iters >= 1.
+template <class Reducer>
+step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s, std::size_t iters,
+                             const std::string& name, std::size_t warmup = 3) {
+  static constexpr const char* fn = "tutti::bench_step";
+  TUTTI_EXPECTS(bytes >= sizeof(float) && bytes % sizeof(float) == 0, fn,
+                "bytes = " + std::to_string(bytes) + "; expected a positive multiple of 4");
+  TUTTI_EXPECTS(work_s >= 0 && std::isfinite(work_s), fn,
+                "work_s = " + detail::ledger_impl::num(work_s) + "; expected >= 0");
+  TUTTI_EXPECTS(iters >= 1, fn, "iters = 0; expected at least one timed step");
+  std::vector<float> buf(bytes / sizeof(float));
+  detail::ledger_impl::bench_fill(buf, reducer.rank());
+  const std::span<float> s(buf);
+  detail::ledger_impl::bench_line_up(reducer);
+  for (std::size_t k = 0; k < warmup; ++k) {
+    detail::ledger_impl::burn_cpu(work_s);
+    reducer.all_reduce_mean(s);
   }
-  return rows;
+  detail::ledger_impl::bench_rank_sample sample;
+  sample.seconds.reserve(iters);
+  auto t0 = detail::ledger_impl::bench_clock::now();
+  for (std::size_t k = 0; k < iters; ++k) {
+    detail::ledger_impl::burn_cpu(work_s);
+    reducer.all_reduce_mean(s);
+    const auto t1 = detail::ledger_impl::bench_clock::now();
+    sample.seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+    t0 = t1;
+  }
+  detail::ledger_impl::bench_gather_slowest(reducer, sample);
+  step_bench_result r;
+  r.reducer = name;
+  r.ranks = reducer.world_size();
+  r.work_s = work_s;
+  r.bytes = double(bytes);
+  r.iters = iters;
+  double sum = 0;
+  for (const double v : sample.seconds) sum += v;
+  r.mean_s = sum / double(iters);
+  std::vector<double> sorted = sample.seconds;
+  std::sort(sorted.begin(), sorted.end());
+  r.p50_s = detail::ledger_impl::median_of(sorted);
+  r.p95_s = sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(0.95 * double(iters)))];
+  return r;
 }
 
 /// The two comment lines that head a table of `reducer` on `world` ranks.
@@ -215,9 +362,9 @@ inline std::string format_allreduce_header(const std::string& reducer, int world
     s = "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the clock's "
         "own overhead, algbw is not a bandwidth)\n";
   else
-    s = detail::ledger_impl::sfmt(
-        "\n# %s, %d rank%s (threads of one process), float32, all_reduce_mean\n", reducer.c_str(),
-        world, world == 1 ? "" : "s");
+    s = detail::ledger_impl::sfmt("\n# %s, %d rank%s (%s), float32, all_reduce_mean\n",
+                                  reducer.c_str(), world, world == 1 ? "" : "s",
+                                  reducer == "mpi" ? "processes" : "threads of one process");
   return s + detail::ledger_impl::sfmt("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count",
                                        "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }

@@ -8,6 +8,7 @@
 #include <tutti/ledger/detail/format.hpp>
 #include <tutti/ledger/projection.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -106,6 +107,9 @@ inline std::string topology_text(const projection_options& o) {
   s += sfmt(", nodes over %s (%.4g GB/s, %.3g us)", o.inter.name.c_str(), o.inter.gb_per_s,
             o.inter.latency_us);
   if (o.nics_per_node > 1) s += sfmt(" x %d ports", o.nics_per_node);
+  if (o.host.enabled())
+    s += sfmt("; ranks share a host of %.3g cores per node (%.3g available)", o.host.cores,
+              o.host.available());
   return s;
 }
 
@@ -370,7 +374,8 @@ inline std::string format_plan(const plan_result& r) {
 
 /// The plan as JSON: {verdict, devices, verdict_text, reasons[], questions{fits, data,
 /// topology}, rows[{devices, nodes, algorithm, step_s, samples_per_s, speedup, efficiency,
-/// reduce_total_s, reduce_exposed_s, device_hours_per_epoch, cost_per_epoch, marginal_cost}],
+/// reduce_total_s, reduce_exposed_s, threads_per_rank, host_factor, sync_s,
+/// device_hours_per_epoch, cost_per_epoch, marginal_cost}],
 /// knee, last_worthwhile, deadline_met_at}. Infinite marginal costs and absent values are null.
 inline std::string plan_to_json(const plan_result& r) {
   using detail::ledger_impl::json_number;
@@ -410,7 +415,20 @@ inline std::string plan_to_json(const plan_result& r) {
        ", \"scaling\": " + json_string(to_string(o.scaling)) +
        ", \"exposed_ratio\": " + json_number(r.proj.exposed_ratio) +
        ", \"price_per_device_hour\": " + json_number(o.price_per_device_hour) +
-       ", \"knee_fraction\": " + json_number(o.knee_fraction) + "}\n  },\n";
+       ", \"knee_fraction\": " + json_number(o.knee_fraction) + ", \"shared_host\": " +
+       (o.host.enabled()
+            ? "{\"cores\": " + json_number(o.host.cores) + ", \"available_cores\": " +
+                  json_number(o.host.available()) + ", \"measured_threads\": " +
+                  json_number(o.host.measured_threads > 0
+                                  ? o.host.measured_threads
+                                  : o.host.threads_per_rank(
+                                        std::min(in.step.world_size, o.devices_per_node))) +
+                  ", \"thread_speedup\": {\"data\": " + json_number(o.host.thread_speedup.data) +
+                  ", \"compute\": " + json_number(o.host.thread_speedup.compute) +
+                  ", \"optimizer\": " + json_number(o.host.thread_speedup.optimizer) + "}" +
+                  ", \"sync_s\": " + json_number(o.host.sync_s) + "}"
+            : std::string("null")) +
+       "}\n  },\n";
   j += "  \"rows\": [";
   for (std::size_t i = 0; i < r.proj.rows.size(); ++i) {
     const projection_row& x = r.proj.rows[i];
@@ -424,7 +442,9 @@ inline std::string plan_to_json(const plan_result& r) {
          ", \"efficiency\": " + json_number(x.efficiency) +
          ", \"reduce_total_s\": " + json_number(x.reduce_total_s) +
          ", \"reduce_exposed_s\": " + json_number(x.reduce_exposed_s) +
-         ", \"epoch_s\": " + json_number(x.epoch_s) +
+         ", \"threads_per_rank\": " + json_number(x.threads_per_rank) +
+         ", \"host_factor\": " + json_number(x.host_factor) +
+         ", \"sync_s\": " + json_number(x.sync_s) + ", \"epoch_s\": " + json_number(x.epoch_s) +
          ", \"device_hours_per_epoch\": " + json_number(x.device_hours_per_epoch) +
          ", \"cost_per_epoch\": " + json_number(x.cost_per_epoch) +
          ", \"marginal_cost\": " + json_number(x.marginal_cost) + "}";

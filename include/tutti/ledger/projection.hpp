@@ -47,6 +47,51 @@ inline const char* to_string(scaling_mode s) noexcept {
   return s == scaling_mode::weak ? "weak" : "strong";
 }
 
+/// How much faster the measured rank's threads ran than one thread would on free cores, per
+/// account; 0: linear (as many times as it had threads). Accounts differ: many short parallel
+/// loops (compute) can gain less from threads than one long streaming pass (the optimizer).
+struct thread_speedups {
+  double data = 0;       ///< sampling and gathering the batch
+  double compute = 0;    ///< forward + backward (and what counts with it)
+  double optimizer = 0;  ///< applying the update
+};
+
+/// Ranks that share one host's cores (threads or processes of one machine, as `run_local` and
+/// `tutti train --reducer mpi` run them) instead of owning a device each. Such ranks split the
+/// host between them: a rank of k on a node of C cores gets t = max(1, floor(C / k)) threads, as
+/// `run_local` and the MPI path give it, and when the ranks' threads outnumber the cores other
+/// jobs leave free they take turns. docs/ledger.md, "Ranks that share a host".
+struct shared_host {
+  double cores = 0;  ///< cores of one node; 0: every rank owns its device (nothing is shared)
+  /// Cores other jobs leave the ranks (`tutti::measure_available_cores`); 0: all `cores`.
+  double available_cores = 0;
+  /// Threads of each measured rank; 0: what the launcher gave it, max(1, floor(cores / measured
+  /// ranks per node)).
+  double measured_threads = 0;
+  /// How much faster the measured rank's threads ran than one thread would on free cores, per
+  /// account (`tutti::thread_speedup_from`); 0: linear. Thread counts in between follow
+  /// Amdahl's law through (1, 1) and (measured threads, the speedup).
+  thread_speedups thread_speedup{};
+  /// What a step of more than one rank pays to synchronise them beyond its work and its reduce
+  /// (wake-ups, a rank that polls on a core another rank needs), seconds per step; measured by
+  /// `tutti::bench_step` (`tutti bench allreduce --step-work-us`).
+  double sync_s = 0;
+
+  /// True when ranks share their node's cores.
+  bool enabled() const noexcept { return cores > 0; }
+  /// The available cores, `cores` when not given.
+  double available() const noexcept { return available_cores > 0 ? available_cores : cores; }
+  /// Threads a rank gets when `ranks` ranks share a node: max(1, floor(cores / ranks)).
+  double threads_per_rank(int ranks) const noexcept {
+    return std::max(1.0, std::floor(cores / double(std::max(ranks, 1))));
+  }
+  /// How many times slower each thread runs because `ranks` ranks of `threads` threads each
+  /// outnumber the available cores: max(1, ranks x threads / available).
+  double core_share(int ranks, double threads) const noexcept {
+    return std::max(1.0, double(ranks) * threads / available());
+  }
+};
+
 /// How to project: which device counts, on what topology, at what price.
 struct projection_options {
   int max_devices = 1024;                     ///< sweep 1, 2, 4, ... up to this (inclusive)
@@ -61,6 +106,8 @@ struct projection_options {
   /// Exposed / total of the reduce (1: no overlap). Empty: the measured step's ratio, or 1
   /// when the measured run reduced nothing (one rank).
   std::optional<double> exposed_ratio{};
+  /// Ranks that share a host's cores; off by default (every rank a device of its own).
+  shared_host host{};
 };
 
 /// The projection for one device count.
@@ -72,10 +119,17 @@ struct projection_row {
   double data_s = 0;            ///< per step, scaled with the per-device batch
   double compute_s = 0;         ///< per step, scaled with the per-device batch
   double optimizer_s = 0;       ///< per step, independent of the batch
+  /// Threads of each rank on a shared host (0 when ranks own their devices).
+  double threads_per_rank = 0;
+  /// A rank's host work relative to the measured rank's, per sample for data and compute and per
+  /// step for the optimizer, averaged over the three weighted by the measured time: 1 for ranks
+  /// that own their devices (`shared_host_factor` per account).
+  double host_factor = 1;
+  double sync_s = 0;  ///< synchronisation per step on a shared host (0 for one rank)
   allreduce_algorithm algorithm = allreduce_algorithm::none;  ///< the fastest allreduce
   double reduce_total_s = 0;                                  ///< predicted allreduce time per step
   double reduce_exposed_s = 0;                                ///< its exposed part after overlap
-  double step_s = 0;                  ///< data + compute + optimizer + exposed reduce
+  double step_s = 0;                  ///< data + compute + optimizer + exposed reduce + sync
   double samples_per_s = 0;           ///< global batch / step
   double speedup = 1;                 ///< samples/s over one device's samples/s
   double efficiency = 1;              ///< speedup / N
@@ -114,6 +168,16 @@ struct projection {
 
 namespace detail::ledger_impl {
 
+// Ranks of the measured run on its busiest node.
+inline int measured_ranks_per_node(const measured_step& m, int devices_per_node) {
+  return std::max(1, std::min(m.world_size, devices_per_node));
+}
+
+inline double measured_threads(const shared_host& h, const measured_step& m, int devices_per_node) {
+  return h.measured_threads > 0 ? h.measured_threads
+                                : h.threads_per_rank(measured_ranks_per_node(m, devices_per_node));
+}
+
 inline void check_measured(const measured_step& m) {
   static constexpr const char* fn = "tutti::project";
   for (const double v : {m.data_s, m.compute_s, m.optimizer_s, m.reduce_total_s, m.reduce_exposed_s,
@@ -136,6 +200,29 @@ inline void check_measured(const measured_step& m) {
                     num(m.reduce_total_s) + "; expected the exposed part of the total");
 }
 
+inline void check_host(const shared_host& h, const measured_step& m, int devices_per_node) {
+  static constexpr const char* fn = "tutti::project";
+  const thread_speedups& s = h.thread_speedup;
+  for (const double v :
+       {h.cores, h.available_cores, h.measured_threads, s.data, s.compute, s.optimizer, h.sync_s})
+    TUTTI_EXPECTS(std::isfinite(v) && v >= 0, fn,
+                  "shared_host has " + num(v) + "; expected finite values >= 0 (0: default)");
+  if (!h.enabled()) return;
+  const double t0 = measured_threads(h, m, devices_per_node);
+  for (const double v : {s.data, s.compute, s.optimizer})
+    TUTTI_EXPECTS(v <= t0 * (1 + 1e-12), fn,
+                  "shared_host.thread_speedup has " + num(v) + " > " + num(t0) +
+                      " measured threads; expected at most linear (Amdahl)");
+}
+
+// Amdahl's law through (1, 1) and (measured threads T, speedup S): p = (1 - 1/S) / (1 - 1/T),
+// speedup(t) = 1 / ((1 - p) + p / t). Linear (p = 1) when T = 1 or no speedup was measured.
+inline double thread_speedup_at(double t, double measured, double speedup) {
+  if (measured <= 1 || speedup <= 0) return t;
+  const double p = (1.0 - 1.0 / speedup) / (1.0 - 1.0 / measured);
+  return 1.0 / ((1.0 - p) + p / t);
+}
+
 inline std::vector<int> device_counts(const projection_options& o) {
   std::vector<int> n = o.devices;
   if (n.empty())
@@ -148,14 +235,65 @@ inline std::vector<int> device_counts(const projection_options& o) {
 
 }  // namespace detail::ledger_impl
 
+/// A rank's host work in one account relative to the measured rank's when `ranks` ranks share
+/// a node of `h` (docs/ledger.md, "Ranks that share a host"): with T threads for the measured
+/// rank, whose account ran `speedup` times faster than on one thread (0: linear, T), t =
+/// max(1, floor(cores / ranks)) threads for the projected one, Amdahl's S(t) through (1, 1) and
+/// (T, speedup), and the core share c(k, t) = max(1, k t / available cores),
+///
+///     factor = S(T) c(ranks, t) / (S(t) c(measured ranks, T)),
+///
+/// 1 when `h` is off. The batch ratio comes on top for data and compute.
+inline double shared_host_factor(const shared_host& h, double speedup, const measured_step& m,
+                                 int devices_per_node, int ranks) {
+  if (!h.enabled()) return 1.0;
+  namespace f = detail::ledger_impl;
+  const double T = f::measured_threads(h, m, devices_per_node);
+  const double S = speedup > 0 ? speedup : T;
+  const double t = h.threads_per_rank(ranks);
+  const int k0 = f::measured_ranks_per_node(m, devices_per_node);
+  return S * h.core_share(ranks, t) / (f::thread_speedup_at(t, T, S) * h.core_share(k0, T));
+}
+
+/// The measured rank's thread speedups on free cores from two runs of it: `one_thread`, the
+/// same run with one thread, and `measured`, with `h`'s measured threads. Per account, what the
+/// runs saw is corrected for the core share of the time, S = (one thread / measured) x
+/// c(k, T) / c(k, 1), and capped at linear; an account either run left empty stays 0 (linear).
+/// Throws `tutti::invalid_argument` for a host without cores or runs of different shapes.
+inline thread_speedups thread_speedup_from(const measured_step& one_thread,
+                                           const measured_step& measured, const shared_host& h,
+                                           int devices_per_node) {
+  static constexpr const char* fn = "tutti::thread_speedup_from";
+  TUTTI_EXPECTS(h.enabled(), fn, "shared_host.cores = 0; expected the cores of the host");
+  TUTTI_EXPECTS(one_thread.world_size == measured.world_size &&
+                    one_thread.global_batch == measured.global_batch,
+                fn,
+                "the runs differ in world size or global batch; expected the same run with one "
+                "thread and with the measured threads");
+  const double T = detail::ledger_impl::measured_threads(h, measured, devices_per_node);
+  const int k0 = detail::ledger_impl::measured_ranks_per_node(measured, devices_per_node);
+  const double correction = h.core_share(k0, T) / h.core_share(k0, 1.0);
+  const auto one = [&](double alone, double with_threads) {
+    TUTTI_EXPECTS(
+        std::isfinite(alone) && std::isfinite(with_threads) && alone >= 0 && with_threads >= 0, fn,
+        "an account is not a finite time >= 0");
+    return alone > 0 && with_threads > 0 ? std::min(T, alone / with_threads * correction) : 0.0;
+  };
+  return {.data = one(one_thread.data_s, measured.data_s),
+          .compute = one(one_thread.compute_s, measured.compute_s),
+          .optimizer = one(one_thread.optimizer_s, measured.optimizer_s)};
+}
+
 /// Projects the measured step to N devices of `o`'s topology (docs/ledger.md, "Definitions").
 ///
 /// Per device and step: data and compute scale with the per-device batch (weak scaling keeps
 /// it; strong scaling divides the measured global batch by N); the optimizer's time does not
 /// (it touches every parameter whatever the batch); the reduce is the fastest allreduce of the
 /// measured gradient bytes on N devices, of which the exposed ratio is charged, but no more can
-/// hide than the step's compute (`exposed_reduce_seconds`). Throws `tutti::invalid_argument` on
-/// an impossible measurement or options.
+/// hide than the step's compute (`exposed_reduce_seconds`). Ranks that share a host
+/// (`projection_options::host`) split its cores: each account's time is multiplied by its
+/// `shared_host_factor`, and a step of more than one rank pays the measured synchronisation on
+/// top. Throws `tutti::invalid_argument` on an impossible measurement or options.
 inline projection project(const measured_step& m, const projection_options& o = {}) {
   static constexpr const char* fn = "tutti::project";
   detail::ledger_impl::check_measured(m);
@@ -166,6 +304,7 @@ inline projection project(const measured_step& m, const projection_options& o = 
   TUTTI_EXPECTS(
       o.knee_fraction > 0 && o.knee_fraction <= 1, fn,
       "knee_fraction = " + detail::ledger_impl::num(o.knee_fraction) + "; expected 0 < f <= 1");
+  detail::ledger_impl::check_host(o.host, m, o.devices_per_node);
   const std::vector<int> counts = detail::ledger_impl::device_counts(o);
   for (std::size_t i = 0; i < counts.size(); ++i)
     TUTTI_EXPECTS(counts[i] >= 1 && (i == 0 || counts[i] > counts[i - 1]), fn,
@@ -197,15 +336,25 @@ inline projection project(const measured_step& m, const projection_options& o = 
     r.nodes = t.nodes();
     r.per_device_batch = o.scaling == scaling_mode::weak ? b0 : m.global_batch / n;
     r.global_batch = r.per_device_batch * n;
+    const int on_node = std::min(n, o.devices_per_node);
+    const thread_speedups& su = o.host.thread_speedup;
+    const auto factor = [&](double speedup) {
+      return shared_host_factor(o.host, speedup, m, o.devices_per_node, on_node);
+    };
+    const double fd = factor(su.data), fc = factor(su.compute), fo = factor(su.optimizer);
+    r.threads_per_rank = o.host.enabled() ? o.host.threads_per_rank(on_node) : 0.0;
+    r.host_factor = (m.data_s * fd + m.compute_s * fc + m.optimizer_s * fo) /
+                    (m.data_s + m.compute_s + m.optimizer_s);
     const double scale = r.per_device_batch / b0;
-    r.data_s = m.data_s * scale;
-    r.compute_s = m.compute_s * scale;
-    r.optimizer_s = m.optimizer_s;
+    r.data_s = m.data_s * scale * fd;
+    r.compute_s = m.compute_s * scale * fc;
+    r.optimizer_s = m.optimizer_s * fo;
+    r.sync_s = o.host.enabled() && n > 1 ? o.host.sync_s : 0.0;
     const allreduce_estimate e = best_allreduce(m.bytes_reduced, t);
     r.algorithm = e.algorithm;
     r.reduce_total_s = e.seconds();
     r.reduce_exposed_s = exposed_reduce_seconds(r.reduce_total_s, p.exposed_ratio, r.compute_s);
-    r.step_s = r.data_s + r.compute_s + r.optimizer_s + r.reduce_exposed_s;
+    r.step_s = r.data_s + r.compute_s + r.optimizer_s + r.reduce_exposed_s + r.sync_s;
     r.samples_per_s = r.global_batch / r.step_s;
     r.steps_per_epoch = std::ceil(m.samples_per_epoch / r.global_batch);
     r.epoch_s = r.steps_per_epoch * r.step_s;
@@ -263,6 +412,22 @@ inline std::string format_projection_table(const projection& p) {
       to_string(p.options.scaling), p.exposed_ratio);
   if (p.truncated)
     out += "(strong scaling stops where a device would get less than one sample per step)\n";
+  if (const shared_host& h = p.options.host; h.enabled()) {
+    namespace f = detail::ledger_impl;
+    const double T = f::measured_threads(h, p.measured, p.options.devices_per_node);
+    const auto su = [T](double v) {
+      return v > 0 ? v : T;
+    };
+    out += sfmt(
+        "(ranks share a host of %.3g cores, %.3g available; the measured rank had %g thread%s, "
+        "speedup %.3g data, %.3g compute, %.3g optimizer; per rank:",
+        h.cores, h.available(), T, T == 1 ? "" : "s", su(h.thread_speedup.data),
+        su(h.thread_speedup.compute), su(h.thread_speedup.optimizer));
+    for (const auto& r : p.rows)
+      out += sfmt(" N = %d %g thread%s x%.3g,", r.devices, r.threads_per_rank,
+                  r.threads_per_rank == 1 ? "" : "s", r.host_factor);
+    out += sfmt(" host work; sync %s per step of N > 1)\n", f::duration_text(h.sync_s).c_str());
+  }
   if (p.knee)
     out += sfmt(
         "knee: N = %d, where each added device brings less than %.0f%% of one device's "
