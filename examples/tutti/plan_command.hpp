@@ -279,6 +279,7 @@ struct train_report {
   std::string optimizer;
   double epochs = 0;
   double samples_per_s = 0;  // measured, from the accounts
+  double omp_threads = 0;    // OpenMP threads of the measured rank, when the report says
 };
 
 inline const nlohmann::json& need(const nlohmann::json& j, const char* key,
@@ -337,6 +338,8 @@ inline train_report read_train_report(const std::string& path) {
                                   ? need_number(*ledger, "reduce_exposed_seconds", path) / steps
                                   : r.step.reduce_total_s;
   }
+  if (j.contains("omp_threads") && j["omp_threads"].is_number())
+    r.omp_threads = j["omp_threads"].get<double>();
   r.step.global_batch = need_number(j, "global_batch", path);
   r.step.world_size = static_cast<int>(need_number(j, "world_size", path));
   r.step.samples_per_epoch = need_number(need(j, "dataset", path), "train_rows", path);
@@ -432,7 +435,8 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
                         : measured_link && measured_link->available_cores > 0
                             ? std::min(measured_link->available_cores, c.host_cores)
                             : 0.0;
-    h.measured_threads = c.measured_threads;
+    // The threads the measured rank ran: the flag, else the report's own count.
+    h.measured_threads = c.measured_threads > 0 ? c.measured_threads : rep ? rep->omp_threads : 0;
     h.sync_s = c.sync_us >= 0                                ? c.sync_us * 1e-6
                : measured_link && measured_link->sync_s >= 0 ? measured_link->sync_s
                                                              : 0.0;
