@@ -686,3 +686,28 @@ TEST_CASE("allreduce bench: any reducer's group, emulated steps and the host's f
   CHECK(got <= 1.0);
   CHECK_THROWS_AS(tutti::measure_available_cores(0), tutti::invalid_argument);
 }
+
+TEST_CASE("planner: N devices whose global batch exceeds the largest safe batch are flagged") {
+  // 512 samples per device (plan_for), weak scaling: 4 devices make a global batch of 2048.
+  auto in = plan_for(25e6, "sgd", 16e9);
+  in.deadline_s = 3600.0;
+  in.max_safe_batch = 1024.0;
+  const auto p = tutti::make_plan(in);
+  REQUIRE(p.devices == 4);
+  CHECK(p.advised_global_batch == doctest::Approx(2048));
+  CHECK(p.batch_exceeds_safe);
+  CHECK(p.max_devices_within_batch == 2);
+  CHECK(p.per_device_batch_within == doctest::Approx(256));
+  CHECK(p.batch_answer.find("above the largest safe batch 1024") != std::string::npos);
+  CHECK(p.verdict_text.find("exceeds the largest safe one (1024)") != std::string::npos);
+  CHECK(tutti::plan_to_json(p).find("\"exceeds\": true") != std::string::npos);
+  // Within the limit: said, not flagged; without a limit: no batch answer at all.
+  in.max_safe_batch = 4096.0;
+  const auto ok = tutti::make_plan(in);
+  CHECK_FALSE(ok.batch_exceeds_safe);
+  CHECK(ok.batch_answer.find("within the largest safe batch 4096") != std::string::npos);
+  in.max_safe_batch.reset();
+  const auto none = tutti::make_plan(in);
+  CHECK(none.batch_answer.empty());
+  CHECK(tutti::plan_to_json(none).find("\"batch\": null") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 #include "bench_command.hpp"
 #include "plan_command.hpp"
 #include "seal_command.hpp"
+#include "study_command.hpp"
 #include "train_command.hpp"
 
 #include <tutti/openmp_wait.hpp>
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = tutti::cli::add_bench_commands(app, bench_cfg);
   tutti::cli::seal_command seal(app);
   tutti::cli::audit_command audit(app);
+  tutti::cli::study_config study_cfg;
+  CLI::App* study = tutti::cli::add_study_commands(app, study_cfg);
 
   try {
     app.parse(argc, argv);
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return tutti::cli::run_bench_allreduce(bench_cfg);
     if (seal.parsed()) return seal.run();
     if (audit.parsed()) return audit.run();
+    if (study->parsed()) return tutti::cli::run_study_large_batch(study_cfg);
   } catch (const tutti::invalid_argument& e) {
     std::fprintf(stderr, "tutti: error: %s\n", e.what());
     return 2;

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +58,8 @@ struct plan_config {
   double thread_speedup = 0;    // 0: --thread-baseline's, else linear
   std::string thread_baseline;  // a train report of the same run with one thread
   double sync_us = -1;          // < 0: --link-file's step measurement, else 0
+  std::string max_safe_batch;   // the largest global batch that keeps the accuracy (e.g. 16k)
+  std::string study;            // a `tutti study large-batch --json` report to take it from
   std::string from;
   std::string json;
   std::string report;
@@ -84,6 +88,14 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                               "milliseconds of one training step on one device at --batch")
                    ->check(CLI::PositiveNumber);
   auto* batch = app.add_option("--batch", c.batch, "samples per step on one device (256, 4k)");
+  app.add_option("--max-safe-batch", c.max_safe_batch,
+                 "the largest global batch that keeps the model's accuracy (e.g. from tutti "
+                 "study large-batch); the plan says when its N devices exceed it");
+  app.add_option("--study", c.study,
+                 "take --max-safe-batch from a `tutti study large-batch --json` report: the "
+                 "largest batch whose best recipe stays within 1% of the smallest batch's metric")
+      ->check(CLI::ExistingFile)
+      ->excludes("--max-safe-batch");
   auto* link = app.add_option(
       "--link", c.link,
       "link between the devices of a node: " + named_link_list() + " [default: pcie4]");
@@ -297,6 +309,52 @@ inline double need_number(const nlohmann::json& j, const char* key, const std::s
   return v.get<double>();
 }
 
+/// The largest safe global batch a `tutti study large-batch --json` report supports: the largest
+/// batch B such that at every studied batch up to B some recipe ends within 1% of the panel's
+/// small-batch baseline (`gap_percent` <= 1). Panels (model x dataset) are taken together: the
+/// smallest of their limits. Throws when the report has no cells or no batch holds.
+inline double study_safe_batch(const std::string& path) {
+  std::ifstream f(path);
+  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --study '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_argument("tutti plan(): --study '" + path + "' is not JSON: " + e.what());
+  }
+  TUTTI_EXPECTS(
+      j.is_object() && j.value("study", std::string()) == "large-batch" && j.contains("cells") &&
+          j["cells"].is_array() && !j["cells"].empty(),
+      "tutti plan",
+      "--study '" + path + "' is not a `tutti study large-batch --json` report with cells");
+  // panel -> batch -> best (smallest) gap over recipes
+  std::map<std::string, std::map<double, double>> best;
+  for (const auto& cell : j["cells"]) {
+    const std::string panel =
+        cell.value("model", std::string()) + "/" + cell.value("dataset", std::string());
+    const double batch = cell.value("batch", 0.0);
+    const double gap = cell.contains("gap_percent") && cell["gap_percent"].is_number()
+                           ? cell["gap_percent"].get<double>()
+                           : std::numeric_limits<double>::infinity();
+    auto [it, fresh] = best[panel].emplace(batch, gap);
+    if (!fresh) it->second = std::min(it->second, gap);
+  }
+  double limit = std::numeric_limits<double>::infinity();
+  for (const auto& [panel, gaps] : best) {
+    double safe = 0;
+    for (const auto& [batch, gap] : gaps) {
+      if (!(gap <= 1.0)) break;
+      safe = batch;
+    }
+    TUTTI_EXPECTS(safe > 0, "tutti plan",
+                  "--study '" + path + "': in " + panel +
+                      " no recipe holds the small-batch metric within 1% even at the smallest "
+                      "batch; expected a report whose baseline cell exists");
+    limit = std::min(limit, safe);
+  }
+  return limit;
+}
+
 inline train_report read_train_report(const std::string& path) {
   std::ifstream f(path);
   TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --from '" + path + "'");
@@ -388,6 +446,9 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     TUTTI_EXPECTS(*in.deadline_s > 0, "tutti plan", "--deadline must be positive");
   }
   in.epochs = c.epochs > 0 ? c.epochs : rep ? rep->epochs : 1.0;
+  if (!c.max_safe_batch.empty())
+    in.max_safe_batch = plan_detail::parse_count("--max-safe-batch", c.max_safe_batch);
+  if (!c.study.empty()) in.max_safe_batch = plan_detail::study_safe_batch(c.study);
 
   if (rep) {
     in.step = rep->step;

@@ -6,7 +6,9 @@
 #include <tutti/space/cuda.hpp>
 #include <tutti/tutti.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 namespace {
@@ -69,4 +71,43 @@ TEST_CASE("TUTTI_CUDA_CHECK names the call, the CUDA error and the place") {
     CHECK(what.find("cudaErrorMemoryAllocation") != std::string::npos);
     CHECK(what.find("parity.cpp:") != std::string::npos);
   }
+}
+
+TEST_CASE("cuda space: a stopped run resumed from its checkpoint ends within 1e-6 of a whole run") {
+  namespace fs = std::filesystem;
+  auto parts = tutti::data::split(
+      tutti::data::synthetic_courses({.learners = 300, .courses = 60, .implicit = true}),
+      {.test_fraction = 0.1, .seed = 2});
+  using model = tutti::models::matrix_factorization<tutti::cuda_space>;
+  using trainer = tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer,
+                                 tutti::warmup<tutti::cosine>, tutti::adam>;
+  const tutti::train_options base{.batch = 256, .epochs = 2, .base_lr = 0.02, .seed = 4};
+  auto make = [&](tutti::train_options o) {
+    return trainer(model({.dim = 16, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
+                         parts.train.n_items()),
+                   {}, {}, tutti::warmup<tutti::cosine>{.warmup_steps = 4}, {}, std::move(o));
+  };
+  auto whole = make(base);
+  whole.fit(parts.train, parts.test);
+  const auto expected = whole.parameters_on_host();
+
+  const fs::path dir = fs::temp_directory_path() / "tutti-cuda-resume";
+  fs::remove_all(dir);
+  std::atomic<bool> stop{false};
+  auto opt = base;
+  opt.checkpoint_dir = dir.string();
+  opt.stop = &stop;
+  opt.on_step = [&](const tutti::step_progress& p) {
+    if (p.global_step == 7) stop = true;
+  };
+  auto first = make(opt);
+  CHECK_THROWS_AS(first.fit(parts.train, parts.test), tutti::interrupted_error);
+  const auto found = tutti::find_latest_checkpoint(dir);
+  REQUIRE(found);
+  auto again_opt = base;
+  again_opt.resume = &found->state;
+  auto again = make(again_opt);
+  again.fit(parts.train, parts.test);
+  CHECK(relative_difference(again.parameters_on_host(), expected) <= 1e-6);
+  fs::remove_all(dir);
 }

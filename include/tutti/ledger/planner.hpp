@@ -42,6 +42,9 @@ struct plan_inputs {
   std::optional<double> deadline_s{};  ///< time the training must fit in, seconds
   measured_step step;                  ///< one step: accounts, bytes, batch, samples per epoch
   projection_options projection{};     ///< topology, sweep, scaling, price, knee fraction
+  /// The largest global batch known to keep the model's accuracy (from a large-batch study,
+  /// `tutti study large-batch`, or the user); the plan warns when its N devices exceed it.
+  std::optional<double> max_safe_batch{};
 };
 
 /// The planner's verdict.
@@ -92,6 +95,13 @@ struct plan_result {
   int devices = 1;                                  ///< devices advised (0 for model parallelism)
   std::string verdict_text;                         ///< the advice in one sentence
   std::vector<std::string> reasons;                 ///< why, one line each
+
+  // The batch limit: the advised N's global batch against `inputs.max_safe_batch`.
+  double advised_global_batch = 0;     ///< global batch at the advised N
+  bool batch_exceeds_safe = false;     ///< it is above the largest safe batch
+  int max_devices_within_batch = 0;    ///< most devices at the per-device batch within it
+  double per_device_batch_within = 0;  ///< per-device batch at the advised N within it
+  std::string batch_answer;            ///< the batch check in words (empty without a limit)
 };
 
 namespace detail::ledger_impl {
@@ -111,6 +121,41 @@ inline std::string topology_text(const projection_options& o) {
     s += sfmt("; ranks share a host of %.3g cores per node (%.3g available)", o.host.cores,
               o.host.available());
   return s;
+}
+
+}  // namespace detail::ledger_impl
+
+namespace detail::ledger_impl {
+
+// The global batch grows with N under weak scaling (each device keeps its batch), which can
+// take the run past the batch its accuracy tolerates; say so, and what to do instead.
+inline void check_batch_limit(plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  if (!in.max_safe_batch || r.devices < 1) return;
+  const double limit = *in.max_safe_batch;
+  TUTTI_EXPECTS(limit > 0, "tutti::plan", "max_safe_batch is not positive; expected a batch");
+  const double per_device = in.step.per_device_batch();
+  const projection_row* row = r.proj.row(r.devices);
+  r.advised_global_batch = row ? row->global_batch : per_device * r.devices;
+  r.max_devices_within_batch = static_cast<int>(std::floor(limit / per_device));
+  r.per_device_batch_within = std::floor(limit / r.devices);
+  r.batch_exceeds_safe = r.advised_global_batch > limit;
+  if (!r.batch_exceeds_safe) {
+    r.batch_answer = sfmt("the global batch at N = %d, %.0f, is within the largest safe batch %.0f",
+                          r.devices, r.advised_global_batch, limit);
+    return;
+  }
+  r.batch_answer = sfmt(
+      "at N = %d the global batch is %.0f (%d x %.0f), above the largest safe batch %.0f: the "
+      "model would lose accuracy. Instead: a per-device batch of at most %.0f on %d devices "
+      "(each step then does less work, so the reduce weighs more), or at most %d device%s at "
+      "%.0f per device. Gradient accumulation does not help here: it raises the global batch",
+      r.devices, r.advised_global_batch, r.devices, per_device, limit, r.per_device_batch_within,
+      r.devices, r.max_devices_within_batch, r.max_devices_within_batch == 1 ? "" : "s",
+      per_device);
+  r.verdict_text += sfmt("; but that global batch (%.0f) exceeds the largest safe one (%.0f)",
+                         r.advised_global_batch, limit);
+  r.reasons.push_back(r.batch_answer);
 }
 
 }  // namespace detail::ledger_impl
@@ -337,6 +382,7 @@ inline plan_result make_plan(const plan_inputs& in) {
     r.reasons.push_back(describe(row));
     knee_reason();
   }
+  detail::ledger_impl::check_batch_limit(r);
   return r;
 }
 
@@ -391,7 +437,17 @@ inline std::string plan_to_json(const plan_result& r) {
   j += "  \"reasons\": [";
   for (std::size_t i = 0; i < r.reasons.size(); ++i)
     j += (i ? ", " : "") + json_string(r.reasons[i]);
-  j += "],\n  \"questions\": {\n";
+  j += "],\n  \"batch\": ";
+  if (in.max_safe_batch)
+    j += "{\"max_safe_batch\": " + json_number(*in.max_safe_batch) +
+         ", \"global_batch\": " + json_number(r.advised_global_batch) +
+         ", \"exceeds\": " + (r.batch_exceeds_safe ? "true" : "false") +
+         ", \"max_devices_within\": " + std::to_string(r.max_devices_within_batch) +
+         ", \"per_device_batch_within\": " + json_number(r.per_device_batch_within) +
+         ", \"answer\": " + json_string(r.batch_answer) + "}";
+  else
+    j += "null";
+  j += ",\n  \"questions\": {\n";
   j += "    \"fits\": {\"answer\": " + json_string(r.fit_answer) +
        ", \"fits\": " + (r.fits ? "true" : "false") +
        ", \"parameter_bytes\": " + json_number(r.parameter_bytes) +
