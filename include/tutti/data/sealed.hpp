@@ -702,18 +702,30 @@ inline data::sealed_manifest sealed_parse_manifest(const nlohmann::json& j,
   auto bad = [&](const std::string& what) {
     return data::sealed_error(-1, file, "malformed manifest: " + what);
   };
+  // A count: a JSON integer >= 0 that fits `max` (a float, a negative or a huge number would
+  // make nlohmann's conversion undefined behaviour, not an exception).
+  auto count = [&](const nlohmann::json& o, const char* key, std::uint64_t max) {
+    const auto& v = o.at(key);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+      throw bad(std::string(key) + " is not a non-negative integer");
+    const auto x = v.get<std::uint64_t>();
+    if (x > max) throw bad(std::string(key) + " = " + std::to_string(x) + " is out of range");
+    return x;
+  };
+  constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
+  constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
   try {
     if (!j.is_object()) throw bad("not a JSON object");
     if (j.value("format", std::string()) != "tutti-sealed")
       throw bad("format is not \"tutti-sealed\"");
     data::sealed_manifest m;
-    m.version = j.at("version").get<std::uint32_t>();
+    m.version = static_cast<std::uint32_t>(count(j, "version", u32));
     if (m.version != sealed_version)
       throw bad("version " + std::to_string(m.version) + "; this tutti reads version " +
                 std::to_string(sealed_version));
-    m.shards = j.at("shards").get<std::uint32_t>();
-    m.rows = j.at("rows").get<std::uint64_t>();
-    m.chunk_size = j.at("chunk_size").get<std::uint64_t>();
+    m.shards = static_cast<std::uint32_t>(count(j, "shards", u32));
+    m.rows = count(j, "rows", u64);
+    m.chunk_size = count(j, "chunk_size", u64);
     m.master_key_id = j.at("master_key_id").get<std::string>();
     if (m.shards == 0 || m.shards > sealed_max_shards) throw bad("shard count out of range");
     if (m.chunk_size < sealed_min_chunk || m.chunk_size > sealed_max_chunk)
@@ -725,7 +737,7 @@ inline data::sealed_manifest sealed_parse_manifest(const nlohmann::json& j,
     for (std::uint32_t s = 0; s < m.shards; ++s) {
       const auto& e = files[s];
       data::sealed_shard_info f;
-      f.id = e.at("id").get<std::uint32_t>();
+      f.id = static_cast<std::uint32_t>(count(e, "id", u32));
       if (f.id != s) throw bad("entry " + std::to_string(s) + " has id " + std::to_string(f.id));
       f.file = e.at("file").get<std::string>();
       // A file name, never a path: a manifest must not point outside its directory.
@@ -733,11 +745,11 @@ inline data::sealed_manifest sealed_parse_manifest(const nlohmann::json& j,
           f.file.find_first_of("/\\") != std::string::npos ||
           f.file.find('\0') != std::string::npos)
         throw bad("entry " + std::to_string(s) + " names '" + f.file + "'; expected a file name");
-      f.rows = e.at("rows").get<std::uint64_t>();
-      f.first_row = e.at("first_row").get<std::uint64_t>();
-      f.plaintext_bytes = e.at("plaintext_bytes").get<std::uint64_t>();
-      f.ciphertext_bytes = e.at("ciphertext_bytes").get<std::uint64_t>();
-      f.chunks = e.at("chunks").get<std::uint64_t>();
+      f.rows = count(e, "rows", u64);
+      f.first_row = count(e, "first_row", u64);
+      f.plaintext_bytes = count(e, "plaintext_bytes", u64);
+      f.ciphertext_bytes = count(e, "ciphertext_bytes", u64);
+      f.chunks = count(e, "chunks", u64);
       f.blake2b = e.at("blake2b").get<std::string>();
       f.key_id = e.at("key_id").get<std::string>();
       f.mac = e.value("mac", std::string());
