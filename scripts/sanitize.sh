@@ -73,9 +73,12 @@ run_tsan() {
   # these tests). With OMP_NUM_THREADS=1 every region runs on its calling thread and nothing
   # needs suppressing; the ranks are std::threads synchronised by tutti's own barrier and
   # collectives, which TSan does see, so what it reports is tutti's.
+  # Cases that set the OpenMP thread count themselves (to prove results do not depend on it)
+  # would bring back those uninstrumented workers; they are left to the ASan job.
   env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
     OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
-    "${base}-tsan/tests/tutti_tests" --source-file="${files}" "$@"
+    "${base}-tsan/tests/tutti_tests" --source-file="${files}" \
+    --test-case-exclude="*OpenMP thread count*" "$@"
 }
 
 declare -A took
