@@ -627,7 +627,17 @@ TEST_CASE("allreduce bench: the alpha-beta fit recovers a known link, and local_
   CHECK(tutti::ring_allreduce(16e6, t).seconds() == doctest::Approx(fit.seconds(16e6, 4)));
   CHECK_THROWS_AS(tutti::fit_alpha_beta({}), tutti::invalid_argument);
 
-  // A real, short sweep: every value correct, and a positive bandwidth comes out.
+  // Timings that do not grow with the size (a noisy, loaded machine) give a clear error, not a
+  // negative bandwidth.
+  std::vector<tutti::allreduce_bench_row> flat = {rows[0], rows[1]};
+  flat[0].time_us = 50;
+  flat[1].time_us = 40;
+  CHECK_THROWS_WITH_AS(tutti::fit_alpha_beta(flat),
+                       doctest::Contains("expected timings that grow with the size"),
+                       tutti::invalid_argument);
+
+  // A real, short sweep: every value correct. (Its timings are not asserted: on a shared
+  // machine a 4 KB-256 KB sweep may well not grow with the size.)
   const tutti::allreduce_bench_options o{
       .min_bytes = 4096, .max_bytes = 262144, .factor = 4, .iters = 5, .warmup = 1};
   const auto measured = tutti::bench_allreduce_local_ring(2, o);
@@ -637,9 +647,6 @@ TEST_CASE("allreduce bench: the alpha-beta fit recovers a known link, and local_
     CHECK(r.ranks == 2);
     CHECK(r.busbw_gbs == doctest::Approx(r.algbw_gbs));
   }
-  const auto real = tutti::fit_alpha_beta(measured);
-  CHECK(real.beta_s_per_byte > 0);
-  CHECK(real.alpha_s >= 0);
   CHECK(tutti::format_allreduce_row(measured.front()).find("4096") != std::string::npos);
   CHECK_THROWS_AS(tutti::allreduce_bench_sizes({.min_bytes = 6}), tutti::invalid_argument);
 }
