@@ -120,7 +120,14 @@ struct train_config {
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto or on: embedding rows instead of dense
+  bool overlap = false;                 // reduce buckets on a thread while backward runs
+  double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
 };
+
+/// The bucket size `--bucket-mb` asks for, in bytes.
+inline std::size_t opt_bucket_bytes(const train_config& c) {
+  return static_cast<std::size_t>(std::llround(c.bucket_mb * 1048576.0));
+}
 
 inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--data", c.data, "CSV/TSV file with a header line (default: synthetic courses)")
@@ -277,6 +284,14 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "embedding gradients as touched rows instead of a dense allreduce: off, auto "
                  "(when fewer bytes) or on (host space)")
       ->check(CLI::IsMember({"off", "auto", "on"}))
+      ->capture_default_str();
+  app.add_flag("--overlap", c.overlap,
+               "overlapped reduction: a communication thread per rank reduces buckets of the "
+               "gradient while backward computes the rest (host space; not with "
+               "--sparse-exchange)");
+  app.add_option("--bucket-mb", c.bucket_mb,
+                 "bucket size of --overlap in MiB (PyTorch DDP's default is 25)")
+      ->check(CLI::Range(1e-5, 1e5))
       ->capture_default_str();
   app.add_option("--timeout", c.timeout,
                  "seconds a collective waits for the other ranks before the run ends, naming "
@@ -639,6 +654,8 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.sparse_exchange = c.sparse_exchange == "on"     ? sparse_exchange_policy::on
                         : c.sparse_exchange == "auto" ? sparse_exchange_policy::automatic
                                                       : sparse_exchange_policy::off;
+  opt.overlap_reduce = c.overlap;
+  opt.bucket_bytes = opt_bucket_bytes(c);
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -1054,6 +1071,8 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       led["dense_bytes_per_step"] = r.dense_bytes_per_step;
       led["bytes_saved_per_step"] = r.bytes_saved_per_step;
       led["sparse_steps"] = r.sparse_steps;
+      led["overlap"] = c.overlap;
+      if (c.overlap) led["bucket_bytes"] = opt_bucket_bytes(c);
       led["param_count"] = r.param_count;
       led["optimizer_state_floats"] = r.optimizer_state_floats;
       led["reduce_exposed_seconds"] = l.reduce_exposed.total;
@@ -1114,7 +1133,8 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
 /// same on every process, end every process with exit code 2 and one line from rank 0; any
 /// later error ends the whole job through MPI_Abort with a line naming the rank.
 inline int run_train_mpi(train_config c) {
-  mpi_session session;
+  // --overlap reduces on a communication thread: MPI must allow calls from it.
+  mpi_session session(c.overlap ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED);
   int world = 1, rank = 0;
   TUTTI_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   TUTTI_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

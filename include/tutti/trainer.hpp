@@ -7,7 +7,9 @@
 #include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/bucket_pipeline.hpp>
 #include <tutti/error.hpp>
+#include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/metrics.hpp>
@@ -31,6 +33,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -258,6 +261,17 @@ struct train_options {
   /// (`on` is refused otherwise; `automatic` stays dense). The result equals the dense path up
   /// to the order of float sums.
   sparse_exchange_policy sparse_exchange = sparse_exchange_policy::off;
+  /// Overlapped reduction (docs/trainer.md#overlapped-reduction): the gradient arena is cut
+  /// into buckets of `bucket_bytes` from its end, and a communication thread per rank reduces
+  /// each bucket as soon as backward has made all of it final (models that report
+  /// `tutti::gradient_ready`), while the rest of backward runs. The ledger's exposed reduce is
+  /// then the wait after backward; its total reduce is the thread's time in collectives. The
+  /// result equals the unbucketed path (bitwise with 2 ranks, to the order of float sums with
+  /// more). Host spaces only, not with `sparse_exchange`; under MPI, the thread level must be
+  /// at least MPI_THREAD_SERIALIZED.
+  bool overlap_reduce = false;
+  /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
+  std::size_t bucket_bytes = std::size_t{25} << 20;
   /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
   /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
   double batch_growth_warning = 4.0;
@@ -596,6 +610,7 @@ class trainer {
                   "sparse_exchange is not a tutti::sparse_exchange_policy; expected off, "
                   "automatic or on");
     plan_sparse_exchange();
+    check_overlap_options();
     fill(m_space, m_params.span(), 0.f);
     m_model.initialize(m_params.span(), m_options.seed);
     fill(m_space, m_grads.span(), 0.f);
@@ -686,6 +701,13 @@ class trainer {
 
     ledger book;
     detail::ledger_impl::step_clock<space_type> timer(m_space);
+    // The overlapped reduction's buckets and communication thread (joined when fit returns).
+    std::optional<detail::bucket_pipeline<Reducer>> pipeline;
+    if constexpr (space_type::host_accessible) {
+      if (m_options.overlap_reduce)
+        pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
+                         m_options.bucket_bytes / sizeof(float), guarded);
+    }
     std::vector<double> run_step(static_cast<std::size_t>(world)),
         run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
     std::size_t global_step =
@@ -776,6 +798,7 @@ class trainer {
         // arena (models add, never overwrite), and the step still reduces once.
         fill(m_space, m_grads.span(), 0.f);
         for (auto& rows : m_touched) rows.clear();
+        if (pipeline) pipeline->begin_step();
         timer.mark(account::data);
         const float scale =
             global_real > 0 ? static_cast<float>(double(world) / double(global_real)) : 0.f;
@@ -791,9 +814,24 @@ class trainer {
                            {b_labels.data(), mb_count},
                            {b_weights.data(), mb_count}};
           timer.mark(account::data);
-          if (global_real > 0)
-            m_model.loss_and_gradient(std::span<const float>(m_params.span()), batch,
-                                      m_grads.span().first(arena), scale, m_step_loss.data());
+          if (global_real > 0) {
+            const auto params = std::span<const float>(m_params.span());
+            const auto grads = m_grads.span().first(arena);
+            bool reported = false;
+            if constexpr (reports_gradient_ready<Model> && space_type::host_accessible) {
+              // Only the last micro-batch's values are final.
+              if (pipeline && mb + micro_batch >= end) {
+                auto report = [&pipeline](std::size_t offset, std::size_t count) {
+                  pipeline->ready(offset, count);
+                };
+                m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data(),
+                                          gradient_ready(report));
+                reported = true;
+              }
+            }
+            if (!reported)
+              m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
+          }
           timer.mark(account::compute);
           if (global_real > 0 && !m_sparse.empty()) {
             // The rows of every micro-batch: the step's touched set is their union.
@@ -802,7 +840,23 @@ class trainer {
           }
         }
 
-        if (guarded) check_finite(local_log.data() + step);
+        if (pipeline) {
+          // What backward did not hide: the wait for the buckets still in flight.
+          pipeline->finish();
+          timer.mark(account::reduce);
+          timer.reduce_in_background(pipeline->busy_seconds());
+          if constexpr (space_type::host_accessible) {
+            if (guarded) {
+              // Each bucket was checked before it left, while it still held this rank's values.
+              const bool bad =
+                  !detail::finite_value(m_step_loss.data()[0]) || pipeline->nonfinite();
+              m_grads.data()[arena] = bad ? 1.f : 0.f;
+              local_log.data()[step] = bad ? 1.f : 0.f;
+            }
+          }
+        } else if (guarded) {
+          check_finite(local_log.data() + step);
+        }
         timer.mark(account::guard);
 
         if (m_options.measure_wait) {
@@ -817,7 +871,8 @@ class trainer {
           else
             fill(m_space, m_grads.span().subspan(arena + 1, 1), 1.f);
         }
-        const std::uint64_t step_bytes = reduce_gradients(wire_bytes, result);
+        const std::uint64_t step_bytes =
+            pipeline ? reduce_flags(wire_bytes) : reduce_gradients(wire_bytes, result);
         timer.mark(account::reduce);
         bool stop_now = false;
         if constexpr (space_type::host_accessible) {
@@ -1250,6 +1305,36 @@ class trainer {
 
   // Averages the gradient arena (the two trailing flags included) over the ranks; returns the
   // bytes the ledger charges the step.
+  // The overlapped path's last collective: the two flags after the arena (its buckets are
+  // reduced already).
+  std::uint64_t reduce_flags(std::uint64_t dense_bytes) {
+    m_reducer.all_reduce_mean(m_grads.span().subspan(m_params.size(), 2));
+    return dense_bytes;
+  }
+
+  void check_overlap_options() const {
+    if (!m_options.overlap_reduce) return;
+    TUTTI_EXPECTS(m_options.bucket_bytes >= sizeof(float), "tutti::trainer",
+                  "bucket_bytes = " + std::to_string(m_options.bucket_bytes) +
+                      "; expected at least one float (4 bytes)");
+    TUTTI_EXPECTS(space_type::host_accessible, "tutti::trainer",
+                  "overlap_reduce: the overlapped reduction runs on host memory (a communication "
+                  "thread); expected a host space (the CUDA space's event-ordered stream is not "
+                  "built yet)");
+    TUTTI_EXPECTS(m_options.sparse_exchange == sparse_exchange_policy::off, "tutti::trainer",
+                  "overlap_reduce with sparse_exchange: the sparse exchange decides after "
+                  "backward which rows to send, so nothing can leave during it; expected one of "
+                  "the two");
+    if constexpr (requires(const Reducer& r) {
+                    { r.callable_from_another_thread() } -> std::convertible_to<bool>;
+                  }) {
+      TUTTI_EXPECTS(m_reducer.callable_from_another_thread(), "tutti::trainer",
+                    "overlap_reduce: the reducer's collectives would run on a communication "
+                    "thread, which this reducer does not allow (MPI initialised below "
+                    "MPI_THREAD_SERIALIZED); expected tutti::mpi_session(MPI_THREAD_SERIALIZED)");
+    }
+  }
+
   std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
     if constexpr (space_type::host_accessible) {
       if (!m_sparse.empty()) return exchange_sparse(result);

@@ -345,6 +345,7 @@ class step_clock {
     m_step.epoch = epoch;
     m_step.step = step;
     m_wait_in_reduce = 0;
+    m_background = 0;
   }
   /// Charges the time since the previous mark to `a`.
   void mark(account a) {
@@ -355,6 +356,10 @@ class step_clock {
   /// Moves up to `seconds` of this step's reduce into the wait account (a reducer that knows
   /// how long it waited for its peers inside the collective says so).
   void wait_within_reduce(double seconds) { m_wait_in_reduce += seconds; }
+  /// The step's reduction also ran `seconds` on a communication thread, overlapped with the
+  /// step's other accounts: the reduce total becomes at least that, while the exposed reduce
+  /// stays what was marked.
+  void reduce_in_background(double seconds) { m_background += seconds; }
   /// Ends the step, which reduced `bytes` bytes, and records it in `into`.
   void end_step(std::uint64_t bytes, ledger& into) { into.record(finish(m_step, bytes)); }
   /// Records every step still pending in `into` (none on the host clock).
@@ -365,8 +370,9 @@ class step_clock {
     const double w = std::clamp(m_wait_in_reduce, 0.0, s.reduce_total);
     s.reduce_total -= w;
     s.wait += w;
-    // The trainer's reduce blocks: all of it is exposed.
+    // What was marked is what the step waited for; a background reduction adds hidden time.
     s.reduce_exposed = s.reduce_total;
+    s.reduce_total = std::max(s.reduce_total, m_background);
     s.bytes = bytes;
     return s;
   }
@@ -374,6 +380,7 @@ class step_clock {
   std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
   step_account m_step;
   double m_wait_in_reduce = 0;
+  double m_background = 0;
 };
 
 #if defined(TUTTI_HAS_CUDA)
@@ -427,6 +434,8 @@ class step_clock<cuda_space> {
   }
   /// Moves up to `seconds` (host-measured) of this step's reduce into the wait account.
   void wait_within_reduce(double seconds) { m_open.wait_in_reduce += seconds; }
+  /// As on the host clock: `seconds` of reduction overlapped with the step (host-measured).
+  void reduce_in_background(double seconds) { m_open.background += seconds; }
   /// Ends the step; it is recorded in `into` once its events are resolved.
   void end_step(std::uint64_t bytes, ledger& into) {
     m_open.acc.bytes = bytes;
@@ -449,6 +458,7 @@ class step_clock<cuda_space> {
     std::uint64_t first_mark = 0;
     std::uint64_t marks = 0;
     double wait_in_reduce = 0;
+    double background = 0;
   };
 
   cudaEvent_t event(std::uint64_t n) const { return m_events[n % capacity]; }
@@ -481,6 +491,7 @@ class step_clock<cuda_space> {
     s.acc.reduce_total -= w;
     s.acc.wait += w;
     s.acc.reduce_exposed = s.acc.reduce_total;
+    s.acc.reduce_total = std::max(s.acc.reduce_total, s.background);
     into.record(s.acc);
   }
 

@@ -8,6 +8,7 @@
 #include <tutti/config.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
+#include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
@@ -273,10 +274,23 @@ class matrix_factorization {
   /// and `loss_sum` are memory of the space; nothing is read back to the host.
   void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
                          T scale, T* loss_sum) {
+    loss_and_gradient(params, batch, grads, scale, loss_sum, gradient_ready{});
+  }
+
+  /// As above, reporting the gradient's segments final through `ready` as soon as they are:
+  /// the global bias, the item then the user biases, then the item and the user embedding
+  /// tables in pieces of about 64 Ki values from their last row to their first (on a device
+  /// space each table whole). The gradient is bitwise the same as without `ready`.
+  void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
+                         T scale, T* loss_sum, const gradient_ready& ready) {
     detail::check_loss_and_gradient_args("tutti::models::matrix_factorization::loss_and_gradient",
                                          m_layout.total(), params.size(), grads.size(), batch);
     const std::size_t n = batch.size();
-    if (n == 0) return;
+    if (n == 0) {
+      const auto& segments = m_layout.segments();
+      for (auto s = segments.rbegin(); s != segments.rend(); ++s) ready(s->offset, s->size());
+      return;
+    }
     const auto d = static_cast<std::size_t>(m_opt.dim);
     T* uc = m_user_contrib.reserve(n * (d + 1));
     T* ic = m_item_contrib.reserve(n * (d + 1));
@@ -290,14 +304,19 @@ class matrix_factorization {
     const float* w = batch.weights.data();
     T* g = grads.data();
     const std::size_t one = 1;
+    // Arena order is user table, item table, user bias, item bias, global bias: backward runs
+    // from the end, so each report can start a reduction while the rest is summed.
     m_users.group(m_space, batch.users.data(), w, n, m_n_users);
-    m_users.scatter_add(m_space, uc, d + 1, d, g + m_off.user_embedding, d);
-    m_users.scatter_add(m_space, uc + d, d + 1, one, g + m_off.user_bias, one);
+    m_items.group(m_space, batch.items.data(), w, n, m_n_items);
     m_users.add_sum(m_space, sg, g + m_off.global_bias);
     if (loss_sum != nullptr) m_users.add_sum(m_space, sl, loss_sum);
-    m_items.group(m_space, batch.items.data(), w, n, m_n_items);
-    m_items.scatter_add(m_space, ic, d + 1, d, g + m_off.item_embedding, d);
+    ready(m_off.global_bias, 1);
     m_items.scatter_add(m_space, ic + d, d + 1, one, g + m_off.item_bias, one);
+    ready(m_off.item_bias, static_cast<std::size_t>(m_n_items));
+    m_users.scatter_add(m_space, uc + d, d + 1, one, g + m_off.user_bias, one);
+    ready(m_off.user_bias, static_cast<std::size_t>(m_n_users));
+    m_items.scatter_add_ready(m_space, ic, d + 1, d, g, m_off.item_embedding, m_n_items, ready);
+    m_users.scatter_add_ready(m_space, uc, d + 1, d, g, m_off.user_embedding, m_n_users, ready);
   }
 
   /// True for the segments whose gradient is zero outside the rows a batch reads: both

@@ -426,10 +426,23 @@ class neural_cf {
   /// of the space; nothing is read back to the host.
   void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
                          T scale, T* loss_sum) {
+    loss_and_gradient(params, batch, grads, scale, loss_sum, gradient_ready{});
+  }
+
+  /// As above, reporting segments final through `ready` as backward produces them: the output
+  /// layer, each MLP layer from the last, then the four embedding tables (MLP item, MLP user,
+  /// GMF item, GMF user; on a host space in pieces from their last row). The gradient is
+  /// bitwise the same as without `ready`.
+  void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
+                         T scale, T* loss_sum, const gradient_ready& ready) {
     detail::check_loss_and_gradient_args("tutti::models::neural_cf::loss_and_gradient",
                                          m_layout.total(), params.size(), grads.size(), batch);
     const std::size_t n = batch.size();
-    if (n == 0) return;
+    if (n == 0) {
+      const auto& segments = m_layout.segments();
+      for (auto s = segments.rbegin(); s != segments.rend(); ++s) ready(s->offset, s->size());
+      return;
+    }
     const T* p = params.data();
     T* g = grads.data();
     const std::size_t gmf = m_opt.gmf_dim, mlp = m_mlp_dim, e = gmf + mlp;
@@ -445,6 +458,8 @@ class neural_cf {
     bias_backward(w.raw, 1, nullptr, 0, 1, n, w.partial, g + m_output.bias);
     gemm(true, false, m_fused, 1, n, w.h, m_fused, w.raw, 1, T(1), g + m_output.weight, 1);
     gemm(false, true, n, m_fused, 1, w.raw, 1, p + m_output.weight, 1, T(0), w.dh, m_fused);
+    ready(m_output.bias, 1);
+    ready(m_output.weight, m_fused);
     // MLP layers, last to first; the last layer's activation and its gradient sit in the
     // columns of h and dh after the GMF product.
     for (std::size_t l = layers; l-- > 0;) {
@@ -457,6 +472,8 @@ class neural_cf {
       T* din = l == 0 ? w.dx0 : w.dact[l - 1];
       gemm(true, false, d.in, d.out, n, in, d.in, da, ld, T(1), g + d.weight, d.out);
       gemm(false, true, n, d.in, d.out, da, ld, p + d.weight, d.out, T(0), din, d.in);
+      ready(d.bias, d.out);
+      ready(d.weight, d.in * d.out);
     }
 
     // Embedding rows: per-slot contributions, then the deterministic sorted accumulation.
@@ -467,11 +484,13 @@ class neural_cf {
                                   scale, w.user_contrib, w.item_contrib});
     const float* wt = batch.weights.data();
     m_users.group(m_space, batch.users.data(), wt, n, m_n_users);
-    m_users.scatter_add(m_space, w.user_contrib, e, gmf, g + m_off.gmf_user, gmf);
-    m_users.scatter_add(m_space, w.user_contrib + gmf, e, mlp, g + m_off.mlp_user, mlp);
     m_items.group(m_space, batch.items.data(), wt, n, m_n_items);
-    m_items.scatter_add(m_space, w.item_contrib, e, gmf, g + m_off.gmf_item, gmf);
-    m_items.scatter_add(m_space, w.item_contrib + gmf, e, mlp, g + m_off.mlp_item, mlp);
+    m_items.scatter_add_ready(m_space, w.item_contrib + gmf, e, mlp, g, m_off.mlp_item, m_n_items,
+                              ready);
+    m_users.scatter_add_ready(m_space, w.user_contrib + gmf, e, mlp, g, m_off.mlp_user, m_n_users,
+                              ready);
+    m_items.scatter_add_ready(m_space, w.item_contrib, e, gmf, g, m_off.gmf_item, m_n_items, ready);
+    m_users.scatter_add_ready(m_space, w.user_contrib, e, gmf, g, m_off.gmf_user, m_n_users, ready);
   }
 
   /// True for the four embedding tables (segments 0 to 3), whose gradient is zero outside the

@@ -39,6 +39,10 @@ concept reducer_has_set_position = requires(R& r, std::size_t epoch, std::size_t
   r.set_position(epoch, step);
 };
 template <class R>
+concept reducer_has_thread_check = requires(const R& r) {
+  { r.callable_from_another_thread() } -> std::convertible_to<bool>;
+};
+template <class R>
 concept reducer_has_last_wait = requires(const R& r) {
   { r.last_wait_seconds() } -> std::convertible_to<double>;
 };
@@ -133,6 +137,11 @@ class compressed {
   void set_position(std::size_t epoch,
                     std::size_t step) noexcept requires detail::reducer_has_set_position<R> {
     m_inner.set_position(epoch, step);
+  }
+
+  /// Forwarded to `R`: whether its collectives may run on another thread (MPI's level).
+  bool callable_from_another_thread() const requires detail::reducer_has_thread_check<R> {
+    return m_inner.callable_from_another_thread();
   }
 
   /// Forwarded to `R`: its wait for the slowest rank in the last reduction.

@@ -310,6 +310,14 @@ class mpi_reducer {
   int rank() const noexcept { return m_rank; }
   /// Number of processes in the communicator.
   int world_size() const noexcept { return m_world; }
+  /// True when MPI allows this reducer's calls from a thread other than the one that
+  /// initialised it (thread level MPI_THREAD_SERIALIZED or more), as the trainer's overlapped
+  /// reduction needs.
+  bool callable_from_another_thread() const {
+    int provided = MPI_THREAD_SINGLE;
+    TUTTI_MPI_CHECK(MPI_Query_thread(&provided));
+    return provided >= MPI_THREAD_SERIALIZED;
+  }
   /// The reducer's own (duplicated) communicator, for the user's extra collectives.
   MPI_Comm communicator() const noexcept { return m_comm; }
   /// The settings the reducer was made with.

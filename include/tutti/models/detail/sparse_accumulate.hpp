@@ -14,11 +14,14 @@
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
 #include <tutti/error.hpp>
+#include <tutti/gradient_ready.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/traits.hpp>
 
 #include <thrust/sort.h>
+
+#include <algorithm>
 
 #include <cassert>
 #include <cmath>
@@ -116,19 +119,27 @@ struct chunk_pieces_fn {
   std::size_t chunk;
   T* dest;  // dest[row * dest_stride + c]
   std::size_t dest_stride;
-  T* first_piece;  // [chunk * cols + c]
-  T* last_piece;   // [chunk * cols + c]
+  T* first_piece;               // [chunk * cols + c]
+  T* last_piece;                // [chunk * cols + c]
+  std::size_t first_chunk = 0;  // thread t works on chunk first_chunk + t / cols
+  std::int32_t row_lo = 0;      // only rows in [row_lo, row_hi) are summed
+  std::int32_t row_hi = padding_key;
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
-    const std::size_t k = t / cols;
+    const std::size_t k = first_chunk + t / cols;
     const std::size_t c = t % cols;
     const std::size_t begin = k * chunk;
     const std::size_t end = begin + chunk < n ? begin + chunk : n;
     std::size_t j = begin;
     while (j < end) {
       const std::int32_t row = keys[j];
-      if (row == padding_key) return;  // only padding from here on
-      T sum = T(0);
+      if (row == padding_key || row >= row_hi) return;  // only later rows from here on
       std::size_t e = j;
+      if (row < row_lo) {
+        while (e < end && keys[e] == row) ++e;
+        j = e;
+        continue;
+      }
+      T sum = T(0);
       for (; e < end && keys[e] == row; ++e)
         sum += contrib[static_cast<std::size_t>(order[e]) * contrib_stride + c];
       const bool starts_before = j == begin && begin > 0 && keys[begin - 1] == row;
@@ -157,14 +168,17 @@ struct chain_pieces_fn {
   const T* last_piece;
   T* dest;
   std::size_t dest_stride;
+  std::size_t first_chunk = 0;  // thread t works on chunk first_chunk + t / cols
+  std::int32_t row_lo = 0;      // only rows in [row_lo, row_hi) are chained
+  std::int32_t row_hi = padding_key;
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
-    const std::size_t k = t / cols;
+    const std::size_t k = first_chunk + t / cols;
     const std::size_t c = t % cols;
     const std::size_t begin = k * chunk;
     const std::size_t end = begin + chunk < n ? begin + chunk : n;
     if (end >= n) return;
     const std::int32_t row = keys[end - 1];
-    if (row == padding_key || keys[end] != row) return;
+    if (row == padding_key || keys[end] != row || row < row_lo || row >= row_hi) return;
     if (begin > 0 && keys[begin - 1] == row) return;  // the run started in an earlier chunk
     T total = last_piece[k * cols + c];
     for (std::size_t k2 = k + 1;; ++k2) {
@@ -309,16 +323,50 @@ class sparse_accumulator {
   void scatter_add(const Space& space, const T* contrib, std::size_t contrib_stride,
                    std::size_t cols, T* dest, std::size_t dest_stride) {
     if (m_n == 0 || cols == 0) return;
-    const std::size_t chunks = (m_n + chunk - 1) / chunk;
-    T* first = m_first.reserve(chunks * cols);
-    T* last = m_last.reserve(chunks * cols);
-    parallel_for(space, chunks * cols,
-                 chunk_pieces_fn<T>{m_keys.data(), m_order.data(), contrib, contrib_stride, cols,
-                                    m_n, chunk, dest, dest_stride, first, last});
-    if (chunks > 1)
-      parallel_for(
-          space, chunks * cols,
-          chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest, dest_stride});
+    scatter_chunks(space, contrib, contrib_stride, cols, dest, dest_stride, 0,
+                   (m_n + chunk - 1) / chunk, 0, padding_key);
+  }
+
+  /// `scatter_add` for the rows in [row_lo, row_hi) only, with the same chunks (so every row's
+  /// sum is bitwise what `scatter_add` gives it). Host-accessible spaces only: the rows' sorted
+  /// positions are found by a binary search over the keys.
+  void scatter_add_rows(const Space& space, const T* contrib, std::size_t contrib_stride,
+                        std::size_t cols, T* dest, std::size_t dest_stride, std::int32_t row_lo,
+                        std::int32_t row_hi) requires(Space::host_accessible) {
+    if (m_n == 0 || cols == 0 || row_lo >= row_hi) return;
+    const std::int32_t* keys = m_keys.data();
+    const auto p0 = static_cast<std::size_t>(std::lower_bound(keys, keys + m_n, row_lo) - keys);
+    const auto p1 = static_cast<std::size_t>(std::lower_bound(keys, keys + m_n, row_hi) - keys);
+    if (p0 == p1) return;
+    scatter_chunks(space, contrib, contrib_stride, cols, dest, dest_stride, p0 / chunk,
+                   (p1 + chunk - 1) / chunk, row_lo, row_hi);
+  }
+
+  /// `scatter_add` into the `n_rows` × `cols` table at arena offset `offset` of `grads`, which
+  /// then reports the table final through `ready`: on a host-accessible space in pieces of
+  /// about `piece` values, last rows first (so a trainer can reduce the end of the table while
+  /// the start is summed); elsewhere whole, after the sums.
+  void scatter_add_ready(const Space& space, const T* contrib, std::size_t contrib_stride,
+                         std::size_t cols, T* grads, std::size_t offset, std::int32_t n_rows,
+                         const gradient_ready& ready, std::size_t piece = std::size_t{1} << 16) {
+    T* dest = grads + offset;
+    if constexpr (Space::host_accessible) {
+      if (ready) {
+        const auto rows = static_cast<std::int32_t>(
+            std::min<std::size_t>(std::max<std::size_t>(1, piece / std::max<std::size_t>(1, cols)),
+                                  static_cast<std::size_t>(n_rows)));
+        for (std::int32_t hi = n_rows; hi > 0;) {
+          const std::int32_t lo = hi > rows ? hi - rows : 0;
+          scatter_add_rows(space, contrib, contrib_stride, cols, dest, cols, lo, hi);
+          ready(offset + static_cast<std::size_t>(lo) * cols,
+                static_cast<std::size_t>(hi - lo) * cols);
+          hi = lo;
+        }
+        return;
+      }
+    }
+    scatter_add(space, contrib, contrib_stride, cols, dest, cols);
+    ready(offset, static_cast<std::size_t>(n_rows) * cols);
   }
 
   /// Adds the sum of values[s] over the slots s of the last grouping to `*dest`, in sorted
@@ -346,6 +394,22 @@ class sparse_accumulator {
   }
 
  private:
+  void scatter_chunks(const Space& space, const T* contrib, std::size_t contrib_stride,
+                      std::size_t cols, T* dest, std::size_t dest_stride, std::size_t k0,
+                      std::size_t k1, std::int32_t row_lo, std::int32_t row_hi) {
+    const std::size_t chunks = (m_n + chunk - 1) / chunk;
+    T* first = m_first.reserve(chunks * cols);
+    T* last = m_last.reserve(chunks * cols);
+    parallel_for(
+        space, (k1 - k0) * cols,
+        chunk_pieces_fn<T>{m_keys.data(), m_order.data(), contrib, contrib_stride, cols, m_n, chunk,
+                           dest, dest_stride, first, last, k0, row_lo, row_hi});
+    if (chunks > 1)
+      parallel_for(space, (k1 - k0) * cols,
+                   chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest,
+                                      dest_stride, k0, row_lo, row_hi});
+  }
+
   scratch_array<std::int32_t, Space> m_keys;
   scratch_array<std::int32_t, Space> m_order;
   scratch_array<T, Space> m_first;

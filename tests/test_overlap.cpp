@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: Apache-2.0
+// Overlapped, bucketed reduction: models report final gradient ranges during backward, a
+// communication thread reduces buckets as they complete, and the result equals the plain path
+// (bitwise with 2 ranks; to the order of float sums with 3). Accumulation, compression, the
+// finite guard and a failing rank still behave.
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if __has_include(<cblas.h>)
+#include <tutti/models/neural_cf.hpp>
+#endif
+
+namespace {
+
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+
+tutti::data::interactions course_rows(std::int32_t learners, std::int32_t courses) {
+  auto all = tutti::data::synthetic_courses({.learners = learners,
+                                             .courses = courses,
+                                             .interactions_per_learner = 6,
+                                             .implicit = true,
+                                             .seed = 23});
+  return tutti::data::split(all, {.test_fraction = 0.1, .seed = 5}).train;
+}
+
+mf make_mf(const tutti::data::interactions& d, std::int32_t dim = 16) {
+  return mf({.dim = dim, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, d.n_users(),
+            d.n_items());
+}
+
+struct rank_run {
+  std::vector<float> params;
+  tutti::fit_result result;
+};
+
+template <class Model, class Wrap = std::identity>
+std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& train,
+                                  const tutti::train_options& opt,
+                                  const std::function<Model(int rank)>& make_model,
+                                  Wrap wrap = {}) {
+  std::vector<rank_run> out(static_cast<std::size_t>(world));
+  tutti::run_local(world, [&](tutti::local_ring ring) {
+    auto reducer = wrap(ring);
+    tutti::trainer<Model, tutti::shuffled_shards, decltype(reducer), tutti::constant> t(
+        make_model(ring.rank()), tutti::shuffled_shards{}, reducer, {},
+        tutti::sgd{.momentum = 0.9f}, opt);
+    auto r = t.fit(train, tutti::data::interactions{});
+    auto& mine = out[static_cast<std::size_t>(ring.rank())];
+    mine.params = t.parameters_on_host();
+    mine.result = std::move(r);
+  });
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+void check_replicas_agree(const std::vector<rank_run>& runs) {
+  for (const auto& r : runs) CHECK(r.params == runs[0].params);
+}
+
+// Records a model's reports and checks them against its layout: every value of every segment
+// exactly once, nothing else, each report inside one segment, and the reports' starts never
+// increasing (backward runs from the end of the arena).
+struct report_log {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  void operator()(std::size_t offset, std::size_t count) { ranges.emplace_back(offset, count); }
+
+  void check_covers(const tutti::parameter_layout& layout) const {
+    std::vector<int> seen(layout.total(), 0);
+    std::size_t previous = layout.total();
+    for (const auto& [o, c] : ranges) {
+      CHECK(o <= previous);
+      previous = o;
+      bool inside_one = false;
+      for (const auto& s : layout.segments())
+        inside_one = inside_one || (o >= s.offset && o + c <= s.offset + s.size());
+      CHECK(inside_one);
+      for (std::size_t i = o; i < o + c; ++i) ++seen[i];
+    }
+    for (const auto& s : layout.segments())
+      for (std::size_t i = s.offset; i < s.offset + s.size(); ++i) REQUIRE(seen[i] == 1);
+  }
+};
+
+tutti::batch_view view_of(const tutti::data::interactions& d, std::size_t n,
+                          std::vector<float>& weights) {
+  weights.assign(n, 1.f);
+  weights[n / 3] = 0.f;  // a padding slot in the middle
+  return {{d.users.data(), n}, {d.items.data(), n}, {d.labels.data(), n}, {weights.data(), n}};
+}
+
+// Matrix factorisation that turns one gradient value non-finite on one rank at one call: in the
+// first row of the user table that call touched, written before that row is reported final.
+class poisoned_mf {
+ public:
+  using space_type = tutti::host_space;
+  using value_type = float;
+
+  poisoned_mf(mf inner, int poison_rank, std::size_t poison_call, int rank)
+      : m_inner(std::move(inner)), m_poison_rank(poison_rank), m_call(poison_call), m_rank(rank) {}
+
+  const space_type& space() const noexcept { return m_inner.space(); }
+  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
+  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
+  void initialize(std::span<float> params, std::uint64_t seed) const {
+    m_inner.initialize(params, seed);
+  }
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum) {
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+    if (poison_now()) grads[poisoned_index(batch)] = std::numeric_limits<float>::quiet_NaN();
+    ++m_calls;
+  }
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum,
+                         const tutti::gradient_ready& ready) {
+    const bool poison = poison_now();
+    const std::size_t at = poison ? poisoned_index(batch) : 0;
+    auto hook = [&](std::size_t offset, std::size_t count) {
+      if (poison && at >= offset && at < offset + count)
+        grads[at] = std::numeric_limits<float>::quiet_NaN();
+      ready(offset, count);
+    };
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum, tutti::gradient_ready(hook));
+    ++m_calls;
+  }
+  void predict(std::span<const float> params, std::span<const std::int32_t> users,
+               std::span<const std::int32_t> items, std::span<float> out) const {
+    m_inner.predict(params, users, items, out);
+  }
+
+ private:
+  bool poison_now() const { return m_rank == m_poison_rank && m_calls == m_call; }
+  std::size_t poisoned_index(const tutti::batch_view& batch) const {
+    std::int32_t row = std::numeric_limits<std::int32_t>::max();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch.weights[i] != 0.f) row = std::min(row, batch.users[i]);
+    return layout()[0].offset + static_cast<std::size_t>(row) * layout()[0].cols;
+  }
+
+  mf m_inner;
+  int m_poison_rank;
+  std::size_t m_call;
+  int m_rank;
+  std::size_t m_calls = 0;
+};
+
+// Matrix factorisation whose report of one range fails on one rank, mid-backward, after some
+// buckets have left.
+class failing_mf {
+ public:
+  using space_type = tutti::host_space;
+  using value_type = float;
+
+  failing_mf(mf inner, int rank) : m_inner(std::move(inner)), m_rank(rank) {}
+  const space_type& space() const noexcept { return m_inner.space(); }
+  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
+  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
+  void initialize(std::span<float> params, std::uint64_t seed) const {
+    m_inner.initialize(params, seed);
+  }
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum) {
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+  }
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum,
+                         const tutti::gradient_ready& ready) {
+    std::size_t reports = 0;
+    auto hook = [&](std::size_t offset, std::size_t count) {
+      if (m_rank == 1 && ++m_calls > 2 && ++reports == 4)
+        throw std::runtime_error("injected failure in backward on rank 1");
+      ready(offset, count);
+    };
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum, tutti::gradient_ready(hook));
+  }
+  void predict(std::span<const float> params, std::span<const std::int32_t> users,
+               std::span<const std::int32_t> items, std::span<float> out) const {
+    m_inner.predict(params, users, items, out);
+  }
+
+ private:
+  mf m_inner;
+  int m_rank;
+  std::size_t m_calls = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "gradient_ready: matrix factorisation reports every value once, from the arena's end, "
+    "and its gradient does not change") {
+  // 5000 learners at dim 32: the user table is reported in three pieces of 2048 rows.
+  const auto d = course_rows(5000, 300);
+  auto model = make_mf(d, 32);
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 7);
+  std::vector<float> weights;
+  const auto batch = view_of(d, 4096, weights);
+  std::vector<float> plain(params.size(), 0.f), reported(params.size(), 0.f);
+  float loss_plain = 0, loss_reported = 0;
+  model.loss_and_gradient(params, batch, plain, 0.5f, &loss_plain);
+  report_log log;
+  model.loss_and_gradient(params, batch, reported, 0.5f, &loss_reported,
+                          tutti::gradient_ready(log));
+  CHECK(reported == plain);
+  CHECK(loss_reported == loss_plain);
+  log.check_covers(model.layout());
+  std::size_t user_pieces = 0;
+  for (const auto& [o, c] : log.ranges)
+    if (o < model.layout()[1].offset) ++user_pieces;
+  CHECK(user_pieces == 3);
+  // An empty batch reports everything too (nothing will be written).
+  report_log empty;
+  model.loss_and_gradient(params, tutti::batch_view{}, reported, 1.f, nullptr,
+                          tutti::gradient_ready(empty));
+  empty.check_covers(model.layout());
+}
+
+#if __has_include(<cblas.h>)
+TEST_CASE(
+    "gradient_ready: neural_cf reports its layers last to first, then its tables, and its "
+    "gradient does not change") {
+  const auto d = course_rows(3000, 200);
+  tutti::models::neural_cf<tutti::host_space> model(
+      {.gmf_dim = 8, .layers = {32, 16}, .loss = tutti::loss_kind::logistic}, d.n_users(),
+      d.n_items());
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 3);
+  std::vector<float> weights;
+  const auto batch = view_of(d, 1024, weights);
+  std::vector<float> plain(params.size(), 0.f), reported(params.size(), 0.f);
+  float loss_plain = 0, loss_reported = 0;
+  model.loss_and_gradient(params, batch, plain, 1.f, &loss_plain);
+  report_log log;
+  model.loss_and_gradient(params, batch, reported, 1.f, &loss_reported, tutti::gradient_ready(log));
+  CHECK(reported == plain);
+  CHECK(loss_reported == loss_plain);
+  log.check_covers(model.layout());
+  REQUIRE(log.ranges.size() >= 2);
+  CHECK(log.ranges[0].first == model.layout().find("output_bias").offset);
+}
+#endif
+
+TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad reports refused") {
+  tutti::parameter_layout layout;
+  layout.add("table", 10, 10, tutti::segment_kind::embedding);  // 100 values, 12 of padding
+  layout.add("bias", 1, 1, tutti::segment_kind::bias);          // at 112, 15 of padding
+  REQUIRE(layout.total() == 128);
+  std::vector<float> grads(layout.total(), 1.f);
+  tutti::no_op_reducer alone;
+  tutti::detail::bucket_pipeline<tutti::no_op_reducer> p(alone, grads.data(), layout, 48, true);
+  REQUIRE(p.buckets() == 3);
+  CHECK(p.bucket_range(0) == std::pair<std::size_t, std::size_t>{80, 128});
+  CHECK(p.bucket_range(1) == std::pair<std::size_t, std::size_t>{32, 80});
+  CHECK(p.bucket_range(2) == std::pair<std::size_t, std::size_t>{0, 32});
+  p.begin_step();
+  p.ready(112, 1);
+  p.ready(50, 50);
+  p.ready(0, 50);
+  p.finish();
+  CHECK_FALSE(p.nonfinite());
+
+  p.begin_step();
+  grads[3] = std::numeric_limits<float>::infinity();
+  p.ready(112, 1);
+  CHECK_THROWS_WITH_AS(p.ready(112, 1), doctest::Contains("reported final twice"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(p.ready(95, 10), doctest::Contains("or padding between segments"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(p.ready(120, 20), doctest::Contains("outside the gradient arena"),
+                       tutti::invalid_argument);
+  p.finish();  // what was not reported leaves now, checked like the rest
+  CHECK(p.nonfinite());
+}
+
+TEST_CASE("overlapped reduction: 2 ranks equal the plain path bitwise; 3 ranks to rounding") {
+  const auto train = course_rows(3000, 300);
+  tutti::train_options opt{
+      .batch = 516, .epochs = 2, .base_lr = 0.05, .seed = 9, .evaluate_each_epoch = false};
+  const auto make = [&](int) {
+    return make_mf(train);
+  };
+  for (const int world : {2, 3}) {
+    CAPTURE(world);
+    const auto plain = train_ranks<mf>(world, train, opt, make);
+    auto o = opt;
+    o.overlap_reduce = true;
+    o.bucket_bytes = 16 << 10;  // many buckets: the tables leave in pieces
+    const auto overlapped = train_ranks<mf>(world, train, o, make);
+    check_replicas_agree(overlapped);
+    if (world == 2)
+      CHECK(overlapped[0].params == plain[0].params);
+    else
+      CHECK(relative_difference(overlapped[0].params, plain[0].params) <= 1e-6);
+    const auto& l = overlapped[0].result.ledger;
+    CHECK(overlapped[0].result.bytes_reduced_per_step == plain[0].result.bytes_reduced_per_step);
+    CHECK(l.reduce_total.mean > 0);
+    CHECK(l.reduce_exposed.mean <= l.reduce_total.mean);
+  }
+}
+
+TEST_CASE(
+    "overlapped reduction: with accumulation and with compressed<local_ring, bf16>, equal "
+    "to the plain path bitwise on 2 ranks") {
+  const auto train = course_rows(2000, 200);
+  tutti::train_options opt{.batch = 384,
+                           .epochs = 2,
+                           .base_lr = 0.05,
+                           .seed = 4,
+                           .evaluate_each_epoch = false,
+                           .accumulation = 3};
+  const auto make = [&](int) {
+    return make_mf(train);
+  };
+  auto o = opt;
+  o.overlap_reduce = true;
+  o.bucket_bytes = 8 << 10;
+  CHECK(train_ranks<mf>(2, train, o, make)[0].params ==
+        train_ranks<mf>(2, train, opt, make)[0].params);
+
+  const auto bf16 = [](tutti::local_ring r) {
+    return tutti::compressed<tutti::local_ring>(r);
+  };
+  opt.accumulation = o.accumulation = 1;
+  const auto plain = train_ranks<mf>(2, train, opt, make, bf16);
+  const auto overlapped = train_ranks<mf>(2, train, o, make, bf16);
+  check_replicas_agree(overlapped);
+  CHECK(overlapped[0].params == plain[0].params);
+}
+
+#if __has_include(<cblas.h>)
+TEST_CASE("overlapped reduction: neural_cf on 2 ranks equals the plain path bitwise") {
+  using ncf = tutti::models::neural_cf<tutti::host_space>;
+  const auto train = course_rows(1500, 150);
+  tutti::train_options opt{
+      .batch = 256, .epochs = 1, .base_lr = 0.05, .seed = 2, .evaluate_each_epoch = false};
+  const auto make = [&](int) {
+    return ncf({.gmf_dim = 8, .layers = {16, 8}, .loss = tutti::loss_kind::logistic},
+               train.n_users(), train.n_items());
+  };
+  auto o = opt;
+  o.overlap_reduce = true;
+  o.bucket_bytes = 4 << 10;
+  CHECK(train_ranks<ncf>(2, train, o, make)[0].params ==
+        train_ranks<ncf>(2, train, opt, make)[0].params);
+}
+#endif
+
+TEST_CASE("overlapped reduction: a NaN on one of four ranks skips the step everywhere, named") {
+  const auto train = course_rows(1200, 200);
+  tutti::train_options opt{
+      .batch = 256, .epochs = 1, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
+  const auto make = [&](int rank) {
+    return poisoned_mf(make_mf(train), 2, 3, rank);
+  };
+  const auto plain = train_ranks<poisoned_mf>(4, train, opt, make);
+  opt.overlap_reduce = true;
+  opt.bucket_bytes = 8 << 10;
+  const auto overlapped = train_ranks<poisoned_mf>(4, train, opt, make);
+  for (const auto& r : overlapped) {
+    CHECK(r.result.skipped_steps == 1);
+    REQUIRE(r.result.nonfinite.size() == 1);
+    CHECK(r.result.nonfinite[0].rank == 2);
+    CHECK(r.result.nonfinite[0].global_step == 3);
+    CHECK(std::all_of(r.params.begin(), r.params.end(), [](float v) { return std::isfinite(v); }));
+  }
+  check_replicas_agree(overlapped);
+  CHECK(relative_difference(overlapped[0].params, plain[0].params) <= 1e-6);
+}
+
+TEST_CASE("overlapped reduction: a rank failing mid-backward ends every rank with its error") {
+  const auto train = course_rows(1500, 200);
+  tutti::train_options opt{.batch = 256,
+                           .epochs = 1,
+                           .base_lr = 0.05,
+                           .seed = 1,
+                           .evaluate_each_epoch = false,
+                           .overlap_reduce = true,
+                           .bucket_bytes = 4 << 10};
+  const auto make = [&](int rank) {
+    return failing_mf(make_mf(train), rank);
+  };
+  CHECK_THROWS_WITH(train_ranks<failing_mf>(2, train, opt, make),
+                    doctest::Contains("injected failure in backward on rank 1"));
+}
+
+TEST_CASE(
+    "overlapped reduction: refused with the sparse exchange and with a bucket under a float") {
+  const auto train = course_rows(300, 50);
+  tutti::train_options opt{.batch = 64, .epochs = 1, .overlap_reduce = true};
+  opt.sparse_exchange = tutti::sparse_exchange_policy::on;
+  CHECK_THROWS_WITH_AS(train_ranks<mf>(2, train, opt, [&](int) { return make_mf(train); }),
+                       doctest::Contains("overlap_reduce with sparse_exchange"),
+                       tutti::invalid_argument);
+  opt.sparse_exchange = tutti::sparse_exchange_policy::off;
+  opt.bucket_bytes = 2;
+  CHECK_THROWS_WITH_AS(train_ranks<mf>(2, train, opt, [&](int) { return make_mf(train); }),
+                       doctest::Contains("bucket_bytes = 2"), tutti::invalid_argument);
+}
