@@ -99,6 +99,31 @@ elseif(CASE STREQUAL "cli-parity")
   # 1e-5 relative.
   expect_close("final train loss, 2 processes (mpi) and 2 threads (local)" ${lm} ${ll} 10)
 
+  # The overlapped reduction under MPI (a communication thread per process, MPI initialised
+  # with MPI_THREAD_SERIALIZED): the same parameters as 2 local ranks without it, bitwise.
+  set(overlap_args train --epochs 2 --batch 1024 --learners 3000 --dim 16 --seed 5 --quiet)
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${overlap_args} --reducer mpi
+                          --overlap --bucket-mb 0.01 --json ${WORK}/om.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpiexec ... tutti train --reducer mpi --overlap exited ${rc}\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${PROGRAM} ${overlap_args} --ranks 2 --json ${WORK}/ol.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti train --ranks 2 (no overlap) exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/om.json jm)
+  file(READ ${WORK}/ol.json jl)
+  string(JSON sum_m GET "${jm}" parameters_checksum)
+  string(JSON sum_l GET "${jl}" parameters_checksum)
+  string(JSON overlap GET "${jm}" ledger overlap)
+  if(NOT sum_m STREQUAL sum_l OR NOT overlap)
+    message(FATAL_ERROR "2 MPI processes with --overlap ended with checksum ${sum_m} "
+                        "(overlap ${overlap}); 2 local ranks without it ${sum_l}; expected equal")
+  endif()
+  message(STATUS "--overlap under mpiexec: parameters_checksum ${sum_m} = local ranks")
+
   # Sealed shards, each process holding only its own shard key: the same training as two
   # local ranks with the same keys (needs a tutti built with libsodium).
   execute_process(COMMAND ${PROGRAM} seal --gen-key ${WORK}/probe.key RESULT_VARIABLE sodium
