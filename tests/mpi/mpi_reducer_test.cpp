@@ -10,6 +10,7 @@
 #include <tutti/reducers/mpi.hpp>
 #include <tutti/tutti.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -487,6 +488,16 @@ void run_checks(checks& c) {
   tutti::mpi_reducer pieces(MPI_COMM_WORLD, {.max_elements_per_call = 7});
   check_mean<float>(c, pieces, 1001, "float");
   check_mean<double>(c, pieces, 50, "double");
+  // Gradient spans in pieces of 64 bytes (uneven last piece), blocking (no timeout) and
+  // non-blocking (a timeout) alike.
+  tutti::mpi_reducer small_pieces(MPI_COMM_WORLD, {.piece_bytes = 64});
+  check_mean<float>(c, small_pieces, 1001, "float");
+  check_mean<double>(c, small_pieces, 1001, "double");
+  tutti::mpi_reducer polled(MPI_COMM_WORLD,
+                            {.piece_bytes = 64, .timeout = std::chrono::seconds(30)});
+  check_mean<float>(c, polled, 1001, "float");
+  tutti::mpi_reducer whole(MPI_COMM_WORLD, {.piece_bytes = 0});
+  check_mean<float>(c, whole, 1001, "float");
 
   for (int root : {0, c.world() - 1}) {
     check_broadcast<float>(c, r, 513, root);
