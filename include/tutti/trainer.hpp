@@ -262,13 +262,14 @@ struct train_options {
   /// to the order of float sums.
   sparse_exchange_policy sparse_exchange = sparse_exchange_policy::off;
   /// Overlapped reduction (docs/trainer.md#overlapped-reduction): the gradient arena is cut
-  /// into buckets of `bucket_bytes` from its end, and a communication thread per rank reduces
-  /// each bucket as soon as backward has made all of it final (models that report
-  /// `tutti::gradient_ready`), while the rest of backward runs. The ledger's exposed reduce is
-  /// then the wait after backward; its total reduce is the thread's time in collectives. The
+  /// into buckets of `bucket_bytes` from its end, and each bucket is reduced as soon as
+  /// backward has made all of it final (models that report `tutti::gradient_ready`), while the
+  /// rest of backward runs: on the host by a communication thread per rank, with `nccl_ring` on
+  /// its communication stream, ordered by events. The ledger's exposed reduce is then the wait
+  /// after backward; on the host its total reduce is the thread's time in collectives. The
   /// result equals the unbucketed path (bitwise with 2 ranks, to the order of float sums with
-  /// more). Host spaces only, not with `sparse_exchange`; under MPI, the thread level must be
-  /// at least MPI_THREAD_SERIALIZED.
+  /// more). Not with `sparse_exchange`; under MPI, the thread level must be at least
+  /// MPI_THREAD_SERIALIZED.
   bool overlap_reduce = false;
   /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
   std::size_t bucket_bytes = std::size_t{25} << 20;
@@ -702,11 +703,32 @@ class trainer {
     ledger book;
     detail::ledger_impl::step_clock<space_type> timer(m_space);
     // The overlapped reduction's buckets and communication thread (joined when fit returns).
+    // Each bucket is checked for non-finite values as it leaves, while it holds this rank's own
+    // values: on the host into `bucket_nonfinite`, on a device into the step's flags by a kernel.
     std::optional<detail::bucket_pipeline<Reducer>> pipeline;
-    if constexpr (space_type::host_accessible) {
-      if (m_options.overlap_reduce)
-        pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
-                         m_options.bucket_bytes / sizeof(float), guarded);
+    bool bucket_nonfinite = false;
+    float* step_local_flag = nullptr;  // this step's entry of local_log
+    if (m_options.overlap_reduce) {
+      std::function<void(std::size_t, std::size_t)> check;
+      if (guarded) {
+        if constexpr (space_type::host_accessible) {
+          check = [this, &bucket_nonfinite](std::size_t begin, std::size_t end) {
+            if (bucket_nonfinite) return;
+            const float* g = m_grads.data();
+            for (std::size_t i = begin; i < end && !bucket_nonfinite; ++i)
+              bucket_nonfinite = !detail::finite_value(g[i]);
+          };
+        } else {
+          check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
+            parallel_for(
+                m_space, end - begin,
+                detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
+                                        m_grads.data() + m_params.size(), step_local_flag});
+          };
+        }
+      }
+      pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
+                       m_options.bucket_bytes / sizeof(float), std::move(check));
     }
     std::vector<double> run_step(static_cast<std::size_t>(world)),
         run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
@@ -798,7 +820,11 @@ class trainer {
         // arena (models add, never overwrite), and the step still reduces once.
         fill(m_space, m_grads.span(), 0.f);
         for (auto& rows : m_touched) rows.clear();
-        if (pipeline) pipeline->begin_step();
+        if (pipeline) {
+          pipeline->begin_step();
+          bucket_nonfinite = false;
+          step_local_flag = local_log.data() + step;
+        }
         timer.mark(account::data);
         const float scale =
             global_real > 0 ? static_cast<float>(double(world) / double(global_real)) : 0.f;
@@ -818,7 +844,7 @@ class trainer {
             const auto params = std::span<const float>(m_params.span());
             const auto grads = m_grads.span().first(arena);
             bool reported = false;
-            if constexpr (reports_gradient_ready<Model> && space_type::host_accessible) {
+            if constexpr (reports_gradient_ready<Model>) {
               // Only the last micro-batch's values are final.
               if (pipeline && mb + micro_batch >= end) {
                 auto report = [&pipeline](std::size_t offset, std::size_t count) {
@@ -845,13 +871,16 @@ class trainer {
           pipeline->finish();
           timer.mark(account::reduce);
           timer.reduce_in_background(pipeline->busy_seconds());
-          if constexpr (space_type::host_accessible) {
-            if (guarded) {
-              // Each bucket was checked before it left, while it still held this rank's values.
-              const bool bad =
-                  !detail::finite_value(m_step_loss.data()[0]) || pipeline->nonfinite();
+          if (guarded) {
+            // Each bucket was checked before it left; the loss is checked here.
+            if constexpr (space_type::host_accessible) {
+              const bool bad = !detail::finite_value(m_step_loss.data()[0]) || bucket_nonfinite;
               m_grads.data()[arena] = bad ? 1.f : 0.f;
               local_log.data()[step] = bad ? 1.f : 0.f;
+            } else {
+              parallel_for(m_space, 1,
+                           detail::finite_check_fn{m_grads.data(), 0, m_step_loss.data(),
+                                                   m_grads.data() + arena, step_local_flag});
             }
           }
         } else if (guarded) {
@@ -1317,10 +1346,11 @@ class trainer {
     TUTTI_EXPECTS(m_options.bucket_bytes >= sizeof(float), "tutti::trainer",
                   "bucket_bytes = " + std::to_string(m_options.bucket_bytes) +
                       "; expected at least one float (4 bytes)");
-    TUTTI_EXPECTS(space_type::host_accessible, "tutti::trainer",
-                  "overlap_reduce: the overlapped reduction runs on host memory (a communication "
-                  "thread); expected a host space (the CUDA space's event-ordered stream is not "
-                  "built yet)");
+    TUTTI_EXPECTS(space_type::host_accessible || detail::starts_collectives<Reducer>,
+                  "tutti::trainer",
+                  "overlap_reduce on a device space needs a reducer that starts collectives "
+                  "without waiting (start_all_reduce_mean, finish_started: nccl_ring); expected "
+                  "nccl_ring or a host space");
     TUTTI_EXPECTS(m_options.sparse_exchange == sparse_exchange_policy::off, "tutti::trainer",
                   "overlap_reduce with sparse_exchange: the sparse exchange decides after "
                   "backward which rows to send, so nothing can leave during it; expected one of "

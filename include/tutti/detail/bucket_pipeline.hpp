@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -22,27 +23,46 @@
 
 namespace tutti::detail {
 
+/// A reducer that starts a collective without waiting for it, ordered after the work already
+/// queued for its data (`nccl_ring`: a communication stream that waits on an event of the
+/// compute stream), and orders later work after everything it started on `finish_started`.
+template <class R>
+concept starts_collectives = requires(R& r, std::span<float> s) {
+  r.start_all_reduce_mean(s);
+  r.finish_started();
+};
+
 /// One rank's overlapped reduction. The arena [0, total) is cut into buckets of `bucket_floats`
 /// values from its end (bucket 0 holds the last values, as backward produces them first).
 /// `ready(offset, count)` (from the compute thread, through a model's `tutti::gradient_ready`)
-/// counts values final; once bucket b and every bucket before it are complete, b is checked for
-/// non-finite values (when asked) and handed to the communication thread, which runs
-/// `Reducer::all_reduce_mean` on it in place while backward goes on. `finish` hands over what
-/// was not reported, waits for the thread and rethrows its error. Every rank launches the same
-/// buckets in the same order, so the collectives match whatever the timing.
+/// counts values final; once bucket b and every bucket before it are complete, `check(begin,
+/// end)` runs on it (the trainer's finite check, while the bucket still holds this rank's own
+/// values) and b leaves:
+/// - with a reducer that `starts_collectives`, at once on the calling thread (the reducer
+///   orders it after the kernels that produced the bucket, and `finish` orders the compute
+///   stream after all of them);
+/// - otherwise through a communication thread, which runs `Reducer::all_reduce_mean` on it in
+///   place while backward goes on.
+/// `finish` hands over what was not reported, then waits for the thread (or calls
+/// `finish_started`) and rethrows the thread's error. Every rank launches the same buckets in
+/// the same order, so the collectives match whatever the timing.
 ///
 /// Between `finish` and the next step's first launch the thread is idle and the reducer belongs
 /// to the compute thread again. Padding between segments counts as ready from the start.
 template <class Reducer>
 class bucket_pipeline {
  public:
+  /// Reduces without a thread when the reducer starts collectives itself.
+  static constexpr bool direct = starts_collectives<Reducer>;
+
   bucket_pipeline(Reducer& reducer, float* grads, const parameter_layout& layout,
-                  std::size_t bucket_floats, bool check_finite)
+                  std::size_t bucket_floats,
+                  std::function<void(std::size_t, std::size_t)> check = {})
       : m_reducer(reducer),
         m_grads(grads),
         m_total(layout.total()),
         m_bucket(std::max<std::size_t>(1, bucket_floats)),
-        m_check(check_finite) {
+        m_check(std::move(check)) {
     const std::size_t n = m_total == 0 ? 0 : (m_total + m_bucket - 1) / m_bucket;
     m_begin.resize(n);
     m_end.resize(n);
@@ -61,25 +81,21 @@ class bucket_pipeline {
     }
     count_padding(at, m_total);
     m_seen = m_padding_bits;
-    m_thread = std::thread([this] { work(); });
+    if constexpr (!direct) m_thread = std::thread([this] { work(); });
   }
 
   bucket_pipeline(const bucket_pipeline&) = delete;
   bucket_pipeline& operator=(const bucket_pipeline&) = delete;
 
-  /// Stops the thread. A bucket still in flight (the compute thread failed mid-step) would wait
-  /// for peers that may never come: a reducer whose group can be aborted is aborted first.
+  /// Stops the thread after the collective it is in, if any (its peers reach that collective:
+  /// they launch the same buckets; a peer that failed aborts its group). Buckets queued behind
+  /// it are dropped, so a rank whose step failed mid-backward leaves at once and its launcher
+  /// (`run_local`, `mpi_abort_on_exception`) reports the original error and ends the others.
   ~bucket_pipeline() {
-    bool in_flight = false;
+    if constexpr (direct) return;
     {
       std::lock_guard lock(m_mutex);
       m_stop = true;
-      in_flight = m_done < m_queued;
-    }
-    if (in_flight) {
-      if constexpr (requires(Reducer & r) { r.group().abort(0, std::string()); })
-        m_reducer.group().abort(m_reducer.rank(),
-                                "its step failed while its overlapped reduction was in flight");
     }
     m_wake.notify_all();
     m_thread.join();
@@ -97,7 +113,6 @@ class bucket_pipeline {
     std::copy(m_padding.begin(), m_padding.end(), m_ready.begin());
     std::copy(m_padding_bits.begin(), m_padding_bits.end(), m_seen.begin());
     m_next = 0;
-    m_nonfinite = false;
     std::lock_guard lock(m_mutex);
     m_queued = m_done = 0;
     m_busy = 0;
@@ -128,14 +143,17 @@ class bucket_pipeline {
   /// bucket, and rethrows the first error of its collectives.
   void finish() {
     while (m_next < buckets()) launch();
+    if constexpr (direct) {
+      m_reducer.finish_started();
+      return;
+    }
     std::unique_lock lock(m_mutex);
     m_idle.wait(lock, [this] { return m_done == m_queued || m_error; });
     if (m_error) std::rethrow_exception(m_error);
   }
 
-  /// True when a launched bucket held a NaN or an infinity (with `check_finite`).
-  bool nonfinite() const noexcept { return m_nonfinite; }
-  /// Seconds the thread spent in the last step's collectives (valid after `finish`).
+  /// Seconds the thread spent in the last step's collectives (valid after `finish`; 0 for a
+  /// reducer that starts collectives itself, whose time the host does not see).
   double busy_seconds() const {
     std::lock_guard lock(m_mutex);
     return m_busy;
@@ -175,18 +193,14 @@ class bucket_pipeline {
     }
   }
 
-  // Checks bucket m_next on this thread (its values are still this rank's own) and queues it.
+  // Checks bucket m_next on this thread (its values are still this rank's own) and sends it.
   void launch() {
     const std::size_t b = m_next++;
-    if (m_check && !m_nonfinite) {
-      for (std::size_t i = m_begin[b]; i < m_end[b]; ++i) {
-        std::uint32_t bits;
-        std::memcpy(&bits, m_grads + i, sizeof bits);
-        if ((bits & 0x7f800000u) == 0x7f800000u) {
-          m_nonfinite = true;
-          break;
-        }
-      }
+    if (m_check) m_check(m_begin[b], m_end[b]);
+    if constexpr (direct) {
+      m_reducer.start_all_reduce_mean(
+          std::span<float>(m_grads + m_begin[b], m_end[b] - m_begin[b]));
+      return;
     }
     {
       std::lock_guard lock(m_mutex);
@@ -228,11 +242,10 @@ class bucket_pipeline {
   float* m_grads;
   std::size_t m_total;
   std::size_t m_bucket;
-  bool m_check;
+  std::function<void(std::size_t, std::size_t)> m_check;
   std::vector<std::size_t> m_begin, m_end, m_padding, m_ready;
   std::vector<std::uint64_t> m_padding_bits, m_seen;  // one bit per value: padding, reported
   std::size_t m_next = 0;  // the next bucket to launch (compute thread only)
-  bool m_nonfinite = false;
 
   mutable std::mutex m_mutex;
   std::condition_variable m_wake;  // work queued, or stop

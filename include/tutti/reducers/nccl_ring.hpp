@@ -169,6 +169,29 @@ class nccl_ring {
     });
   }
 
+  /// Starts averaging `grads` (device memory) in place, ordered after the compute stream's
+  /// earlier work but, unlike `all_reduce_mean`, not before its later work: the compute stream
+  /// keeps running (the trainer's overlapped reduction starts one bucket while backward computes
+  /// the next). Call `finish_started` before the compute stream touches `grads` again.
+  void start_all_reduce_mean(std::span<float> grads) {
+    check_alive("start_all_reduce_mean");
+    m_state->bytes += grads.size_bytes();
+    if (grads.empty()) return;
+    auto& s = *m_state;
+    TUTTI_CUDA_CHECK(cudaEventRecord(s.ready, s.compute.stream()));
+    TUTTI_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.ready, 0));
+    TUTTI_NCCL_CHECK(ncclAllReduce(grads.data(), grads.data(), grads.size(), ncclFloat, ncclAvg,
+                                   s.comm, s.comm_stream));
+  }
+
+  /// Orders the compute stream's later work after every collective started so far; returns
+  /// without waiting.
+  void finish_started() {
+    auto& s = *m_state;
+    TUTTI_CUDA_CHECK(cudaEventRecord(s.done, s.comm_stream));
+    TUTTI_CUDA_CHECK(cudaStreamWaitEvent(s.compute.stream(), s.done, 0));
+  }
+
   /// Copies `root`'s `values` (device memory) to every rank; returns without waiting.
   void broadcast(std::span<float> values, int root) {
     check_alive("broadcast");
