@@ -11,6 +11,11 @@
 /// table row is in the arena and the reduce moves all of it, whatever the rows). Figures are the
 /// ledger's per-step p50 on rank 0, the median over rounds; ratios are medians of per-round
 /// ratios, whose two sides ran seconds apart in the same process.
+///
+/// Compare compute + guard across modes: with overlap the finite check runs per bucket as it
+/// leaves, inside backward (compute), instead of over the whole arena after it (guard). The
+/// overlapped reduce total is the communication thread's time in collectives, which includes
+/// waiting for the peers' buckets; hence "exposed vs plain" next to "exposed/total".
 
 #include "common.hpp"
 
@@ -354,11 +359,12 @@ int run(const config& c) {
   }
   std::printf("\ntotal %.1f s\n", tutti::bench::seconds_since(t0));
   if (!all_equal) {
-    std::printf("parameters differ from the plain run's in the rows marked NO%s\n",
-                c.ranks == 2
-                    ? " (with 2 ranks they must be equal bitwise: a bug)"
-                    : " (bitwise equality is promised with 2 ranks; with more, to the order of "
-                      "float sums: see relative_difference_to_plain in the JSON)");
+    std::printf("%s\n", c.ranks == 2
+                            ? "parameters differ from the plain run's in the rows marked NO: "
+                              "with 2 ranks they must be equal bitwise (a bug)"
+                            : "parameters differ from the plain run's in the rows marked rel.: "
+                              "bitwise equality is promised with 2 ranks; with more, sums run "
+                              "in another order (relative_difference_to_plain in the JSON)");
   }
 
   if (!c.json.empty()) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The NCCL reducer: one rank equals the no-op reducer; with two or more GPUs, the mean is exact
-// and a failing rank ends every rank with an error that names it.
+// The NCCL reducer: one rank equals the no-op reducer, with and without the overlapped
+// reduction; with two or more GPUs, the mean is exact and a failing rank ends every rank with
+// an error that names it.
 #include <doctest/doctest.h>
 
 #include <tutti/reducers/nccl_ring.hpp>
@@ -15,12 +16,15 @@ namespace {
 
 template <class Reducer>
 std::vector<float> train_with(Reducer reducer, const tutti::data::split_result& parts,
-                              tutti::cuda_space space) {
+                              tutti::cuda_space space, bool overlap = false) {
   using model = tutti::models::matrix_factorization<tutti::cuda_space>;
+  tutti::train_options opt{.batch = 256, .epochs = 2, .base_lr = 0.02, .seed = 5};
+  opt.overlap_reduce = overlap;
+  opt.bucket_bytes = 4 << 10;  // many buckets: started while backward runs on the stream
   tutti::trainer<model, tutti::shuffled_shards, Reducer, tutti::constant, tutti::adam> t(
       model({.dim = 8, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
             parts.train.n_items(), space),
-      {}, reducer, {}, {}, {.batch = 256, .epochs = 2, .base_lr = 0.02, .seed = 5});
+      {}, reducer, {}, {}, opt);
   t.fit(parts.train, parts.test);
   return t.parameters_on_host();
 }
@@ -38,6 +42,21 @@ TEST_CASE("nccl_ring with one rank trains exactly like no_op_reducer") {
   REQUIRE(with_nccl.size() == reference.size());
   // ncclAvg over one rank is the identity: the runs must agree bit for bit.
   CHECK(with_nccl == reference);
+}
+
+TEST_CASE(
+    "nccl_ring with one rank: the overlapped reduction (buckets started on the "
+    "communication stream during backward) equals the plain one bitwise") {
+  auto all = tutti::data::synthetic_courses(
+      {.learners = 300, .courses = 60, .interactions_per_learner = 10, .seed = 4});
+  auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 1});
+  std::vector<float> plain, overlapped;
+  tutti::run_nccl(1, [&](tutti::nccl_ring& ring) {
+    plain = train_with(ring, parts, ring.space());
+    overlapped = train_with(ring, parts, ring.space(), true);
+  });
+  REQUIRE(overlapped.size() == plain.size());
+  CHECK(overlapped == plain);
 }
 
 TEST_CASE("nccl_ring: scalar reductions and gathers on one rank") {
