@@ -7,6 +7,8 @@
 #include <tutti/detail/bf16.hpp>
 #include <tutti/tutti.hpp>
 
+#include "wrapped_model.hpp"
+
 #include <atomic>
 #include <cfloat>
 #include <cmath>
@@ -130,31 +132,18 @@ struct rank_run {
 };
 
 // Matrix factorisation whose gradient turns NaN on one rank at one call, as an overflow would.
-class nan_mf {
+class nan_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
   nan_mf(mf inner, int poisoned_rank, std::size_t poisoned_call, int rank)
-      : m_inner(std::move(inner)), m_poisoned(poisoned_rank == rank), m_call(poisoned_call) {}
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
+      : wrapped_model(std::move(inner)), m_poisoned(poisoned_rank == rank), m_call(poisoned_call) {}
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
     if (m_poisoned && m_calls == m_call) grads[grads.size() / 2] = std::nanf("");
     ++m_calls;
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
 
  private:
-  mf m_inner;
   bool m_poisoned;
   std::size_t m_call;
   std::size_t m_calls = 0;

@@ -6,6 +6,8 @@
 
 #include <tutti/tutti.hpp>
 
+#include "wrapped_model.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,20 +39,11 @@ struct poison {
 
 // A test-only model: matrix factorisation whose loss or gradient turns non-finite on a chosen
 // rank at a chosen step, as a bad row or an overflow would make it.
-class poisoned_mf {
+class poisoned_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
-
   poisoned_mf(mf inner, std::vector<poison> plan, int rank)
-      : m_inner(std::move(inner)), m_plan(std::move(plan)), m_rank(rank) {}
+      : wrapped_model(std::move(inner)), m_plan(std::move(plan)), m_rank(rank) {}
 
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
@@ -63,13 +56,8 @@ class poisoned_mf {
       }
     ++m_calls;
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
 
  private:
-  mf m_inner;
   std::vector<poison> m_plan;
   int m_rank;
   std::size_t m_calls = 0;

@@ -7,6 +7,8 @@
 
 #include <tutti/tutti.hpp>
 
+#include "wrapped_model.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -111,20 +113,14 @@ tutti::batch_view view_of(const tutti::data::interactions& d, std::size_t n,
 
 // Matrix factorisation that turns one gradient value non-finite on one rank at one call: in the
 // first row of the user table that call touched, written before that row is reported final.
-class poisoned_mf {
+class poisoned_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
-
   poisoned_mf(mf inner, int poison_rank, std::size_t poison_call, int rank)
-      : m_inner(std::move(inner)), m_poison_rank(poison_rank), m_call(poison_call), m_rank(rank) {}
+      : wrapped_model(std::move(inner)),
+        m_poison_rank(poison_rank),
+        m_call(poison_call),
+        m_rank(rank) {}
 
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
@@ -144,10 +140,6 @@ class poisoned_mf {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum, tutti::gradient_ready(hook));
     ++m_calls;
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
 
  private:
   bool poison_now() const { return m_rank == m_poison_rank && m_calls == m_call; }
@@ -158,7 +150,6 @@ class poisoned_mf {
     return layout()[0].offset + static_cast<std::size_t>(row) * layout()[0].cols;
   }
 
-  mf m_inner;
   int m_poison_rank;
   std::size_t m_call;
   int m_rank;
@@ -167,18 +158,9 @@ class poisoned_mf {
 
 // Matrix factorisation whose report of one range fails on one rank, mid-backward, after some
 // buckets have left.
-class failing_mf {
+class failing_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
-
-  failing_mf(mf inner, int rank) : m_inner(std::move(inner)), m_rank(rank) {}
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
+  failing_mf(mf inner, int rank) : wrapped_model(std::move(inner)), m_rank(rank) {}
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
@@ -194,13 +176,8 @@ class failing_mf {
     };
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum, tutti::gradient_ready(hook));
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
 
  private:
-  mf m_inner;
   int m_rank;
   std::size_t m_calls = 0;
 };

@@ -6,6 +6,8 @@
 
 #include <tutti/tutti.hpp>
 
+#include "wrapped_model.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -154,20 +156,14 @@ predicted predict_bytes(const tutti::data::interactions& train, const mf& model,
 
 // Matrix factorisation whose loss or gradient turns non-finite on one rank at one call, in the
 // first row of the user table that call touched; it reports touched rows like the model it wraps.
-class poisoned_mf {
+class poisoned_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
-
   poisoned_mf(mf inner, int poison_rank, std::size_t poison_call, int rank)
-      : m_inner(std::move(inner)), m_poison_rank(poison_rank), m_call(poison_call), m_rank(rank) {}
+      : wrapped_model(std::move(inner)),
+        m_poison_rank(poison_rank),
+        m_call(poison_call),
+        m_rank(rank) {}
 
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
@@ -179,17 +175,12 @@ class poisoned_mf {
     }
     ++m_calls;
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
   bool row_sparse(std::size_t segment) const { return m_inner.row_sparse(segment); }
   std::span<const std::int32_t> touched_rows(std::size_t segment) const {
     return m_inner.touched_rows(segment);
   }
 
  private:
-  mf m_inner;
   int m_poison_rank;
   std::size_t m_call;
   int m_rank;
@@ -197,28 +188,13 @@ class poisoned_mf {
 };
 
 // Matrix factorisation that does not say which rows it touched.
-class silent_mf {
+class silent_mf : public tutti_test::wrapped_model<mf> {
  public:
-  using space_type = tutti::host_space;
-  using value_type = float;
-  explicit silent_mf(mf inner) : m_inner(std::move(inner)) {}
-  const space_type& space() const noexcept { return m_inner.space(); }
-  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
-  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
-  void initialize(std::span<float> params, std::uint64_t seed) const {
-    m_inner.initialize(params, seed);
-  }
+  explicit silent_mf(mf inner) : wrapped_model(std::move(inner)) {}
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
   }
-  void predict(std::span<const float> params, std::span<const std::int32_t> users,
-               std::span<const std::int32_t> items, std::span<float> out) const {
-    m_inner.predict(params, users, items, out);
-  }
-
- private:
-  mf m_inner;
 };
 
 }  // namespace

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// A model that forwards everything but `loss_and_gradient` to the model it wraps: the base of
+// the test models that inject a fault (a NaN, a failure) into a real model's step
+// (test_guards.cpp, test_sparse_exchange.cpp, test_compressed.cpp, test_overlap.cpp).
+#pragma once
+
+#include <tutti/batch.hpp>
+#include <tutti/layout.hpp>
+
+#include <cstdint>
+#include <span>
+#include <utility>
+
+namespace tutti_test {
+
+/// Forwards `space`, `layout`, `loss`, `initialize` and `predict` to `Inner`; a derived class
+/// writes `loss_and_gradient` (calling `m_inner`'s) and whatever else it needs.
+template <class Inner>
+class wrapped_model {
+ public:
+  using space_type = typename Inner::space_type;
+  using value_type = typename Inner::value_type;
+
+  explicit wrapped_model(Inner inner) : m_inner(std::move(inner)) {}
+
+  const space_type& space() const noexcept { return m_inner.space(); }
+  const tutti::parameter_layout& layout() const noexcept { return m_inner.layout(); }
+  tutti::loss_kind loss() const noexcept { return m_inner.loss(); }
+  void initialize(std::span<value_type> params, std::uint64_t seed) const {
+    m_inner.initialize(params, seed);
+  }
+  void predict(std::span<const value_type> params, std::span<const std::int32_t> users,
+               std::span<const std::int32_t> items, std::span<value_type> out) const {
+    m_inner.predict(params, users, items, out);
+  }
+
+ protected:
+  Inner m_inner;
+};
+
+}  // namespace tutti_test
