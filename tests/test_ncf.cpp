@@ -17,6 +17,8 @@
 #include <tutti/space/buffer.hpp>
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -32,6 +34,8 @@
 // Everything lives in a named namespace: the CUDA test executable compiles this file in one
 // translation unit with test_models.cpp, whose helpers have the same names.
 namespace ncf_test {
+using tutti_test::relative_difference;
+
 namespace {
 
 using tutti::loss_kind;
@@ -540,16 +544,6 @@ run train_ncf(int world, const tutti::data::split_result& parts, tutti::train_op
   else
     tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
 #include "wrapped_model.hpp"
 
 #include <algorithm>
@@ -26,6 +27,10 @@
 
 namespace {
 
+using tutti_test::check_replicas_agree;
+using tutti_test::rank_run;
+using tutti_test::relative_difference;
+using tutti_test::train_ranks;
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
 
 tutti::data::interactions course_rows(std::int32_t learners, std::int32_t courses) {
@@ -40,44 +45,6 @@ tutti::data::interactions course_rows(std::int32_t learners, std::int32_t course
 mf make_mf(const tutti::data::interactions& d, std::int32_t dim = 16) {
   return mf({.dim = dim, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, d.n_users(),
             d.n_items());
-}
-
-struct rank_run {
-  std::vector<float> params;
-  tutti::fit_result result;
-};
-
-template <class Model, class Wrap = std::identity>
-std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& train,
-                                  const tutti::train_options& opt,
-                                  const std::function<Model(int rank)>& make_model,
-                                  Wrap wrap = {}) {
-  std::vector<rank_run> out(static_cast<std::size_t>(world));
-  tutti::run_local(world, [&](tutti::local_ring ring) {
-    auto reducer = wrap(ring);
-    tutti::trainer<Model, tutti::shuffled_shards, decltype(reducer), tutti::constant> t(
-        make_model(ring.rank()), tutti::shuffled_shards{}, reducer, {},
-        tutti::sgd{.momentum = 0.9f}, opt);
-    auto r = t.fit(train, tutti::data::interactions{});
-    auto& mine = out[static_cast<std::size_t>(ring.rank())];
-    mine.params = t.parameters_on_host();
-    mine.result = std::move(r);
-  });
-  return out;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-void check_replicas_agree(const std::vector<rank_run>& runs) {
-  for (const auto& r : runs) CHECK(r.params == runs[0].params);
 }
 
 // Records a model's reports and checks them against its layout: every value of every segment
@@ -373,8 +340,8 @@ TEST_CASE(
     return tutti::compressed<tutti::local_ring>(r);
   };
   opt.accumulation = o.accumulation = 1;
-  const auto plain = train_ranks<mf>(2, train, opt, make, bf16);
-  const auto overlapped = train_ranks<mf>(2, train, o, make, bf16);
+  const auto plain = train_ranks<mf>(2, train, opt, make, tutti::sgd{.momentum = 0.9f}, bf16);
+  const auto overlapped = train_ranks<mf>(2, train, o, make, tutti::sgd{.momentum = 0.9f}, bf16);
   check_replicas_agree(overlapped);
   CHECK(overlapped[0].params == plain[0].params);
 }
@@ -410,8 +377,9 @@ TEST_CASE(
   std::size_t most[2] = {0, 0};
   opt.overlap_reduce = true;
   opt.bucket_bytes = 16 << 10;
-  const auto started = train_ranks<mf>(
-      2, train, opt, make, [&](tutti::local_ring r) { return deferred_ring(r, &most[r.rank()]); });
+  const auto started =
+      train_ranks<mf>(2, train, opt, make, tutti::sgd{.momentum = 0.9f},
+                      [&](tutti::local_ring r) { return deferred_ring(r, &most[r.rank()]); });
   check_replicas_agree(started);
   CHECK(started[0].params == plain[0].params);
   // About 2000 learners x 16 floats and the rest: 9 or more buckets of 16 KiB, all started

@@ -6,6 +6,7 @@
 
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
 #include "wrapped_model.hpp"
 
 #include <algorithm>
@@ -25,6 +26,10 @@
 
 namespace {
 
+using tutti_test::check_replicas_agree;
+using tutti_test::rank_run;
+using tutti_test::relative_difference;
+using tutti_test::train_ranks;
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
 using tutti::sparse_exchange_policy;
 
@@ -53,51 +58,9 @@ mf make_mf(const tutti::data::interactions& d, std::int32_t dim = 8) {
             d.n_items());
 }
 
-// What one rank ended with.
-struct rank_run {
-  std::vector<float> params;
-  tutti::fit_result result;
-};
-
-// Trains `world` ranks (local_ring; `wrap` may decorate the ring) and returns every rank's run.
-template <class Model = mf, class Optimizer = tutti::sgd, class Wrap = std::identity>
-std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& train,
-                                  const tutti::train_options& opt,
-                                  std::function<Model()> make_model,
-                                  Optimizer optimizer = {.momentum = 0.9f}, Wrap wrap = {}) {
-  std::vector<rank_run> out(static_cast<std::size_t>(world));
-  tutti::run_local(world, [&](tutti::local_ring ring) {
-    auto reducer = wrap(ring);
-    tutti::trainer<Model, tutti::shuffled_shards, decltype(reducer), tutti::constant, Optimizer> t(
-        make_model(), tutti::shuffled_shards{}, reducer, {}, optimizer, opt);
-    auto r = t.fit(train, tutti::data::interactions{});
-    auto& mine = out[static_cast<std::size_t>(ring.rank())];
-    mine.params = t.parameters_on_host();
-    mine.result = std::move(r);
-  });
-  return out;
-}
-
 std::vector<rank_run> train_mf(int world, const tutti::data::interactions& train,
                                const tutti::train_options& opt) {
   return train_ranks<mf>(world, train, opt, [&] { return make_mf(train); });
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-void check_replicas_agree(const std::vector<rank_run>& runs) {
-  for (const auto& r : runs) {
-    CHECK(r.result.parameters_checksum == runs[0].result.parameters_checksum);
-    CHECK(r.params == runs[0].params);
-  }
 }
 
 // The bytes per step the documented rule charges with matrix factorisation (four row-sparse

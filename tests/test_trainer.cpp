@@ -4,11 +4,15 @@
 
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
+
 #include <cmath>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
+
+using tutti_test::relative_difference;
 
 namespace {
 
@@ -53,16 +57,6 @@ run train_on(int world, const tutti::data::split_result& parts, tutti::train_opt
   else
     tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// Training W local ranks and comparing what they end with, for the trainer's equivalence tests
+// (test_overlap.cpp, test_sparse_exchange.cpp, test_trainer.cpp, test_ncf.cpp).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace tutti_test {
+
+/// What one rank ended with.
+struct rank_run {
+  std::vector<float> params;
+  tutti::fit_result result;
+};
+
+/// Trains `world` ranks of `local_ring` (decorated by `wrap`, e.g. into `compressed`) on
+/// `train` with `opt`, each with the model `make_model(rank)` (or `make_model()`), and returns
+/// every rank's parameters and result.
+template <class Model, class Optimizer = tutti::sgd, class Wrap = std::identity, class MakeModel>
+std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& train,
+                                  const tutti::train_options& opt, MakeModel make_model,
+                                  Optimizer optimizer = {.momentum = 0.9f}, Wrap wrap = {}) {
+  std::vector<rank_run> out(static_cast<std::size_t>(world));
+  tutti::run_local(world, [&](tutti::local_ring ring) {
+    auto reducer = wrap(ring);
+    auto model = [&] {
+      if constexpr (std::invocable<MakeModel&, int>)
+        return make_model(ring.rank());
+      else
+        return make_model();
+    };
+    tutti::trainer<Model, tutti::shuffled_shards, decltype(reducer), tutti::constant, Optimizer> t(
+        model(), tutti::shuffled_shards{}, reducer, {}, optimizer, opt);
+    auto r = t.fit(train, tutti::data::interactions{});
+    auto& mine = out[static_cast<std::size_t>(ring.rank())];
+    mine.params = t.parameters_on_host();
+    mine.result = std::move(r);
+  });
+  return out;
+}
+
+/// |a - b| / |b| over whole parameter vectors (Euclidean norms).
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+/// Every rank ended with rank 0's parameters, bitwise, and the same checksum.
+inline void check_replicas_agree(const std::vector<rank_run>& runs) {
+  for (const auto& r : runs) {
+    CHECK(r.result.parameters_checksum == runs[0].result.parameters_checksum);
+    CHECK(r.params == runs[0].params);
+  }
+}
+
+}  // namespace tutti_test
