@@ -713,10 +713,11 @@ class trainer {
       if (guarded) {
         if constexpr (space_type::host_accessible) {
           check = [this, &bucket_nonfinite](std::size_t begin, std::size_t end) {
-            if (bucket_nonfinite) return;
-            const float* g = m_grads.data();
-            for (std::size_t i = begin; i < end && !bucket_nonfinite; ++i)
-              bucket_nonfinite = !detail::finite_value(g[i]);
+            if (!bucket_nonfinite)
+              bucket_nonfinite =
+                  transform_reduce(m_space, end - begin,
+                                   detail::nonfinite_count_fn{m_grads.data() + begin}, 0u,
+                                   detail::bit_or_fn{}) != 0u;
           };
         } else {
           check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
@@ -871,21 +872,9 @@ class trainer {
           pipeline->finish();
           timer.mark(account::reduce);
           timer.reduce_in_background(pipeline->busy_seconds());
-          if (guarded) {
-            // Each bucket was checked before it left; the loss is checked here.
-            if constexpr (space_type::host_accessible) {
-              const bool bad = !detail::finite_value(m_step_loss.data()[0]) || bucket_nonfinite;
-              m_grads.data()[arena] = bad ? 1.f : 0.f;
-              local_log.data()[step] = bad ? 1.f : 0.f;
-            } else {
-              parallel_for(m_space, 1,
-                           detail::finite_check_fn{m_grads.data(), 0, m_step_loss.data(),
-                                                   m_grads.data() + arena, step_local_flag});
-            }
-          }
-        } else if (guarded) {
-          check_finite(local_log.data() + step);
         }
+        // With the overlapped reduction each bucket was checked before it left.
+        if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
         timer.mark(account::guard);
 
         if (m_options.measure_wait) {
@@ -1332,10 +1321,8 @@ class trainer {
     }
   }
 
-  // Averages the gradient arena (the two trailing flags included) over the ranks; returns the
-  // bytes the ledger charges the step.
   // The overlapped path's last collective: the two flags after the arena (its buckets are
-  // reduced already).
+  // reduced already); returns the bytes the ledger charges the step.
   std::uint64_t reduce_flags(std::uint64_t dense_bytes) {
     m_reducer.all_reduce_mean(m_grads.span().subspan(m_params.size(), 2));
     return dense_bytes;
@@ -1365,6 +1352,8 @@ class trainer {
     }
   }
 
+  // Averages the gradient arena (the two trailing flags included) over the ranks; returns the
+  // bytes the ledger charges the step.
   std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
     if constexpr (space_type::host_accessible) {
       if (!m_sparse.empty()) return exchange_sparse(result);
@@ -1509,17 +1498,23 @@ class trainer {
   // Sets this rank's flag (the gradient arena's trailing float) and its log entry for the step
   // when its loss or gradient is not finite. The host reads both directly; a device space
   // checks in a kernel, so the step never waits for the answer.
-  void check_finite(float* local_entry) {
+  // Sets this rank's finite flag (the float after the arena) and its entry of the step log from
+  // the step's loss and gradient. With `arena_checked` (the overlapped reduction checked every
+  // bucket as it left) only the loss is left to check: on the host `arena_bad` is the buckets'
+  // verdict; on a device their kernels have already set the flags.
+  void check_finite(float* local_entry, bool arena_checked = false, bool arena_bad = false) {
     const std::size_t arena = m_params.size();
+    const std::size_t unchecked = arena_checked ? 0 : arena;
     if constexpr (space_type::host_accessible) {
-      const bool bad = !detail::finite_value(m_step_loss.data()[0]) ||
-                       transform_reduce(m_space, arena, detail::nonfinite_count_fn{m_grads.data()},
-                                        0u, detail::bit_or_fn{}) != 0u;
+      const bool bad =
+          !detail::finite_value(m_step_loss.data()[0]) || arena_bad ||
+          transform_reduce(m_space, unchecked, detail::nonfinite_count_fn{m_grads.data()}, 0u,
+                           detail::bit_or_fn{}) != 0u;
       m_grads.data()[arena] = bad ? 1.f : 0.f;
       *local_entry = bad ? 1.f : 0.f;
     } else {
-      parallel_for(m_space, std::max<std::size_t>(arena, 1),
-                   detail::finite_check_fn{m_grads.data(), arena, m_step_loss.data(),
+      parallel_for(m_space, std::max<std::size_t>(unchecked, 1),
+                   detail::finite_check_fn{m_grads.data(), unchecked, m_step_loss.data(),
                                            m_grads.data() + arena, local_entry});
     }
   }
