@@ -8,8 +8,10 @@
 
 #include "wrapped_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -128,6 +130,39 @@ std::vector<std::uint64_t> batch_ids(const tutti::data::interactions& train, int
 }
 
 }  // namespace
+
+TEST_CASE("the host's blocked finite check finds every kind of non-finite value anywhere") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::signaling_NaN(), inf, -inf};
+  const float finite[] = {0.f,
+                          -0.f,
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::min(),
+                          1.f};
+  const tutti::host_space space;
+  const std::size_t block = tutti::detail::host_block;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{5}, block, 3 * block + 7}) {
+    std::vector<float> g(n);
+    for (std::size_t i = 0; i < n; ++i) g[i] = finite[i % std::size(finite)];
+    CHECK_FALSE(tutti::detail::any_nonfinite(space, g.data(), n));
+    for (const std::size_t at : {std::size_t{0}, n / 2, n - 1, std::min(n - 1, block)}) {
+      for (const float bad : specials) {
+        CAPTURE(n);
+        CAPTURE(at);
+        CAPTURE(bad);
+        const float keep = g[at];
+        g[at] = bad;
+        CHECK(tutti::detail::any_nonfinite(space, g.data(), n));
+        if (at > 0) CHECK_FALSE(tutti::detail::any_nonfinite(space, g.data(), at));  // before it
+        g[at] = keep;
+      }
+    }
+  }
+}
 
 TEST_CASE("a NaN gradient on one of four ranks is skipped everywhere and recorded") {
   const auto parts = guard_data();

@@ -7,6 +7,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/space/buffer.hpp>
@@ -362,6 +363,69 @@ TEST_CASE("models: results are bitwise identical across runs and OpenMP thread c
   auto lr_params = run_initialize(lr, 4);
   for (std::size_t k = 0; k < lr_params.size(); ++k) lr_params[k] = float(rng.uniform() - 0.5);
   run_all(lr, lr_params);
+}
+
+TEST_CASE("sparse_accumulator: the host's chunk-per-thread kernel gives the per-column bits") {
+  // The host sums a chunk's runs a whole row at a time (chunk_rows_fn); a device sums one
+  // (chunk, column) per thread (chunk_pieces_fn + chain_pieces_fn). Replaying the latter here
+  // over the same sorted keys must give the same bits, for widths below, at and above the
+  // host's column tile, with hot rows spanning many chunks and padding slots.
+  using acc_t = tutti::detail::sparse_accumulator<float, tutti::host_space>;
+  const tutti::host_space space;
+  tutti::detail::splitmix rng(5);
+  for (const std::size_t cols :
+       {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{65}, std::size_t{150}}) {
+    CAPTURE(cols);
+    const std::size_t n = 3000;
+    const std::int32_t n_rows = 200;
+    std::vector<std::int32_t> ids(n);
+    std::vector<float> weights(n), contrib(n * (cols + 3));
+    for (std::size_t j = 0; j < n; ++j) {
+      ids[j] = static_cast<std::int32_t>(rng.uniform() < 0.4 ? rng.below(2) : rng.below(n_rows));
+      weights[j] = rng.uniform() < 0.05 ? 0.f : 1.f;
+    }
+    for (float& x : contrib) x = static_cast<float>(rng.uniform() - 0.5);
+    const std::size_t stride = cols + 3;  // a slot's contribution is wider than the columns
+    std::vector<float> host(n_rows * cols, 0.25f), device = host, some = host;
+    acc_t acc(space);
+    acc.group(space, ids.data(), weights.data(), n, n_rows);
+    acc.scatter_add(space, contrib.data(), stride, cols, host.data(), cols);
+    acc.scatter_add_rows(space, contrib.data(), stride, cols, some.data(), cols, 1, 150);
+
+    // The device's kernels over the same stable sort.
+    std::vector<std::int32_t> keys(n), order(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      keys[j] = weights[j] != 0.f ? ids[j] : tutti::detail::padding_key;
+      order[j] = static_cast<std::int32_t>(j);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return keys[static_cast<std::size_t>(a)] < keys[static_cast<std::size_t>(b)];
+    });
+    std::vector<std::int32_t> sorted(n);
+    for (std::size_t j = 0; j < n; ++j) sorted[j] = keys[static_cast<std::size_t>(order[j])];
+    const std::size_t chunk = acc_t::chunk, chunks = (n + chunk - 1) / chunk;
+    CHECK(chunks > 4);
+    std::vector<float> first(chunks * cols), last(chunks * cols);
+    const tutti::detail::chunk_pieces_fn<float> pieces{
+        sorted.data(), order.data(),  contrib.data(), stride,       cols,       n,
+        chunk,         device.data(), cols,           first.data(), last.data()};
+    const tutti::detail::chain_pieces_fn<float> chain{
+        sorted.data(), cols, n, chunk, first.data(), last.data(), device.data(), cols};
+    for (std::size_t t = 0; t < chunks * cols; ++t) pieces(t);
+    for (std::size_t t = 0; t < chunks * cols; ++t) chain(t);
+    CHECK(std::memcmp(host.data(), device.data(), host.size() * sizeof(float)) == 0);
+    CHECK(host != std::vector<float>(n_rows * cols, 0.25f));
+    // The row-filtered scatter gives those rows the same bits and leaves the others alone.
+    for (std::size_t r = 0; r < static_cast<std::size_t>(n_rows); ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const float expected = r >= 1 && r < 150 ? host[r * cols + c] : 0.25f;
+        if (std::memcmp(&some[r * cols + c], &expected, sizeof(float)) != 0) {
+          FAIL_CHECK("row " << r << " column " << c);
+          r = n_rows;
+          break;
+        }
+      }
+  }
 }
 
 TEST_CASE_TEMPLATE("models: a few SGD steps by hand lower the loss", Space, TUTTI_TEST_SPACES) {

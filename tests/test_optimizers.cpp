@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <vector>
@@ -207,6 +208,52 @@ TEST_CASE_TEMPLATE("optimizers minimise a quadratic", Space, TUTTI_TEST_SPACES) 
   CHECK(max_error(minimise<Space>(tutti::adam{.weight_decay = 0.5f}, 2000, annealed, a, c),
                   shrunk) < 1e-3);
   CHECK(max_error(minimise<Space>(tutti::sgd{}, 300, constant, a, c), shrunk) > 0.1);
+}
+
+TEST_CASE("adam's blocked host loop computes bitwise what its scalar kernel computes") {
+  // The host runs Adam in vectorised blocks (detail/host_simd.hpp), the device per element:
+  // the same operations in the same order, so without FMA contraction the bits agree, tails,
+  // zero gradients, L2 and decoupled decay included.
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4095},
+                              tutti::detail::host_block + 3, std::size_t{3 * 8192 + 11}}) {
+    for (const int mode : {0, 1, 2}) {
+      CAPTURE(n);
+      CAPTURE(mode);
+      std::vector<float> p = uniform_floats(n, 11, -1.0, 1.0);
+      std::vector<float> g = uniform_floats(n, 12, -0.5, 0.5);
+      std::vector<float> m = uniform_floats(n, 13, -0.1, 0.1);
+      std::vector<float> v = uniform_floats(n, 14, 0.0, 0.01);
+      for (std::size_t i = 0; i < n; i += 3) g[i] = 0.f;  // untouched rows' gradients
+      std::vector<float> p2 = p, m2 = m, v2 = v;
+      const tutti::detail::adam_kernel blocked{p.data(),
+                                               g.data(),
+                                               m.data(),
+                                               v.data(),
+                                               0.9f,
+                                               0.999f,
+                                               1e-8f,
+                                               0.0123f,
+                                               1.7f,
+                                               mode == 1 ? 0.01f : 0.f,
+                                               mode == 2 ? 0.999f : 1.f,
+                                               mode == 2};
+      tutti::detail::adam_kernel scalar = blocked;
+      scalar.p = p2.data();
+      scalar.m = m2.data();
+      scalar.v = v2.data();
+      tutti::detail::parallel_blocks(tutti::host_space{}, n, blocked);
+      for (std::size_t i = 0; i < n; ++i) scalar(i);
+#if defined(__FMA__)
+      // A build that may contract multiply-adds contracts each loop its own way.
+      for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == doctest::Approx(p2[i]).epsilon(1e-6));
+#else
+      CHECK(std::memcmp(p.data(), p2.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(m.data(), m2.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(v.data(), v2.data(), n * sizeof(float)) == 0);
+#endif
+      CHECK(p != uniform_floats(n, 11, -1.0, 1.0));  // the update happened
+    }
+  }
 }
 
 TEST_CASE("state sizes") {

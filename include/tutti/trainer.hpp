@@ -8,6 +8,7 @@
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/bucket_pipeline.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
@@ -367,16 +368,39 @@ TUTTI_HOST_DEVICE inline bool finite_value(float v) {
   return (float_bits(v) & 0x7f800000u) != 0x7f800000u;
 }
 
-struct nonfinite_count_fn {
-  const float* g;
-  TUTTI_HOST_DEVICE unsigned operator()(std::size_t i) const {
-    return finite_value(g[i]) ? 0u : 1u;
-  }
-};
-
 struct bit_or_fn {
   TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
 };
+
+/// Host: 1 when block b (of `host_block` values) of g[0, n) holds an infinity or a NaN.
+struct nonfinite_block_fn {
+  const float* g;
+  std::size_t n;
+  unsigned operator()(std::size_t b) const {
+    std::size_t i = b * host_block;
+    const std::size_t hi = i + host_block < n ? i + host_block : n;
+    unsigned bad = 0;
+#if TUTTI_HOST_SIMD && !(defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+    // x * 0 is NaN for an infinity or a NaN and ±0 otherwise, so a sum of them is NaN exactly
+    // when a value was not finite: vectorised arithmetic at any optimisation level (a build
+    // that assumes finite math could fold it away, and takes the loop over the bits below).
+    host_floats acc(0.f);
+    const host_floats zero(0.f);
+    for (; i + host_floats::size() <= hi; i += host_floats::size())
+      acc += host_floats(g + i, stdx::element_aligned) * zero;
+    for (std::size_t k = 0; k < host_floats::size(); ++k) bad |= finite_value(acc[k]) ? 0u : 1u;
+#endif
+    for (; i < hi; ++i) bad |= finite_value(g[i]) ? 0u : 1u;
+    return bad;
+  }
+};
+
+/// Host: true when g[0, n) holds an infinity or a NaN.
+template <execution_space Space>
+bool any_nonfinite(const Space& space, const float* g, std::size_t n) {
+  return transform_reduce(space, (n + host_block - 1) / host_block, nonfinite_block_fn{g, n}, 0u,
+                          bit_or_fn{}) != 0u;
+}
 
 // The device-side finite check: every thread that sees a non-finite value stores the same 1, so
 // the racing stores agree and no reduction (or host read) is needed.
@@ -715,9 +739,7 @@ class trainer {
           check = [this, &bucket_nonfinite](std::size_t begin, std::size_t end) {
             if (!bucket_nonfinite)
               bucket_nonfinite =
-                  transform_reduce(m_space, end - begin,
-                                   detail::nonfinite_count_fn{m_grads.data() + begin}, 0u,
-                                   detail::bit_or_fn{}) != 0u;
+                  detail::any_nonfinite(m_space, m_grads.data() + begin, end - begin);
           };
         } else {
           check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
@@ -1506,10 +1528,8 @@ class trainer {
     const std::size_t arena = m_params.size();
     const std::size_t unchecked = arena_checked ? 0 : arena;
     if constexpr (space_type::host_accessible) {
-      const bool bad =
-          !detail::finite_value(m_step_loss.data()[0]) || arena_bad ||
-          transform_reduce(m_space, unchecked, detail::nonfinite_count_fn{m_grads.data()}, 0u,
-                           detail::bit_or_fn{}) != 0u;
+      const bool bad = !detail::finite_value(m_step_loss.data()[0]) || arena_bad ||
+                       detail::any_nonfinite(m_space, m_grads.data(), unchecked);
       m_grads.data()[arena] = bad ? 1.f : 0.f;
       *local_entry = bad ? 1.f : 0.f;
     } else {

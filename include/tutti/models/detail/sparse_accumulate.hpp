@@ -19,6 +19,8 @@
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/traits.hpp>
 
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <thrust/sort.h>
 
 #include <algorithm>
@@ -151,6 +153,51 @@ struct chunk_pieces_fn {
       else
         dest[static_cast<std::size_t>(row) * dest_stride + c] += sum;
       j = e;
+    }
+  }
+};
+
+/// Host kernel over chunks k: what `chunk_pieces_fn` computes for every column of chunk k, with
+/// the columns as the inner loop (a tile of `tile` at a time), so one slot's contiguous
+/// contribution is read once and the adds vectorise. Each column's sum still runs over the
+/// run's slots in sorted order from zero, so every result is bitwise `chunk_pieces_fn`'s.
+template <class T>
+struct chunk_rows_fn {
+  static constexpr std::size_t tile = 64;
+  chunk_pieces_fn<T> f;
+  void operator()(std::size_t t) const {
+    const std::size_t k = f.first_chunk + t;
+    const std::size_t begin = k * f.chunk;
+    const std::size_t end = begin + f.chunk < f.n ? begin + f.chunk : f.n;
+    for (std::size_t c0 = 0; c0 < f.cols; c0 += tile) {
+      const std::size_t w = f.cols - c0 < tile ? f.cols - c0 : tile;
+      std::size_t j = begin;
+      while (j < end) {
+        const std::int32_t row = f.keys[j];
+        if (row == padding_key || row >= f.row_hi) break;  // only later rows from here on
+        std::size_t e = j;
+        if (row < f.row_lo) {
+          while (e < end && f.keys[e] == row) ++e;
+          j = e;
+          continue;
+        }
+        T sum[tile];
+        for (std::size_t c = 0; c < w; ++c) sum[c] = T(0);
+        for (; e < end && f.keys[e] == row; ++e) {
+          const T* src = f.contrib + static_cast<std::size_t>(f.order[e]) * f.contrib_stride + c0;
+          for (std::size_t c = 0; c < w; ++c) sum[c] += src[c];
+        }
+        const bool starts_before = j == begin && begin > 0 && f.keys[begin - 1] == row;
+        const bool continues_after = e == end && end < f.n && f.keys[end] == row;
+        if (starts_before || continues_after) {
+          T* out = (starts_before ? f.first_piece : f.last_piece) + k * f.cols + c0;
+          for (std::size_t c = 0; c < w; ++c) out[c] = sum[c];
+        } else {
+          T* out = f.dest + static_cast<std::size_t>(row) * f.dest_stride + c0;
+          for (std::size_t c = 0; c < w; ++c) out[c] += sum[c];
+        }
+        j = e;
+      }
     }
   }
 };
@@ -400,10 +447,20 @@ class sparse_accumulator {
     const std::size_t chunks = (m_n + chunk - 1) / chunk;
     T* first = m_first.reserve(chunks * cols);
     T* last = m_last.reserve(chunks * cols);
-    parallel_for(
-        space, (k1 - k0) * cols,
-        chunk_pieces_fn<T>{m_keys.data(), m_order.data(), contrib, contrib_stride, cols, m_n, chunk,
-                           dest, dest_stride, first, last, k0, row_lo, row_hi});
+    const chunk_pieces_fn<T> pieces{
+        m_keys.data(), m_order.data(), contrib, contrib_stride, cols, m_n,    chunk,
+        dest,          dest_stride,    first,   last,           k0,   row_lo, row_hi};
+    if constexpr (Space::host_accessible) {
+      // A thread per chunk, all columns: the work of a chunk is chunk x cols adds.
+      const chunk_rows_fn<T> rows{pieces};
+      if ((k1 - k0) * chunk * cols >= Space::serial_below * 16 && k1 - k0 > 1)
+        thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), k1 - k0,
+                           rows);
+      else
+        for (std::size_t t = 0; t < k1 - k0; ++t) rows(t);
+    } else {
+      parallel_for(space, (k1 - k0) * cols, pieces);
+    }
     if (chunks > 1)
       parallel_for(space, (k1 - k0) * cols,
                    chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest,

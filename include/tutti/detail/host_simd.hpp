@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file detail/host_simd.hpp
+/// @brief Host loops in blocks, vectorised through `std::experimental::simd` where the standard
+/// library has it.
+///
+/// g++ does not vectorise a loop that calls `std::sqrt` unless the translation unit is built
+/// with `-fno-math-errno` (the scalar call may have to set errno), and a header-only library
+/// cannot choose its users' flags. Kernels whose host loop matters (Adam's pass over every
+/// parameter, a finite check over the gradient arena) therefore offer a `run(lo, hi)` member
+/// that the host calls per block of `host_block` elements; it computes, element by element,
+/// the same IEEE operations in the same order as the scalar `operator()(i)` (which the device
+/// runs), so the two agree bitwise in a build without FMA contraction (the x86-64 baseline).
+/// Where `<experimental/simd>` is missing (libc++, nvcc's front end) `run` is the scalar loop.
+#pragma once
+
+#include <tutti/config.hpp>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <cstddef>  // before the check: it defines __GLIBCXX__ for libstdc++
+
+#if !defined(__CUDACC__) && defined(__GLIBCXX__) && defined(__has_include)
+#if __has_include(<experimental/simd>)
+#include <experimental/simd>
+#if defined(__cpp_lib_experimental_parallel_simd)
+/// 1 when host kernels' `run(lo, hi)` members use `std::experimental::simd`.
+#define TUTTI_HOST_SIMD 1
+#endif
+#endif
+#endif
+#if !defined(TUTTI_HOST_SIMD)
+#define TUTTI_HOST_SIMD 0
+#endif
+
+namespace tutti::detail {
+
+#if TUTTI_HOST_SIMD
+namespace stdx = std::experimental;
+/// The widest float vector the build's target has (4 lanes on the x86-64 baseline).
+using host_floats = stdx::native_simd<float>;
+#endif
+
+/// Elements per block of a blocked host loop: 32 KiB of floats per array, enough to amortise a
+/// block's setup, small enough that a million-element pass still spreads over the threads.
+inline constexpr std::size_t host_block = 8192;
+
+/// Functor over block indices: kernel.run(b * host_block, min(n, (b + 1) * host_block)).
+template <class Kernel>
+struct run_block_fn {
+  Kernel kernel;
+  std::size_t n;
+  void operator()(std::size_t b) const {
+    const std::size_t lo = b * host_block;
+    kernel.run(lo, lo + host_block < n ? lo + host_block : n);
+  }
+};
+
+/// Calls `kernel.run(lo, hi)` over [0, n) in blocks of `host_block`, in parallel on a host
+/// space's policy (serially below the space's `serial_below`, as `parallel_for` does).
+template <class Space, class Kernel>
+void parallel_blocks(const Space& space, std::size_t n, const Kernel& kernel) {
+  if (n == 0) return;
+  if constexpr (requires { Space::serial_below; }) {
+    if (n < Space::serial_below) {
+      kernel.run(0, n);
+      return;
+    }
+  }
+  thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0),
+                     (n + host_block - 1) / host_block, run_block_fn<Kernel>{kernel, n});
+}
+
+}  // namespace tutti::detail
