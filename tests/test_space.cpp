@@ -7,6 +7,8 @@
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <vector>
@@ -42,6 +44,28 @@ TEST_CASE_TEMPLATE("buffer and kernels round-trip through a space", Space, TUTTI
   CHECK_THROWS_AS(
       tutti::copy_to_host(space, std::span<const float>(moved.span()), std::span<float>(wrong)),
       tutti::invalid_argument);
+}
+
+TEST_CASE_TEMPLATE("fill writes every element, in blocks and tails, with the value's bits", Space,
+                   TUTTI_TEST_SPACES) {
+  // The host fills in blocks, with memset when the value's bytes are all zero: -0.f is not.
+  Space space{};
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{4095}, std::size_t{4096}, 3 * tutti::detail::host_block + 5}) {
+    CAPTURE(n);
+    tutti::buffer<float, Space> b(n, space);
+    for (const float value : {0.f, -0.f, 2.5f}) {
+      tutti::fill(space, b.span(), 7.f);
+      tutti::fill(space, b.span(), value);
+      const auto host = tutti::to_host_vector(space, b.span());
+      CHECK(std::all_of(host.begin(), host.end(),
+                        [&](float v) { return std::memcmp(&v, &value, sizeof v) == 0; }));
+    }
+    tutti::buffer<double, Space> d(n, space);
+    tutti::fill(space, d.span(), -1.0);
+    const auto dh = tutti::to_host_vector(space, d.span());
+    CHECK(std::all_of(dh.begin(), dh.end(), [](double v) { return v == -1.0; }));
+  }
 }
 
 TEST_CASE("parameter_layout aligns segments and rejects bad shapes") {

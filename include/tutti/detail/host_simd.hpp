@@ -19,6 +19,7 @@
 #include <thrust/iterator/counting_iterator.h>
 
 #include <cstddef>  // before the check: it defines __GLIBCXX__ for libstdc++
+#include <type_traits>
 
 #if !defined(__CUDACC__) && defined(__GLIBCXX__) && defined(__has_include)
 #if __has_include(<experimental/simd>)
@@ -40,6 +41,40 @@ namespace stdx = std::experimental;
 /// The widest float vector the build's target has (4 lanes on the x86-64 baseline).
 using host_floats = stdx::native_simd<float>;
 #endif
+
+/// out[c] = a * x[c] + b * y[c] for c in [0, n): vectors of floats on the host, one value at a
+/// time on a device (the same two products and one sum per value either way).
+template <class T>
+TUTTI_HOST_DEVICE inline void combine2(T* out, T a, const T* x, T b, const T* y, std::size_t n) {
+  std::size_t c = 0;
+#if TUTTI_HOST_SIMD && !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    using V = host_floats;
+    const V va(a), vb(b);
+    for (; c + V::size() <= n; c += V::size()) {
+      const V r = va * V(x + c, stdx::element_aligned) + vb * V(y + c, stdx::element_aligned);
+      r.copy_to(out + c, stdx::element_aligned);
+    }
+  }
+#endif
+  for (; c < n; ++c) out[c] = a * x[c] + b * y[c];
+}
+
+/// sum[c] += x[c] for c in [0, n): vectors of floats on the host.
+template <class T>
+inline void add_into(T* sum, const T* x, std::size_t n) {
+  std::size_t c = 0;
+#if TUTTI_HOST_SIMD
+  if constexpr (std::is_same_v<T, float>) {
+    using V = host_floats;
+    for (; c + V::size() <= n; c += V::size()) {
+      const V r = V(sum + c, stdx::element_aligned) + V(x + c, stdx::element_aligned);
+      r.copy_to(sum + c, stdx::element_aligned);
+    }
+  }
+#endif
+  for (; c < n; ++c) sum[c] += x[c];
+}
 
 /// Elements per block of a blocked host loop: 32 KiB of floats per array, enough to amortise a
 /// block's setup, small enough that a million-element pass still spreads over the threads.

@@ -6,6 +6,7 @@
 
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
@@ -141,13 +142,10 @@ struct mf_slot_fn {
     const T sw = scale * w;
     const T gs = sw * dl;
     const T r = sw * T(2) * l2;
-    // Scratch rows never overlap the parameters: saying so lets the host vectorise the loop.
-    T* __restrict__ uc = user_contrib + i * (dim + 1);
-    T* __restrict__ ic = item_contrib + i * (dim + 1);
-    for (std::size_t c = 0; c < dim; ++c) {
-      uc[c] = gs * q[c] + r * p[c];
-      ic[c] = gs * p[c] + r * q[c];
-    }
+    T* uc = user_contrib + i * (dim + 1);
+    T* ic = item_contrib + i * (dim + 1);
+    combine2(uc, gs, q, r, p, dim);  // uc[c] = gs * q[c] + r * p[c]
+    combine2(ic, gs, p, r, q, dim);
     uc[dim] = gs + r * params[off.user_bias + uu];
     ic[dim] = gs + r * params[off.item_bias + ii];
     slot_loss[i] = w * l;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <tutti/config.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/space/traits.hpp>
 
 #include <thrust/fill.h>
@@ -14,8 +15,11 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <span>
+#include <type_traits>
 
 namespace tutti {
 
@@ -49,6 +53,18 @@ struct fill_fn {
   T* out;
   T value;
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const { out[i] = value; }
+  /// Host blocks: memset when every byte of `value` is zero (clearing a gradient arena).
+  void run(std::size_t lo, std::size_t hi) const {
+    if constexpr (std::is_trivially_copyable_v<T>) {
+      unsigned char bytes[sizeof(T)];
+      std::memcpy(bytes, &value, sizeof(T));
+      if (std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0; })) {
+        std::memset(static_cast<void*>(out + lo), 0, (hi - lo) * sizeof(T));
+        return;
+      }
+    }
+    std::fill(out + lo, out + hi, value);
+  }
 };
 template <class T>
 struct scale_fn {
@@ -61,7 +77,10 @@ struct scale_fn {
 /// Sets every element of a span of `space`'s memory to `value`.
 template <execution_space Space, class T>
 void fill(const Space& space, std::span<T> s, T value) {
-  parallel_for(space, s.size(), detail::fill_fn<T>{s.data(), value});
+  if constexpr (Space::host_accessible)
+    detail::parallel_blocks(space, s.size(), detail::fill_fn<T>{s.data(), value});
+  else
+    parallel_for(space, s.size(), detail::fill_fn<T>{s.data(), value});
 }
 
 /// Multiplies every element of a span of `space`'s memory by `factor`.

@@ -13,6 +13,7 @@
 
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/space/algorithms.hpp>
@@ -181,20 +182,17 @@ struct chunk_rows_fn {
           j = e;
           continue;
         }
-        T sum[tile];
-        for (std::size_t c = 0; c < w; ++c) sum[c] = T(0);
-        for (; e < end && f.keys[e] == row; ++e) {
-          const T* src = f.contrib + static_cast<std::size_t>(f.order[e]) * f.contrib_stride + c0;
-          for (std::size_t c = 0; c < w; ++c) sum[c] += src[c];
-        }
+        T sum[tile] = {};
+        for (; e < end && f.keys[e] == row; ++e)
+          add_into(sum, f.contrib + static_cast<std::size_t>(f.order[e]) * f.contrib_stride + c0,
+                   w);
         const bool starts_before = j == begin && begin > 0 && f.keys[begin - 1] == row;
         const bool continues_after = e == end && end < f.n && f.keys[end] == row;
         if (starts_before || continues_after) {
           T* out = (starts_before ? f.first_piece : f.last_piece) + k * f.cols + c0;
           for (std::size_t c = 0; c < w; ++c) out[c] = sum[c];
         } else {
-          T* out = f.dest + static_cast<std::size_t>(row) * f.dest_stride + c0;
-          for (std::size_t c = 0; c < w; ++c) out[c] += sum[c];
+          add_into(f.dest + static_cast<std::size_t>(row) * f.dest_stride + c0, sum, w);
         }
         j = e;
       }
