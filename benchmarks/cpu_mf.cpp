@@ -63,6 +63,7 @@ struct config {
   std::uint64_t seed = 7;
   std::string reducer = "none";
   int ranks = 2;  // --reducer local
+  std::string sparse = "off";
   std::string out;
   std::vector<int> out_world{1, 2};
   bool prepare = false;
@@ -100,7 +101,10 @@ auto make_trainer(const config& c, const tutti::data::interactions& data, Reduce
        .epochs = c.epochs,
        .base_lr = c.lr,
        .seed = c.seed,
-       .evaluate_each_epoch = false});
+       .evaluate_each_epoch = false,
+       .sparse_exchange = c.sparse == "on"     ? tutti::sparse_exchange_policy::on
+                          : c.sparse == "auto" ? tutti::sparse_exchange_policy::automatic
+                                               : tutti::sparse_exchange_policy::off});
 }
 
 // The peers' inputs: the data, the trainer's initial parameters, and for each world size W and
@@ -149,9 +153,9 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
             const std::string& reducer, int world, int threads) {
   std::printf(
       "tutti_bench_cpu_mf: %zu interactions, %d users, %d items, dim %d, global batch %zu, "
-      "Adam lr %g, l2 %g; %d rank(s) (%s), %d OpenMP thread(s) per rank\n",
+      "Adam lr %g, l2 %g; %d rank(s) (%s, sparse exchange %s), %d OpenMP thread(s) per rank\n",
       data.size(), data.n_users(), data.n_items(), c.dim, c.batch, c.lr, double(c.l2), world,
-      reducer.c_str(), threads);
+      reducer.c_str(), c.sparse.c_str(), threads);
   std::printf("%6s  %10s  %12s  %14s\n", "epoch", "seconds", "train loss", "samples/s");
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> sps;
@@ -177,6 +181,7 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
     tutti::bench::write_json(c.json, rows,
                              {{"benchmark", "cpu_mf"},
                               {"reducer", reducer},
+                              {"sparse_exchange", c.sparse},
                               {"ranks", world},
                               {"threads_per_rank", threads},
                               {"rows", data.size()},
@@ -278,6 +283,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ranks", c.ranks, "ranks of --reducer local")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--sparse-exchange", c.sparse,
+                 "send only the embedding rows a step touched: off (the dense allreduce), auto "
+                 "(rows when the cost model says they are cheaper), on (always rows)")
+      ->check(CLI::IsMember({"off", "auto", "on"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "write the peers' inputs (data, init, batch order) to DIR");
   app.add_option("--out-world", c.out_world, "world sizes whose shards --out writes")

@@ -7,7 +7,9 @@
 #   (b) MF in 2 processes: tutti_bench_cpu_mf --reducer mpi under mpiexec against PyTorch DDP
 #       with the gloo backend (ddp_mf.py), each rank on tutti's shard of that rank; and, as tutti
 #       runs 2 ranks on one host by default, tutti's 2 ranks as threads (local_ring) against the
-#       same DDP run;
+#       same DDP run; each tutti run is followed by one with --sparse-exchange auto (only the
+#       embedding rows the step touched travel, when the cost model says that is cheaper; the
+#       same parameters), compared with the same DDP run;
 #   (c) the mean of a float buffer over 2 ranks, 4 KiB ... 64 MiB: tutti's local_ring (threads)
 #       and mpi_reducer (processes) against torch.distributed gloo all_reduce (gloo_allreduce.py),
 #       all timed with the same loop.
@@ -111,14 +113,19 @@ for ((r = 1; r <= rounds; ++r)); do
     "'${libtorch_mf}' '${data}' --threads 1 --json '${d}/a1_libtorch.json' \
        >'${d}/a1_libtorch.txt'"
   # (b) two processes, one thread each
+  # tutti dense (the same collective DDP makes), then with the sparse exchange it chooses itself
   pair "${r}" "MF, 2 processes: mpi_reducer vs DDP gloo" \
     "${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
-       --json '${d}/b_tutti.json' >'${d}/b_tutti.txt'" \
+       --json '${d}/b_tutti.json' >'${d}/b_tutti.txt';
+     ${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
+       --sparse-exchange auto --json '${d}/bs_tutti.json' >'${d}/bs_tutti.txt'" \
     "'${py}' '${root}/benchmarks/peers/ddp_mf.py' '${data}' --world 2 --threads 1 \
        --json '${d}/b_ddp.json' >'${d}/b_ddp.txt'"
   pair "${r}" "MF, 2 ranks: local_ring (threads) vs DDP gloo" \
     "'${bench}/tutti_bench_cpu_mf' --reducer local --ranks 2 --epochs ${epochs} ${mf_args[*]} \
-       --json '${d}/b2_tutti.json' >'${d}/b2_tutti.txt'" \
+       --json '${d}/b2_tutti.json' >'${d}/b2_tutti.txt';
+     '${bench}/tutti_bench_cpu_mf' --reducer local --ranks 2 --epochs ${epochs} ${mf_args[*]} \
+       --sparse-exchange auto --json '${d}/b2s_tutti.json' >'${d}/b2s_tutti.txt'" \
     "'${py}' '${root}/benchmarks/peers/ddp_mf.py' '${data}' --world 2 --threads 1 \
        --json '${d}/b2_ddp.json' >'${d}/b2_ddp.txt'"
   # (c) allreduce, 2 ranks: local_ring and mpi_reducer against gloo
@@ -154,14 +161,16 @@ def epoch_losses(j):
 print(f"\n== peers on the CPU: {cores} cores ({cpu}), {rounds} rounds, PyTorch {torch_version}")
 print("   figures are medians over rounds; tutti / peer is the ratio of the medians, [range] the")
 print("   per-round ratios (each round ran both sides back to back)\n")
-hdr = f"{'comparison':<44} {'tutti samples/s':>16} {'peer samples/s':>15} {'tutti/peer':>10} {'[range]':>15}  final loss tutti / peer"
+hdr = f"{'comparison':<50} {'tutti samples/s':>16} {'peer samples/s':>15} {'tutti/peer':>10} {'[range]':>15}  final loss tutti / peer"
 print(hdr)
 print("-" * len(hdr))
 for key, label, tname, pname in (
         ("a", f"(a) 1 process x {cores} threads: vs libtorch", "a_tutti.json", "a_libtorch.json"),
         ("a1", "(a) 1 process x 1 thread: vs libtorch", "a1_tutti.json", "a1_libtorch.json"),
         ("b", "(b) 2 processes: mpi_reducer vs DDP gloo", "b_tutti.json", "b_ddp.json"),
-        ("b2", "(b) 2 ranks: local_ring threads vs DDP gloo", "b2_tutti.json", "b2_ddp.json")):
+        ("b2", "(b) 2 ranks: local_ring threads vs DDP gloo", "b2_tutti.json", "b2_ddp.json"),
+        ("bs", "(b) 2 processes: mpi_reducer, sparse vs DDP gloo", "bs_tutti.json", "b_ddp.json"),
+        ("b2s", "(b) 2 ranks: local_ring, sparse vs DDP gloo", "b2s_tutti.json", "b2_ddp.json")):
     ts, ps, ratios = [], [], []
     for r in range(1, rounds + 1):
         t, p = load(r, tname), load(r, pname)
@@ -176,7 +185,7 @@ for key, label, tname, pname in (
            "tutti_final_loss": t_last, "peer_final_loss": p_last,
            "tutti_runs": ts, "peer_runs": ps}
     summary["mf"].append(row)
-    print(f"{label:<44} {med(ts):>16,.0f} {med(ps):>15,.0f} {row['ratio']:>9.2f}x "
+    print(f"{label:<50} {med(ts):>16,.0f} {med(ps):>15,.0f} {row['ratio']:>9.2f}x "
           f"[{min(ratios):.2f}-{max(ratios):.2f}]  {t_last:.6f} / {p_last:.6f}")
 
 print(f"\n(c) allreduce of a float buffer, 2 ranks: median time per size (us), busbw (GB/s), and")
