@@ -174,6 +174,13 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
                       {"optimizer", e.phases.optimizer}}}});
   }
   const double median_sps = tutti::bench::median(sps);
+  if (world > 1)
+    std::printf("gradient bytes per step and rank: %llu (dense: %llu, %.2fx fewer)\n",
+                static_cast<unsigned long long>(r.bytes_reduced_per_step),
+                static_cast<unsigned long long>(r.dense_bytes_per_step),
+                r.bytes_reduced_per_step > 0
+                    ? double(r.dense_bytes_per_step) / double(r.bytes_reduced_per_step)
+                    : 0.0);
   std::printf("median samples/s after the warm-up: %.0f; final train loss %.6f\n", median_sps,
               r.epochs.back().train_loss);
   std::fflush(stdout);
@@ -182,6 +189,8 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
                              {{"benchmark", "cpu_mf"},
                               {"reducer", reducer},
                               {"sparse_exchange", c.sparse},
+                              {"bytes_reduced_per_step", r.bytes_reduced_per_step},
+                              {"dense_bytes_per_step", r.dense_bytes_per_step},
                               {"ranks", world},
                               {"threads_per_rank", threads},
                               {"rows", data.size()},
