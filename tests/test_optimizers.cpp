@@ -256,6 +256,35 @@ TEST_CASE("adam's blocked host loop computes bitwise what its scalar kernel comp
   }
 }
 
+TEST_CASE("sgd's blocked host loop computes bitwise what its scalar kernel computes") {
+  for (const std::size_t n :
+       {std::size_t{3}, std::size_t{4097}, 2 * tutti::detail::host_block + 9}) {
+    for (const int mode : {0, 1, 2, 3}) {
+      CAPTURE(n);
+      CAPTURE(mode);  // plain, weight decay, momentum, Nesterov momentum with weight decay
+      std::vector<float> p = uniform_floats(n, 21, -1.0, 1.0);
+      const std::vector<float> g = uniform_floats(n, 22, -0.5, 0.5);
+      std::vector<float> v = uniform_floats(n, 23, -0.1, 0.1);
+      std::vector<float> p2 = p, v2 = v;
+      const tutti::detail::sgd_kernel blocked{p.data(), g.data(), mode >= 2 ? v.data() : nullptr,
+                                              0.05f,    0.9f,     mode % 2 == 1 ? 0.01f : 0.f,
+                                              mode == 3};
+      tutti::detail::sgd_kernel scalar = blocked;
+      scalar.p = p2.data();
+      if (mode >= 2) scalar.v = v2.data();
+      tutti::detail::parallel_blocks(tutti::host_space{}, n, blocked);
+      for (std::size_t i = 0; i < n; ++i) scalar(i);
+#if defined(__FMA__)
+      for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == doctest::Approx(p2[i]).epsilon(1e-6));
+#else
+      CHECK(std::memcmp(p.data(), p2.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(v.data(), v2.data(), n * sizeof(float)) == 0);
+#endif
+      CHECK(p != uniform_floats(n, 21, -1.0, 1.0));
+    }
+  }
+}
+
 TEST_CASE("state sizes") {
   CHECK(tutti::sgd{}.state_size(1000) == 0);
   CHECK(tutti::sgd{.weight_decay = 0.1f}.state_size(1000) == 0);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/config.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
@@ -37,6 +38,29 @@ struct sgd_kernel {
       d = nesterov ? d + momentum * buf : buf;
     }
     p[i] -= lr * d;
+  }
+
+  /// Elements [lo, hi) on the host: the operations of `operator()`, in its order, on vectors
+  /// (see detail/host_simd.hpp), then the scalar tail.
+  void run(std::size_t lo, std::size_t hi) const {
+#if TUTTI_HOST_SIMD
+    using V = host_floats;
+    constexpr auto aligned = stdx::element_aligned;
+    const V vlr(lr), vmomentum(momentum), vwd(weight_decay);
+    for (; lo + V::size() <= hi; lo += V::size()) {
+      const V w(p + lo, aligned);
+      V d(g + lo, aligned);
+      if (weight_decay != 0.f) d += vwd * w;
+      if (v != nullptr) {
+        const V buf = vmomentum * V(v + lo, aligned) + d;
+        buf.copy_to(v + lo, aligned);
+        d = nesterov ? d + vmomentum * buf : buf;
+      }
+      const V out = w - vlr * d;
+      out.copy_to(p + lo, aligned);
+    }
+#endif
+    for (; lo < hi; ++lo) (*this)(lo);
   }
 };
 
@@ -99,10 +123,13 @@ struct sgd {
     validate();
     detail::check_optimizer_step("tutti::sgd::step", params.size(), grads.size(), state.size(),
                                  state_size(params.size()), lr);
-    parallel_for(
-        space, params.size(),
-        detail::sgd_kernel{params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr,
-                           momentum, weight_decay, nesterov});
+    const detail::sgd_kernel kernel{
+        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
+        weight_decay,  nesterov};
+    if constexpr (Space::host_accessible)
+      detail::parallel_blocks(space, params.size(), kernel);
+    else
+      parallel_for(space, params.size(), kernel);
   }
 };
 
