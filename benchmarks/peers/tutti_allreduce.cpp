@@ -16,6 +16,14 @@
 /// 2(W-1)/W (nccl-tests). The buffer must then hold the mean (W+1)/2 + (i mod 7) within 1e-6
 /// relative; #wrong counts the values that do not, summed over ranks, and any makes the program
 /// exit with 1. The convention is that of `tutti_bench_allreduce`.
+///
+/// The memory's bound, measured in the same run: any allreduce must read every rank's S input
+/// bytes once and write every rank's S result bytes once, i.e. move at least as many bytes as
+/// every rank copying its buffer once. So after the allreduce iterations the ranks time, with
+/// the same line-up, a `memcpy` of S bytes each, all at once; copy is the median of the slowest
+/// rank's, and "of bound" = copy time / allreduce time (100 % would be an allreduce that costs
+/// what the unavoidable bytes cost). A W = 2 `local_ring`, which writes each finished chunk into
+/// both buffers, moves exactly those bytes; at W > 2 its ring moves 2.5 (W-1)/W times as many.
 
 #include "../common.hpp"
 
@@ -33,6 +41,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string>
@@ -58,6 +67,7 @@ struct row {
   double time_us = 0;
   double algbw_gbs = 0;
   double busbw_gbs = 0;
+  double copy_us = 0;  // every rank copying its S bytes at once
   std::size_t wrong = 0;
 };
 
@@ -96,6 +106,19 @@ row measure(Reducer& reducer, std::size_t bytes, const config& c) {
   }
   reducer.all_reduce_max(std::span<double>(seconds));  // per iteration, the slowest rank
 
+  // The bound: every rank copies its S bytes once, all at once, as often as the allreduce ran.
+  std::vector<float> src(buf.size(), 1.f), dst(buf.size(), 0.f);
+  std::vector<double> copies(iters);
+  for (std::size_t k = 0; k < iters; ++k) {
+    line_up(reducer);
+    const auto t0 = clock_type::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    copies[k] = tutti::bench::seconds_since(t0);
+  }
+  reducer.all_reduce_max(std::span<double>(copies));
+  volatile float sink = dst[dst.size() / 2];  // the copies are used
+  (void)sink;
+
   const double base = (world + 1) / 2.0;
   double wrong[1] = {0.0};
   for (std::size_t i = 0; i < buf.size(); ++i) {
@@ -111,6 +134,7 @@ row measure(Reducer& reducer, std::size_t bytes, const config& c) {
   r.time_us = t * 1e6;
   r.algbw_gbs = t > 0 ? double(bytes) / t / 1e9 : 0.0;
   r.busbw_gbs = r.algbw_gbs * 2.0 * double(world - 1) / double(world);
+  r.copy_us = tutti::bench::median(copies) * 1e6;
   r.wrong = static_cast<std::size_t>(wrong[0]);
   return r;
 }
@@ -131,13 +155,15 @@ int report(const std::vector<row>& rows, const std::string& name, int world, con
       "tutti_bench_peer_allreduce: %s, %d ranks; time = median over iterations of the "
       "slowest rank\n",
       name.c_str(), world);
-  std::printf("%12s %10s %7s %12s %10s %10s %7s\n", "size(B)", "count", "iters", "time(us)",
-              "algbw", "busbw", "#wrong");
+  std::printf("%12s %10s %7s %12s %10s %10s %7s %10s %9s\n", "size(B)", "count", "iters",
+              "time(us)", "algbw", "busbw", "#wrong", "copy(us)", "of bound");
   std::size_t wrong = 0;
   nlohmann::json results = nlohmann::json::array();
   for (const auto& r : rows) {
-    std::printf("%12zu %10zu %7zu %12.1f %10.3f %10.3f %7zu\n", r.bytes, r.bytes / sizeof(float),
-                r.iters, r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+    const double share = r.time_us > 0 ? r.copy_us / r.time_us : 0.0;
+    std::printf("%12zu %10zu %7zu %12.1f %10.3f %10.3f %7zu %10.1f %8.1f%%\n", r.bytes,
+                r.bytes / sizeof(float), r.iters, r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong,
+                r.copy_us, 100.0 * share);
     wrong += r.wrong;
     results.push_back({{"reducer", name},
                        {"ranks", world},
@@ -147,6 +173,8 @@ int report(const std::vector<row>& rows, const std::string& name, int world, con
                        {"time_us", r.time_us},
                        {"algbw_gbs", r.algbw_gbs},
                        {"busbw_gbs", r.busbw_gbs},
+                       {"copy_us", r.copy_us},
+                       {"bound_share", share},
                        {"wrong", r.wrong}});
   }
   std::fflush(stdout);
