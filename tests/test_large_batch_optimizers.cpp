@@ -509,6 +509,54 @@ TEST_CASE_TEMPLATE("lars and lamb layout-free step equals the one-segment layout
   }
 }
 
+TEST_CASE("lamb's blocked host loops compute bitwise what its scalar kernels compute") {
+  // The host computes LAMB's terms on vectors (detail/host_simd.hpp): the update must give the
+  // scalar kernel's bits, and a block's two sums of squares the scalar terms summed in order.
+  tutti::detail::splitmix rng(17);
+  for (const std::size_t n : {std::size_t{5}, std::size_t{4099}, tutti::detail::host_block}) {
+    for (const float wd : {0.f, 0.01f}) {
+      CAPTURE(n);
+      CAPTURE(wd);
+      std::vector<float> p(n), g(n), m(n), v(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        p[i] = static_cast<float>(2.0 * rng.uniform() - 1.0);
+        g[i] = i % 4 == 0 ? 0.f : static_cast<float>(rng.uniform() - 0.5);
+        m[i] = static_cast<float>(0.1 * (rng.uniform() - 0.5));
+        v[i] = static_cast<float>(0.01 * rng.uniform());
+      }
+      std::vector<float> p2 = p, m2 = m, v2 = v;
+      const tutti::detail::lamb_terms terms{p.data(), g.data(), m.data(), v.data(), 0.9f,
+                                            0.999f,   1e-6f,    1.4f,     1.1f,     wd};
+      tutti::detail::lamb_terms terms2 = terms;
+      terms2.p = p2.data();
+      terms2.m = m2.data();
+      terms2.v = v2.data();
+
+      const tutti::detail::sum_squares blocked = tutti::detail::lamb_norms_block_fn{terms, n}(0);
+      tutti::detail::sum_squares serial{0.0, 0.0};
+      for (std::size_t i = 0; i < n; ++i)
+        serial = tutti::detail::sum_squares_plus{}(serial, tutti::detail::lamb_norms_fn{terms2}(i));
+      CHECK(blocked.a == serial.a);
+#if !defined(__FMA__)
+      CHECK(blocked.b == serial.b);
+#endif
+      CHECK(blocked.b > 0.0);
+
+      tutti::detail::parallel_blocks(tutti::host_space{}, n,
+                                     tutti::detail::lamb_kernel{terms, 0.02f});
+      const tutti::detail::lamb_kernel scalar{terms2, 0.02f};
+      for (std::size_t i = 0; i < n; ++i) scalar(i);
+#if defined(__FMA__)
+      for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == doctest::Approx(p2[i]).epsilon(1e-6));
+#else
+      CHECK(p == p2);
+      CHECK(m == m2);
+      CHECK(v == v2);
+#endif
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("lars and lamb reject bad hyper-parameters and arguments before any update",
                    Space, TUTTI_TEST_SPACES) {
   Space space{};

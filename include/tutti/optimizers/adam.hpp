@@ -71,6 +71,27 @@ struct adam_kernel {
   }
 };
 
+/// Checks the hyper-parameters Adam and LAMB share; `fn` names the caller in the message.
+inline void check_adam_family(const char* fn, float beta1, float beta2, float eps,
+                              float weight_decay) {
+  TUTTI_EXPECTS(std::isfinite(beta1) && beta1 >= 0.f && beta1 < 1.f, fn,
+                "beta1 is " + std::to_string(beta1) + "; expected a value in [0, 1)");
+  TUTTI_EXPECTS(std::isfinite(beta2) && beta2 >= 0.f && beta2 < 1.f, fn,
+                "beta2 is " + std::to_string(beta2) + "; expected a value in [0, 1)");
+  TUTTI_EXPECTS(std::isfinite(eps) && eps > 0.f, fn,
+                "eps is " + std::to_string(eps) + "; expected a finite value > 0");
+  TUTTI_EXPECTS(
+      std::isfinite(weight_decay) && weight_decay >= 0.f, fn,
+      "weight_decay is " + std::to_string(weight_decay) + "; expected a finite value >= 0");
+}
+
+/// Checks that `step` is 1-based (bias correction divides by 1 - beta^step).
+inline void check_one_based_step(const char* fn, std::uint64_t step) {
+  TUTTI_EXPECTS(step >= 1, fn,
+                "step is 0; expected the 1-based optimizer step (bias correction divides by "
+                "1 - beta^step)");
+}
+
 }  // namespace detail
 
 /// Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019) with PyTorch's semantics:
@@ -97,15 +118,7 @@ struct adam {
 
   /// Throws `tutti::invalid_argument` when a hyper-parameter is out of range.
   void validate() const {
-    TUTTI_EXPECTS(std::isfinite(beta1) && beta1 >= 0.f && beta1 < 1.f, "tutti::adam::step",
-                  "beta1 is " + std::to_string(beta1) + "; expected a value in [0, 1)");
-    TUTTI_EXPECTS(std::isfinite(beta2) && beta2 >= 0.f && beta2 < 1.f, "tutti::adam::step",
-                  "beta2 is " + std::to_string(beta2) + "; expected a value in [0, 1)");
-    TUTTI_EXPECTS(std::isfinite(eps) && eps > 0.f, "tutti::adam::step",
-                  "eps is " + std::to_string(eps) + "; expected a finite value > 0");
-    TUTTI_EXPECTS(
-        std::isfinite(weight_decay) && weight_decay >= 0.f, "tutti::adam::step",
-        "weight_decay is " + std::to_string(weight_decay) + "; expected a finite value >= 0");
+    detail::check_adam_family("tutti::adam::step", beta1, beta2, eps, weight_decay);
   }
 
   /// Floats of state for `parameters` parameters: first and second moments.
@@ -120,9 +133,7 @@ struct adam {
     const std::size_t n = params.size();
     detail::check_optimizer_step("tutti::adam::step", n, grads.size(), state.size(), state_size(n),
                                  lr);
-    TUTTI_EXPECTS(step >= 1, "tutti::adam::step",
-                  "step is 0; expected the 1-based optimizer step (bias correction divides by "
-                  "1 - beta^step)");
+    detail::check_one_based_step("tutti::adam::step", step);
     // Folded in double so that large step counts and betas near 1 keep their precision.
     const double t = static_cast<double>(step);
     const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), t);

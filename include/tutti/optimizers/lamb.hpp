@@ -5,8 +5,10 @@
 #pragma once
 
 #include <tutti/config.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
+#include <tutti/optimizers/adam.hpp>  // detail::check_adam_family, check_one_based_step
 #include <tutti/optimizers/lars.hpp>  // detail::reduce_sum_squares, trust_segments, trust_ratio
 #include <tutti/optimizers/sgd.hpp>   // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
@@ -45,6 +47,19 @@ struct lamb_terms {
     // Skipped when zero so an infinite parameter does not turn into NaN via 0 * inf.
     if (weight_decay != 0.f) r += weight_decay * p[i];
   }
+
+#if TUTTI_HOST_SIMD
+  /// `terms` for the vector of values at `i`, the same operations in the same order.
+  void terms(std::size_t i, host_floats& mi, host_floats& vi, host_floats& r) const {
+    using V = host_floats;
+    constexpr auto aligned = stdx::element_aligned;
+    const V d(g + i, aligned);
+    mi = V(beta1) * V(m + i, aligned) + V(1.f - beta1) * d;
+    vi = V(beta2) * V(v + i, aligned) + V(1.f - beta2) * d * d;
+    r = mi * V(inv_bc1) / (stdx::sqrt(vi) * V(inv_sqrt_bc2) + V(eps));
+    if (weight_decay != 0.f) r += V(weight_decay) * V(p + i, aligned);
+  }
+#endif
 };
 
 /// Squares of a segment's weights and update directions, for LAMB's two norms.
@@ -59,6 +74,33 @@ struct lamb_norms_fn {
   }
 };
 
+/// Host: lamb_norms_fn summed over block b (of `host_block` values) of a segment of n values,
+/// in value order, with the float terms computed on vectors.
+struct lamb_norms_block_fn {
+  lamb_terms t;
+  std::size_t n;
+  sum_squares operator()(std::size_t b) const {
+    std::size_t i = b * host_block;
+    const std::size_t hi = i + host_block < n ? i + host_block : n;
+    sum_squares s{0.0, 0.0};
+#if TUTTI_HOST_SIMD
+    using V = host_floats;
+    for (; i + V::size() <= hi; i += V::size()) {
+      V mi, vi, r;
+      t.terms(i, mi, vi, r);
+      for (std::size_t k = 0; k < V::size(); ++k) {
+        const double w = t.p[i + k];
+        const double rd = r[k];
+        s.a += w * w;
+        s.b += rd * rd;
+      }
+    }
+#endif
+    for (; i < hi; ++i) s = sum_squares_plus{}(s, lamb_norms_fn{t}(i));
+    return s;
+  }
+};
+
 /// One element of LAMB: stores the moments and moves the weight by `scale` (lr * ratio) times r.
 struct lamb_kernel {
   lamb_terms t;
@@ -69,6 +111,23 @@ struct lamb_kernel {
     t.m[i] = mi;
     t.v[i] = vi;
     t.p[i] -= scale * r;
+  }
+
+  /// Values [lo, hi) on the host: `operator()` on vectors, then the scalar tail.
+  void run(std::size_t lo, std::size_t hi) const {
+#if TUTTI_HOST_SIMD
+    using V = host_floats;
+    constexpr auto aligned = stdx::element_aligned;
+    for (; lo + V::size() <= hi; lo += V::size()) {
+      V mi, vi, r;
+      t.terms(lo, mi, vi, r);
+      mi.copy_to(t.m + lo, aligned);
+      vi.copy_to(t.v + lo, aligned);
+      const V out = V(t.p + lo, aligned) - V(scale) * r;
+      out.copy_to(t.p + lo, aligned);
+    }
+#endif
+    for (; lo < hi; ++lo) (*this)(lo);
   }
 };
 
@@ -109,15 +168,7 @@ struct lamb {
 
   /// Throws `tutti::invalid_argument` when a hyper-parameter is out of range.
   void validate() const {
-    TUTTI_EXPECTS(std::isfinite(beta1) && beta1 >= 0.f && beta1 < 1.f, "tutti::lamb::step",
-                  "beta1 is " + std::to_string(beta1) + "; expected a value in [0, 1)");
-    TUTTI_EXPECTS(std::isfinite(beta2) && beta2 >= 0.f && beta2 < 1.f, "tutti::lamb::step",
-                  "beta2 is " + std::to_string(beta2) + "; expected a value in [0, 1)");
-    TUTTI_EXPECTS(std::isfinite(eps) && eps > 0.f, "tutti::lamb::step",
-                  "eps is " + std::to_string(eps) + "; expected a finite value > 0");
-    TUTTI_EXPECTS(
-        std::isfinite(weight_decay) && weight_decay >= 0.f, "tutti::lamb::step",
-        "weight_decay is " + std::to_string(weight_decay) + "; expected a finite value >= 0");
+    detail::check_adam_family("tutti::lamb::step", beta1, beta2, eps, weight_decay);
   }
 
   /// Floats of state for `parameters` parameters: first and second moments.
@@ -151,9 +202,7 @@ struct lamb {
     validate();
     detail::check_optimizer_step("tutti::lamb::step", params.size(), grads.size(), state.size(),
                                  state_size(params.size()), lr);
-    TUTTI_EXPECTS(step >= 1, "tutti::lamb::step",
-                  "step is 0; expected the 1-based optimizer step (bias correction divides by "
-                  "1 - beta^step)");
+    detail::check_one_based_step("tutti::lamb::step", step);
   }
 
   template <execution_space Space>
@@ -179,14 +228,23 @@ struct lamb {
                                      s.excluded ? 0.f : weight_decay};
       double ratio = 1.0;
       if (!s.excluded) {
-        const detail::sum_squares sq =
-            detail::reduce_sum_squares(space, s.size, detail::lamb_norms_fn{terms});
+        detail::sum_squares sq{0.0, 0.0};
+        if constexpr (Space::host_accessible) {
+          const std::size_t blocks = (s.size + detail::host_block - 1) / detail::host_block;
+          const detail::lamb_norms_block_fn norms{terms, s.size};
+          sq = blocks == 1 ? norms(0)
+                           : transform_reduce(space, blocks, norms, sq, detail::sum_squares_plus{});
+        } else
+          sq = detail::reduce_sum_squares(space, s.size, detail::lamb_norms_fn{terms});
         const double w_norm = std::sqrt(sq.a);
         const double r_norm = std::sqrt(sq.b);
         ratio = detail::trust_ratio(w_norm, r_norm, w_norm, r_norm);
       }
-      parallel_for(space, s.size,
-                   detail::lamb_kernel{terms, static_cast<float>(double(lr) * ratio)});
+      const detail::lamb_kernel kernel{terms, static_cast<float>(double(lr) * ratio)};
+      if constexpr (Space::host_accessible)
+        detail::parallel_blocks(space, s.size, kernel);
+      else
+        parallel_for(space, s.size, kernel);
     }
   }
 };
