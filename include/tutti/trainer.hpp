@@ -398,8 +398,7 @@ struct nonfinite_block_fn {
 /// Host: true when g[0, n) holds an infinity or a NaN.
 template <execution_space Space>
 bool any_nonfinite(const Space& space, const float* g, std::size_t n) {
-  return transform_reduce(space, (n + host_block - 1) / host_block, nonfinite_block_fn{g, n}, 0u,
-                          bit_or_fn{}) != 0u;
+  return reduce_blocks(space, n, nonfinite_block_fn{g, n}, 0u, bit_or_fn{}) != 0u;
 }
 
 // The device-side finite check: every thread that sees a non-finite value stores the same 1, so

@@ -17,6 +17,7 @@
 
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
 
 #include <cstddef>  // before the check: it defines __GLIBCXX__ for libstdc++
 #include <type_traits>
@@ -104,6 +105,17 @@ void parallel_blocks(const Space& space, std::size_t n, const Kernel& kernel) {
   }
   thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0),
                      (n + host_block - 1) / host_block, run_block_fn<Kernel>{kernel, n});
+}
+
+/// `op`-reduction, from `init`, of `f(b)` over the blocks b of [0, n) (blocks of `host_block`):
+/// in parallel on a host space's policy, a single block on the calling thread.
+template <class Space, class T, class F, class Op>
+T reduce_blocks(const Space& space, std::size_t n, F f, T init, Op op) {
+  const std::size_t blocks = (n + host_block - 1) / host_block;
+  if (blocks == 0) return init;
+  if (blocks == 1) return op(init, f(0));
+  return thrust::transform_reduce(space.policy(), thrust::counting_iterator<std::size_t>(0),
+                                  thrust::counting_iterator<std::size_t>(blocks), f, init, op);
 }
 
 }  // namespace tutti::detail

@@ -229,12 +229,10 @@ struct lamb {
       double ratio = 1.0;
       if (!s.excluded) {
         detail::sum_squares sq{0.0, 0.0};
-        if constexpr (Space::host_accessible) {
-          const std::size_t blocks = (s.size + detail::host_block - 1) / detail::host_block;
-          const detail::lamb_norms_block_fn norms{terms, s.size};
-          sq = blocks == 1 ? norms(0)
-                           : transform_reduce(space, blocks, norms, sq, detail::sum_squares_plus{});
-        } else
+        if constexpr (Space::host_accessible)
+          sq = detail::reduce_blocks(space, s.size, detail::lamb_norms_block_fn{terms, s.size}, sq,
+                                     detail::sum_squares_plus{});
+        else
           sq = detail::reduce_sum_squares(space, s.size, detail::lamb_norms_fn{terms});
         const double w_norm = std::sqrt(sq.a);
         const double r_norm = std::sqrt(sq.b);
