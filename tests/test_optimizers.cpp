@@ -210,6 +210,18 @@ TEST_CASE_TEMPLATE("optimizers minimise a quadratic", Space, TUTTI_TEST_SPACES) 
   CHECK(max_error(minimise<Space>(tutti::sgd{}, 300, constant, a, c), shrunk) > 0.1);
 }
 
+// A host kernel's vectorised blocks against its scalar loop: the same bits, unless the build may
+// contract multiply-adds (-mfma), which contracts each loop its own way.
+static void check_same_bits(const std::vector<float>& blocked, const std::vector<float>& scalar) {
+  REQUIRE(blocked.size() == scalar.size());
+#if defined(__FMA__)
+  for (std::size_t i = 0; i < blocked.size(); ++i)
+    CHECK(blocked[i] == doctest::Approx(scalar[i]).epsilon(1e-6));
+#else
+  CHECK(std::memcmp(blocked.data(), scalar.data(), blocked.size() * sizeof(float)) == 0);
+#endif
+}
+
 TEST_CASE("adam's blocked host loop computes bitwise what its scalar kernel computes") {
   // The host runs Adam in vectorised blocks (detail/host_simd.hpp), the device per element:
   // the same operations in the same order, so without FMA contraction the bits agree, tails,
@@ -243,14 +255,9 @@ TEST_CASE("adam's blocked host loop computes bitwise what its scalar kernel comp
       scalar.v = v2.data();
       tutti::detail::parallel_blocks(tutti::host_space{}, n, blocked);
       for (std::size_t i = 0; i < n; ++i) scalar(i);
-#if defined(__FMA__)
-      // A build that may contract multiply-adds contracts each loop its own way.
-      for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == doctest::Approx(p2[i]).epsilon(1e-6));
-#else
-      CHECK(std::memcmp(p.data(), p2.data(), n * sizeof(float)) == 0);
-      CHECK(std::memcmp(m.data(), m2.data(), n * sizeof(float)) == 0);
-      CHECK(std::memcmp(v.data(), v2.data(), n * sizeof(float)) == 0);
-#endif
+      check_same_bits(p, p2);
+      check_same_bits(m, m2);
+      check_same_bits(v, v2);
       CHECK(p != uniform_floats(n, 11, -1.0, 1.0));  // the update happened
     }
   }
@@ -274,12 +281,8 @@ TEST_CASE("sgd's blocked host loop computes bitwise what its scalar kernel compu
       if (mode >= 2) scalar.v = v2.data();
       tutti::detail::parallel_blocks(tutti::host_space{}, n, blocked);
       for (std::size_t i = 0; i < n; ++i) scalar(i);
-#if defined(__FMA__)
-      for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == doctest::Approx(p2[i]).epsilon(1e-6));
-#else
-      CHECK(std::memcmp(p.data(), p2.data(), n * sizeof(float)) == 0);
-      CHECK(std::memcmp(v.data(), v2.data(), n * sizeof(float)) == 0);
-#endif
+      check_same_bits(p, p2);
+      check_same_bits(v, v2);
       CHECK(p != uniform_floats(n, 21, -1.0, 1.0));
     }
   }
