@@ -64,6 +64,7 @@ struct config {
   std::string reducer = "none";
   int ranks = 2;  // --reducer local
   std::string sparse = "off";
+  std::string shared_arena = "on";  // --reducer mpi
   std::string out;
   std::vector<int> out_world{1, 2};
   bool prepare = false;
@@ -247,10 +248,14 @@ int run_mpi(const config& c, int& argc, char**& argv) {
   tutti::mpi_session session(argc, argv);
   return tutti::mpi_abort_on_exception([&] {
     const auto data = make_data(c);
-    auto t = make_trainer(c, data, tutti::mpi_reducer{});
+    auto t = make_trainer(
+        c, data, tutti::mpi_reducer(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"}));
     const int rank = t.reducer().rank(), world = t.reducer().world_size();
     const auto r = t.fit(data, tutti::data::interactions{});
-    if (rank == 0) report(c, data, r, "mpi_reducer", world, omp_threads());
+    const bool shared = !t.reducer().shared_arena().empty();
+    if (rank == 0)
+      report(c, data, r, shared ? "mpi_reducer, shared arena" : "mpi_reducer", world,
+             omp_threads());
     return 0;
   });
 }
@@ -292,6 +297,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ranks", c.ranks, "ranks of --reducer local")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--shared-arena", c.shared_arena,
+                 "--reducer mpi: on (the gradient arena in an MPI shared-memory window, reduced "
+                 "in place, when all ranks share this host) or off (MPI_Allreduce)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--sparse-exchange", c.sparse,
                  "send only the embedding rows a step touched: off (the dense allreduce), auto "

@@ -6,6 +6,8 @@
 #   mpi.cli_parity   `mpiexec -n 2 tutti train --reducer mpi` and `tutti train --ranks 2` agree on
 #                    the final train loss within 1e-5 relative; usage errors under mpiexec
 #   mpi.abort        an error on one process ends every process, with a line naming its rank
+#   mpi.stall        a rank that never arrives ends every process within the timeout, named
+#   mpi.*_shared     the same two with the gradients in mpi_reducer's shared arena
 # Each runs 2 processes on what may be 2 shared cores, so they run alone (RUN_SERIAL).
 set(MPI_CXX_SKIP_MPICXX ON)  # tutti uses MPI's C interface only
 find_package(MPI COMPONENTS CXX)
@@ -57,7 +59,16 @@ add_test(NAME mpi.stall
                  -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
 set_tests_properties(mpi.stall PROPERTIES TIMEOUT 60)
 
-set(tutti_mpi_tests mpi.reducer mpi.abort mpi.stall)
+# The same two with the gradients in mpi_reducer's shared arena (its in-place reduction).
+foreach(case abort stall)
+  add_test(NAME mpi.${case}_shared
+           COMMAND ${CMAKE_COMMAND} -DCASE=${case} ${tutti_mpi_script_args} -DPROGRAM_ARGS=shared
+                   -DPROGRAM=$<TARGET_FILE:tutti_mpi_${case}_test>
+                   -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
+  set_tests_properties(mpi.${case}_shared PROPERTIES TIMEOUT 60)
+endforeach()
+
+set(tutti_mpi_tests mpi.reducer mpi.abort mpi.stall mpi.abort_shared mpi.stall_shared)
 if(TARGET tutti_cli)
   get_target_property(tutti_cli_definitions tutti_cli COMPILE_DEFINITIONS)
   if("TUTTI_HAS_MPI=1" IN_LIST tutti_cli_definitions)

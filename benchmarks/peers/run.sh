@@ -5,13 +5,16 @@
 #       in libtorch C++ (libtorch_mf/), from tutti's initial parameters in tutti's batch order,
 #       once on every core and once on one thread;
 #   (b) MF in 2 processes: tutti_bench_cpu_mf --reducer mpi under mpiexec against PyTorch DDP
-#       with the gloo backend (ddp_mf.py), each rank on tutti's shard of that rank; and, as tutti
+#       with the gloo backend (ddp_mf.py), each rank on tutti's shard of that rank (mpi_reducer
+#       reduces its shared arena in place, its default on one host; a third tutti run has
+#       --shared-arena off, every reduction through MPI_Allreduce); and, as tutti
 #       runs 2 ranks on one host by default, tutti's 2 ranks as threads (local_ring) against the
 #       same DDP run; each tutti run is followed by one with --sparse-exchange auto (only the
 #       embedding rows the step touched travel, when the cost model says that is cheaper; the
 #       same parameters), compared with the same DDP run;
 #   (c) the mean of a float buffer over 2 ranks, 4 KiB ... 64 MiB: tutti's local_ring (threads)
-#       and mpi_reducer (processes) against torch.distributed gloo all_reduce (gloo_allreduce.py),
+#       and mpi_reducer (processes; a private buffer through MPI_Allreduce, and the buffer in its
+#       shared arena, "arena") against torch.distributed gloo all_reduce (gloo_allreduce.py),
 #       all timed with the same loop.
 # It installs what is missing (scripts/deps.sh plus Debian's libtorch-dev and python3-torch, whose
 # torch is for /usr/bin/python3), builds tutti's two benchmarks and the libtorch peer in the build
@@ -118,7 +121,9 @@ for ((r = 1; r <= rounds; ++r)); do
     "${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
        --json '${d}/b_tutti.json' >'${d}/b_tutti.txt';
      ${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
-       --sparse-exchange auto --json '${d}/bs_tutti.json' >'${d}/bs_tutti.txt'" \
+       --sparse-exchange auto --json '${d}/bs_tutti.json' >'${d}/bs_tutti.txt';
+     ${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
+       --shared-arena off --json '${d}/bo_tutti.json' >'${d}/bo_tutti.txt'" \
     "'${py}' '${root}/benchmarks/peers/ddp_mf.py' '${data}' --world 2 --threads 1 \
        --json '${d}/b_ddp.json' >'${d}/b_ddp.txt'"
   pair "${r}" "MF, 2 ranks: local_ring (threads) vs DDP gloo" \
@@ -133,7 +138,9 @@ for ((r = 1; r <= rounds; ++r)); do
     "'${bench}/tutti_bench_peer_allreduce' --reducer local --ranks 2 --max-bytes ${max_bytes} \
        --json '${d}/c_local.json' >'${d}/c_local.txt';
      ${mpi[*]} '${bench}/tutti_bench_peer_allreduce' --reducer mpi --max-bytes ${max_bytes} \
-       --json '${d}/c_mpi.json' >'${d}/c_mpi.txt'" \
+       --json '${d}/c_mpi.json' >'${d}/c_mpi.txt';
+     ${mpi[*]} '${bench}/tutti_bench_peer_allreduce' --reducer mpi --shared-arena \
+       --max-bytes ${max_bytes} --json '${d}/c_arena.json' >'${d}/c_arena.txt'" \
     "'${py}' '${root}/benchmarks/peers/gloo_allreduce.py' --world 2 --max-bytes ${max_bytes} \
        --json '${d}/c_gloo.json' >'${d}/c_gloo.txt'"
 done
@@ -168,6 +175,7 @@ for key, label, tname, pname in (
         ("a", f"(a) 1 process x {cores} threads: vs libtorch", "a_tutti.json", "a_libtorch.json"),
         ("a1", "(a) 1 process x 1 thread: vs libtorch", "a1_tutti.json", "a1_libtorch.json"),
         ("b", "(b) 2 processes: mpi_reducer vs DDP gloo", "b_tutti.json", "b_ddp.json"),
+        ("bo", "(b) 2 processes: mpi_reducer, no arena vs DDP", "bo_tutti.json", "b_ddp.json"),
         ("b2", "(b) 2 ranks: local_ring threads vs DDP gloo", "b2_tutti.json", "b2_ddp.json"),
         ("bs", "(b) 2 processes: mpi_reducer, sparse vs DDP gloo", "bs_tutti.json", "b_ddp.json"),
         ("b2s", "(b) 2 ranks: local_ring, sparse vs DDP gloo", "b2s_tutti.json", "b2_ddp.json")):
@@ -191,28 +199,31 @@ for key, label, tname, pname in (
 print(f"\n(c) allreduce of a float buffer, 2 ranks: median time per size (us), busbw (GB/s),")
 print("    tutti / gloo busbw (= gloo time / tutti time), and local_ring against the memory's bound")
 print("    (every rank copying its buffer once, measured in the same run: copy time / ring time)\n")
-hdr = (f"{'size':>9} {'local_ring us':>14} {'mpi us':>10} {'gloo us':>10} {'local busbw':>12} "
-       f"{'mpi busbw':>10} {'gloo busbw':>11} {'local/gloo':>11} {'mpi/gloo':>9} {'local/bound':>12}")
+hdr = (f"{'size':>9} {'local_ring us':>14} {'mpi us':>10} {'arena us':>10} {'gloo us':>10} "
+       f"{'local busbw':>12} {'mpi busbw':>10} {'arena busbw':>12} {'gloo busbw':>11} "
+       f"{'local/gloo':>11} {'mpi/gloo':>9} {'arena/gloo':>11} {'local/bound':>12}")
 print(hdr)
 print("-" * len(hdr))
 rows = {}
 for r in range(1, rounds + 1):
-    for name in ("local", "mpi", "gloo"):
+    for name in ("local", "mpi", "arena", "gloo"):
         for x in load(r, f"c_{name}.json")["results"]:
             rows.setdefault(x["bytes"], {}).setdefault(name, []).append(x)
             if x["wrong"]:
                 summary["failures"].append(f"allreduce {name}, round {r}, {x['bytes']} B: {x['wrong']} wrong")
 for b in sorted(rows):
-    v = {n: med([x["time_us"] for x in rows[b][n]]) for n in ("local", "mpi", "gloo")}
+    v = {n: med([x["time_us"] for x in rows[b][n]]) for n in ("local", "mpi", "arena", "gloo")}
     # the copy every rank must at least make (tutti_allreduce.cpp), in the same run as local_ring
     share = med([x.get("bound_share", float("nan")) for x in rows[b]["local"]])
     bw = {n: b / (v[n] * 1e-6) / 1e9 for n in v}  # W = 2: busbw = algbw
     size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
     summary["allreduce"].append({"bytes": b, "time_us": v, "busbw_gbs": bw, "local_bound_share": share,
                                  "local_over_gloo": v["gloo"] / v["local"], "mpi_over_gloo": v["gloo"] / v["mpi"],
+                                 "arena_over_gloo": v["gloo"] / v["arena"],
                                  "runs_time_us": {n: [x["time_us"] for x in rows[b][n]] for n in v}})
-    print(f"{size:>9} {v['local']:>14.1f} {v['mpi']:>10.1f} {v['gloo']:>10.1f} {bw['local']:>12.3f} "
-          f"{bw['mpi']:>10.3f} {bw['gloo']:>11.3f} {v['gloo'] / v['local']:>10.2f}x {v['gloo'] / v['mpi']:>8.2f}x "
+    print(f"{size:>9} {v['local']:>14.1f} {v['mpi']:>10.1f} {v['arena']:>10.1f} {v['gloo']:>10.1f} "
+          f"{bw['local']:>12.3f} {bw['mpi']:>10.3f} {bw['arena']:>12.3f} {bw['gloo']:>11.3f} "
+          f"{v['gloo'] / v['local']:>10.2f}x {v['gloo'] / v['mpi']:>8.2f}x {v['gloo'] / v['arena']:>10.2f}x "
           f"{100 * share:>11.1f}%")
 
 print(f"\nload before: {summary['machine']['load_before']}")

@@ -6,6 +6,7 @@
 ///
 ///   tutti_bench_peer_allreduce --reducer local --ranks 2 [--json PATH]   # threads, local_ring
 ///   mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi [--json PATH]  # processes, mpi_reducer
+///   mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi --shared-arena  # in its shared arena
 ///
 /// Per size (4 KiB ... 64 MiB by default): rank r fills its float buffer with r + 1 + (i mod 7);
 /// after a one-value max-reduction that lines the ranks up, `warmup` untimed calls estimate the
@@ -59,6 +60,7 @@ struct config {
   double seconds_per_size = 0.2;
   std::size_t min_iters = 5;
   std::string json;
+  bool shared_arena = false;  // --reducer mpi: the buffers in mpi_reducer's shared arena
 };
 
 struct row {
@@ -80,12 +82,15 @@ void line_up(Reducer& reducer) {
 }
 
 // One size on one rank: a collective, every rank calls it with the same arguments.
+// `arena`, when not empty, is memory the reducer lent (mpi_reducer's shared arena) holding at
+// least every size; the message is then its first `bytes`, else a buffer of this rank's own.
 template <class Reducer>
-row measure(Reducer& reducer, std::size_t bytes, const config& c) {
+row measure(Reducer& reducer, std::size_t bytes, const config& c, std::span<float> arena) {
   const int world = reducer.world_size();
-  std::vector<float> buf(bytes / sizeof(float));
+  std::vector<float> own(arena.empty() ? bytes / sizeof(float) : 0);
+  const std::span<float> buf = arena.empty() ? std::span<float>(own) : arena.first(bytes / 4);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = float(reducer.rank() + 1) + float(i % 7);
-  const std::span<float> s(buf);
+  const std::span<float> s = buf;
 
   line_up(reducer);
   const auto w0 = clock_type::now();
@@ -140,10 +145,10 @@ row measure(Reducer& reducer, std::size_t bytes, const config& c) {
 }
 
 template <class Reducer>
-std::vector<row> sweep(Reducer& reducer, const config& c) {
+std::vector<row> sweep(Reducer& reducer, const config& c, std::span<float> arena = {}) {
   std::vector<row> rows;
   for (std::size_t b = c.min_bytes; b <= c.max_bytes; b *= c.factor) {
-    rows.push_back(measure(reducer, b, c));
+    rows.push_back(measure(reducer, b, c, arena));
     if (b > c.max_bytes / c.factor) break;
   }
   return rows;
@@ -209,8 +214,16 @@ int run_mpi(const config& c, int& argc, char**& argv) {
   tutti::mpi_session session(argc, argv);
   return tutti::mpi_abort_on_exception([&] {
     tutti::mpi_reducer reducer;
-    const auto rows = sweep(reducer, c);
-    return reducer.rank() == 0 ? report(rows, "mpi", reducer.world_size(), c) : 0;
+    std::span<float> arena;
+    if (c.shared_arena) {
+      arena = reducer.shared_gradient_arena(c.max_bytes / sizeof(float));
+      if (arena.empty())
+        throw tutti::error("--shared-arena: no shared arena (are all processes on one host?)");
+    }
+    const auto rows = sweep(reducer, c, arena);
+    return reducer.rank() == 0
+               ? report(rows, c.shared_arena ? "mpi_shared_arena" : "mpi", reducer.world_size(), c)
+               : 0;
   });
 }
 #endif
@@ -247,6 +260,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-iters", c.min_iters, "fewest timed iterations per size")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
       ->capture_default_str();
+  app.add_flag("--shared-arena", c.shared_arena,
+               "--reducer mpi: the buffers in mpi_reducer's shared arena (an MPI shared-memory "
+               "window, reduced in place; all processes on one host)");
   app.add_option("--json", c.json, "also write the results as JSON to this file");
   try {
     app.parse(argc, argv);

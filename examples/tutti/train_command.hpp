@@ -120,6 +120,7 @@ struct train_config {
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto or on: embedding rows instead of dense
+  std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   bool overlap = false;                 // reduce buckets on a thread while backward runs
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
 };
@@ -284,6 +285,12 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "embedding gradients as touched rows instead of a dense allreduce: off, auto "
                  "(when fewer bytes) or on (host space)")
       ->check(CLI::IsMember({"off", "auto", "on"}))
+      ->capture_default_str();
+  app.add_option("--shared-arena", c.shared_arena,
+                 "--reducer mpi: on (when all processes share this host, the gradient arena "
+                 "lives in an MPI shared-memory window and is reduced in place) or off (every "
+                 "reduction through MPI_Allreduce)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_flag("--overlap", c.overlap,
                "overlapped reduction: a communication thread per rank reduces buckets of the "
@@ -731,7 +738,8 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #if TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // This process is one rank of MPI_COMM_WORLD.
-      train_with(mpi_reducer{MPI_COMM_WORLD, {.timeout = timeout_of(c)}});
+      train_with(mpi_reducer{MPI_COMM_WORLD,
+                             {.timeout = timeout_of(c), .shared_arena = c.shared_arena == "on"}});
       return;
     }
 #endif

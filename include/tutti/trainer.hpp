@@ -596,7 +596,7 @@ class trainer {
         m_options(std::move(options)),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_grads(m_model.layout().total() + 2, m_space),
+        m_grads(gradient_arena(m_model.layout().total() + 2)),
         m_state(m_optimizer.state_size(m_model.layout().total()), m_space),
         m_step_loss(1, m_space),
         m_sticky(1, m_space),
@@ -637,7 +637,7 @@ class trainer {
     check_overlap_options();
     fill(m_space, m_params.span(), 0.f);
     m_model.initialize(m_params.span(), m_options.seed);
-    fill(m_space, m_grads.span(), 0.f);
+    fill(m_space, m_grads, 0.f);
     if (!m_state.empty()) fill(m_space, m_state.span(), 0.f);
     if constexpr (!space_type::host_accessible) {
       if (m_options.nonfinite != nonfinite_policy::off)
@@ -840,7 +840,7 @@ class trainer {
         // the gradient of the mean loss over the global batch, whatever the padding. With
         // accumulation the local batch runs as micro-batches whose gradients add up in the
         // arena (models add, never overwrite), and the step still reduces once.
-        fill(m_space, m_grads.span(), 0.f);
+        fill(m_space, m_grads, 0.f);
         for (auto& rows : m_touched) rows.clear();
         if (pipeline) {
           pipeline->begin_step();
@@ -864,7 +864,7 @@ class trainer {
           timer.mark(account::data);
           if (global_real > 0) {
             const auto params = std::span<const float>(m_params.span());
-            const auto grads = m_grads.span().first(arena);
+            const auto grads = m_grads.first(arena);
             bool reported = false;
             if constexpr (reports_gradient_ready<Model>) {
               // Only the last micro-batch's values are final.
@@ -908,7 +908,7 @@ class trainer {
           if constexpr (space_type::host_accessible)
             m_grads.data()[arena + 1] = 1.f;
           else
-            fill(m_space, m_grads.span().subspan(arena + 1, 1), 1.f);
+            fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
         }
         const std::uint64_t step_bytes =
             pipeline ? reduce_flags(wire_bytes) : reduce_gradients(wire_bytes, result);
@@ -959,7 +959,7 @@ class trainer {
           }
         }
         if (!skip) {
-          const auto grads = std::span<const float>(m_grads.span().first(arena));
+          const auto grads = std::span<const float>(m_grads.first(arena));
           // Layout-aware optimizers (LARS, LAMB: a trust ratio per segment) get the layout.
           if constexpr (requires(const Optimizer& o) {
                           o.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
@@ -1345,7 +1345,7 @@ class trainer {
   // The overlapped path's last collective: the two flags after the arena (its buckets are
   // reduced already); returns the bytes the ledger charges the step.
   std::uint64_t reduce_flags(std::uint64_t dense_bytes) {
-    m_reducer.all_reduce_mean(m_grads.span().subspan(m_params.size(), 2));
+    m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), 2));
     return dense_bytes;
   }
 
@@ -1380,7 +1380,7 @@ class trainer {
       if (!m_sparse.empty()) return exchange_sparse(result);
     }
     (void)result;
-    m_reducer.all_reduce_mean(m_grads.span());
+    m_reducer.all_reduce_mean(m_grads);
     return dense_bytes;
   }
 
@@ -1859,6 +1859,21 @@ class trainer {
     m_options.log->write(rec);
   }
 
+  // The gradient arena of `count` floats: memory the reducer lends, when it offers some it can
+  // reduce without copies (mpi_reducer's shared-memory window on one host) and the model's
+  // space is the host's; otherwise this trainer's own buffer. Called once, from the
+  // constructor, after m_reducer and m_space are built and before m_grads_storage is used.
+  std::span<float> gradient_arena(std::size_t count) {
+    if constexpr (space_type::host_accessible && requires(Reducer & r) {
+                    { r.shared_gradient_arena(count) } -> std::same_as<std::span<float>>;
+                  }) {
+      const std::span<float> lent = m_reducer.shared_gradient_arena(count);
+      if (lent.size() == count) return lent;
+    }
+    m_grads_storage = buffer<float, space_type>(count, m_space);
+    return m_grads_storage.span();
+  }
+
   Model m_model;
   Sampler m_sampler;
   Reducer m_reducer;
@@ -1867,7 +1882,10 @@ class trainer {
   train_options m_options;
   space_type m_space;
   buffer<float, space_type> m_params;
-  buffer<float, space_type> m_grads;  // layout().total() gradients, then this rank's finite flag
+  // The gradient arena: layout().total() gradients, then this rank's finite flag and one more
+  // float. It is m_grads_storage, or memory the reducer lends (`shared_gradient_arena`).
+  buffer<float, space_type> m_grads_storage;
+  std::span<float> m_grads;
   buffer<float, space_type> m_state;
   buffer<float, space_type> m_step_loss;  // this rank's loss of the step in progress
   buffer<float, space_type> m_sticky;     // set once a step of the epoch was non-finite

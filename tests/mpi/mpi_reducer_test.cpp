@@ -319,12 +319,100 @@ void check_compressed(checks& c) {
       "different sizes");
 }
 
+// mpi_reducer's shared arena: the mean of spans inside it, computed in place across processes.
+void check_shared_arena(checks& c) {
+  const int w = c.world();
+  {
+    tutti::mpi_reducer off(MPI_COMM_WORLD, {.shared_arena = false});
+    c.expect("shared_arena = false: shared_gradient_arena lends nothing",
+             off.shared_gradient_arena(100).empty() && off.shared_arena().empty());
+    tutti::mpi_reducer none;
+    c.expect("shared_gradient_arena(0) lends nothing", none.shared_gradient_arena(0).empty());
+  }
+  tutti::mpi_reducer r(MPI_COMM_WORLD, {.piece_bytes = 64});
+  constexpr std::size_t n = 10007;
+  const std::span<float> arena = r.shared_gradient_arena(n);
+  bool zero = arena.size() == n;
+  for (float v : arena) zero = zero && v == 0.f;
+  c.expect("shared_gradient_arena(n) lends n zeroed floats (all ranks on one host)", zero,
+           std::to_string(arena.size()) + " floats");
+  c.expect("shared_arena() is the lent span",
+           r.shared_arena().data() == arena.data() && r.shared_arena().size() == n);
+  if (arena.size() != n) return;
+
+  // The whole arena, then pieces at offsets (a chunk per rank of 0, 1, 2 and odd sizes), each
+  // the exact mean; the values outside the piece are left alone.
+  const auto reduce_and_check = [&](std::size_t offset, std::size_t count) {
+    for (std::size_t i = 0; i < n; ++i) arena[i] = value_at<float>(c.rank(), i);
+    const std::uint64_t before = r.bytes_reduced();
+    r.all_reduce_mean(arena.subspan(offset, count));
+    std::string detail;
+    bool ok = true;
+    for (std::size_t i = 0; i < n && ok; ++i) {
+      float expected = value_at<float>(c.rank(), i);
+      if (i >= offset && i < offset + count) {
+        float sum = 0;
+        for (int k = 0; k < w; ++k) sum += value_at<float>(k, i);
+        expected = sum / static_cast<float>(w);
+      }
+      if (arena[i] != expected) {
+        ok = false;
+        detail = "element " + std::to_string(i) + " is " + std::to_string(arena[i]) +
+                 "; expected " + std::to_string(expected);
+      }
+    }
+    c.expect("shared arena: all_reduce_mean of [" + std::to_string(offset) + ", " +
+                 std::to_string(offset + count) + ") is the exact mean, in place",
+             ok, detail);
+    c.expect("shared arena: bytes_reduced grows by the span's bytes",
+             r.bytes_reduced() - before == count * sizeof(float));
+  };
+  reduce_and_check(0, n);
+  reduce_and_check(3, 1);
+  reduce_and_check(n - 5, 5);
+  reduce_and_check(17, 4099);
+
+  c.expect_throw<tutti::mismatch_error>(
+      "shared arena: different offsets throw mismatch_error on every rank",
+      [&] { r.all_reduce_mean(arena.subspan(c.rank() == 1 ? 8 : 0, 16)); },
+      "different offsets in the shared arena");
+  c.expect_throw<tutti::mismatch_error>(
+      "shared arena: different sizes throw mismatch_error on every rank",
+      [&] { r.all_reduce_mean(arena.subspan(0, c.rank() == 1 ? 16 : 17)); }, "different sizes");
+  c.expect_throw<tutti::invalid_argument>(
+      "a second shared_gradient_arena throws invalid_argument",
+      [&] { (void)r.shared_gradient_arena(8); }, "expected one call per reducer");
+  c.expect_throw<tutti::invalid_argument>(
+      "a span that runs past the arena's end throws invalid_argument",
+      [&] { r.all_reduce_mean(std::span<float>(arena.data() + n - 2, 4)); }, "runs past its end");
+  reduce_and_check(0, n);  // still usable after the errors
+
+  // A private buffer still goes through MPI_Allreduce.
+  check_mean<float>(c, r, 1001, "float");
+
+  tutti::mpi_reducer moved = std::move(r);
+  c.expect("a moved reducer keeps the shared arena", moved.shared_arena().data() == arena.data());
+  for (std::size_t i = 0; i < n; ++i) arena[i] = value_at<float>(c.rank(), i);
+  moved.all_reduce_mean(arena);
+  std::string detail;
+  c.expect("the moved reducer reduces the shared arena", mean_is_exact<float>(arena, w, detail),
+           detail);
+  c.expect_throw<tutti::mismatch_error>(
+      "ranks asking for shared arenas of different sizes throw mismatch_error on every rank",
+      [&] {
+        tutti::mpi_reducer fresh;
+        (void)fresh.shared_gradient_arena(c.rank() == 1 ? 9 : 10);
+      },
+      "different sizes");
+}
+
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
 
 struct run {
   std::vector<float> params;
   tutti::fit_result result;
   std::uint64_t bytes = 0;
+  std::size_t shared_arena = 0;  // floats of the shared arena the trainer's reducer lent
 };
 
 template <class Reducer>
@@ -339,6 +427,8 @@ run train_with(Reducer reducer, const tutti::data::split_result& parts,
   out.result = t.fit(parts.train, parts.test);
   out.params = t.parameters_on_host();
   out.bytes = t.reducer().bytes_reduced();
+  if constexpr (std::is_same_v<Reducer, tutti::mpi_reducer>)
+    out.shared_arena = t.reducer().shared_arena().size();
   return out;
 }
 
@@ -365,6 +455,25 @@ void check_trainer(checks& c) {
       .batch = 60 * w, .epochs = 2, .base_lr = 0.05, .seed = 11, .evaluate_each_epoch = false};
 
   const run mpi = train_with(tutti::mpi_reducer{}, parts, opt);
+  // All ranks share this host, so the trainer's arena is the reducer's shared one by default:
+  // the gradients, the finite flag and one more float.
+  c.expect("trainer: the gradient arena is mpi_reducer's shared arena (one host)",
+           mpi.shared_arena == mpi.params.size() + 2,
+           std::to_string(mpi.shared_arena) + " shared floats for " +
+               std::to_string(mpi.params.size()) + " parameters");
+  const run plain =
+      train_with(tutti::mpi_reducer(MPI_COMM_WORLD, {.shared_arena = false}), parts, opt);
+  c.expect("trainer: shared_arena = false keeps the trainer's own arena", plain.shared_arena == 0);
+  // With W = 2 both add the two ranks' values once and divide by 2; with more, MPI's order of
+  // the additions is its own.
+  const double arena_diff = relative_difference(mpi.params, plain.params);
+  c.expect(
+      "trainer: the shared arena ends with MPI_Allreduce's parameters (bitwise at W = 2, "
+      "else within 1e-5 relative)",
+      c.world() == 2 ? mpi.params == plain.params : arena_diff <= 1e-5,
+      "relative difference " + std::to_string(arena_diff));
+  c.expect("trainer: the shared arena counts the same bytes", mpi.bytes == plain.bytes,
+           std::to_string(mpi.bytes) + " vs " + std::to_string(plain.bytes));
 
   // The same run with W ranks as threads of rank 0's process.
   run local;
@@ -622,6 +731,7 @@ void run_checks(checks& c) {
   check_bf16_sum(c, r, 1001);
   check_bf16_sum(c, pieces, 1001);
   check_compressed(c);
+  check_shared_arena(c);
 
   check_trainer(c);
 }

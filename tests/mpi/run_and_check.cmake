@@ -2,10 +2,11 @@
 # Runs a program under mpiexec and checks what the issue asks of it.
 #   cmake -DCASE=<abort|cli-parity> -DMPIEXEC=<launcher words joined by |>
 #         [-DMPIEXEC_POSTFLAGS=<words joined by |>] -DPROGRAM=<exe> [-DWORK=<dir>]
-#         -P run_and_check.cmake
+#         [-DPROGRAM_ARGS=<words joined by |>] -P run_and_check.cmake
 cmake_minimum_required(VERSION 3.25)
 string(REPLACE "|" ";" launcher "${MPIEXEC}")
 string(REPLACE "|" ";" postflags "${MPIEXEC_POSTFLAGS}")
+string(REPLACE "|" ";" program_args "${PROGRAM_ARGS}")
 
 include(${CMAKE_CURRENT_LIST_DIR}/../cmake/report_json.cmake)
 
@@ -21,7 +22,7 @@ if(CASE STREQUAL "abort")
   # Rank 1 throws after a collective; rank 0 waits in the next one. The whole job must end by
   # itself, non-zero, well before the test's timeout, and say which rank failed.
   string(TIMESTAMP t0 "%s")
-  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} TIMEOUT 45
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${program_args} TIMEOUT 45
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(TIMESTAMP t1 "%s")
   math(EXPR seconds "${t1} - ${t0}")
@@ -42,7 +43,7 @@ elseif(CASE STREQUAL "stall")
   # Rank 1 sleeps a minute before a collective; rank 0's 2 s timeout must end the whole job
   # within seconds, naming rank 1 and where rank 0 was.
   string(TIMESTAMP t0 "%s")
-  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} TIMEOUT 40
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${program_args} TIMEOUT 40
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(TIMESTAMP t1 "%s")
   math(EXPR seconds "${t1} - ${t0}")

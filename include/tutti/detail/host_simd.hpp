@@ -77,6 +77,24 @@ inline void add_into(T* sum, const T* x, std::size_t n) {
   for (; c < n; ++c) sum[c] += x[c];
 }
 
+/// x[c] /= d for c in [0, n): vectors of floats on the host (a correctly rounded division per
+/// value either way, so the bits are the scalar loop's).
+template <class T>
+inline void divide_by(T* x, T d, std::size_t n) {
+  std::size_t c = 0;
+#if TUTTI_HOST_SIMD
+  if constexpr (std::is_same_v<T, float>) {
+    using V = host_floats;
+    const V vd(d);
+    for (; c + V::size() <= n; c += V::size()) {
+      const V r = V(x + c, stdx::element_aligned) / vd;
+      r.copy_to(x + c, stdx::element_aligned);
+    }
+  }
+#endif
+  for (; c < n; ++c) x[c] /= d;
+}
+
 /// Elements per block of a blocked host loop: 32 KiB of floats per array, enough to amortise a
 /// block's setup, small enough that a million-element pass still spreads over the threads.
 inline constexpr std::size_t host_block = 8192;

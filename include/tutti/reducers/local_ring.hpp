@@ -5,6 +5,7 @@
 
 #include <tutti/detail/barrier.hpp>
 #include <tutti/detail/bf16.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -172,16 +173,22 @@ class local_ring {
     for (std::size_t s = 0; s + 1 < w; ++s) {
       const std::size_t c = (r + 2 * w - 1 - s) % w;
       const std::size_t b = chunk_begin(c), e = chunk_begin(c + 1);
+      // Sums and divisions in vectors on the host (detail/host_simd.hpp): the same bits as the
+      // scalar loops, which g++ -O2 leaves scalar.
       if (s + 2 < w) {
-        for (std::size_t i = b; i < e; ++i) mine[i] += left[i];
+        if (e > b) detail::add_into(mine + b, left + b, e - b);
       } else if (!write_out) {
-        for (std::size_t i = b; i < e; ++i) mine[i] = (mine[i] + left[i]) / divisor;
+        if (e > b) {
+          detail::add_into(mine + b, left + b, e - b);
+          detail::divide_by(mine + b, divisor, e - b);
+        }
       } else {
         // In blocks, so each block is copied out while it is still in the cache.
         constexpr std::size_t block = 4096;
         for (std::size_t lo = b; lo < e; lo += block) {
           const std::size_t hi = std::min(e, lo + block);
-          for (std::size_t i = lo; i < hi; ++i) mine[i] = (mine[i] + left[i]) / divisor;
+          detail::add_into(mine + lo, left + lo, hi - lo);
+          detail::divide_by(mine + lo, divisor, hi - lo);
           for (std::size_t k = 0; k < w; ++k)
             if (k != r)
               std::memcpy(static_cast<T*>(posts[k].data) + lo, mine + lo, (hi - lo) * sizeof(T));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <tutti/detail/bf16.hpp>
+#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 
 // tutti uses MPI's C interface; the deprecated C++ bindings would only add warnings and a
@@ -28,7 +29,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -188,6 +191,11 @@ struct mpi_options {
   /// `tutti::collective_error` naming the ranks that never arrived (a stalled or crashed rank);
   /// zero waits forever. Waiting polls the request, as MPI_Wait itself does.
   std::chrono::milliseconds timeout{0};
+  /// When every rank is on one host, `shared_arena` hands the trainer its gradient arena in an
+  /// MPI-3 shared-memory window, which `all_reduce_mean` then reduces in place, each rank reading
+  /// and writing the others' arenas directly (docs/reducers.md#shared-arena); off, or on ranks
+  /// spread over hosts, the arena stays the trainer's own and goes through MPI_Allreduce.
+  bool shared_arena = true;
 };
 
 namespace detail {
@@ -279,6 +287,10 @@ class mpi_reducer {
         m_side(std::exchange(other.m_side, MPI_COMM_NULL)),
         m_max(std::exchange(other.m_max, MPI_OP_NULL)),
         m_bf16_sum(std::exchange(other.m_bf16_sum, MPI_OP_NULL)),
+        m_win(std::exchange(other.m_win, MPI_WIN_NULL)),
+        m_arenas(std::move(other.m_arenas)),
+        m_arena_size(std::exchange(other.m_arena_size, 0)),
+        m_failed(other.m_failed),
         m_rank(other.m_rank),
         m_world(other.m_world),
         m_options(other.m_options),
@@ -296,6 +308,10 @@ class mpi_reducer {
       m_side = std::exchange(other.m_side, MPI_COMM_NULL);
       m_max = std::exchange(other.m_max, MPI_OP_NULL);
       m_bf16_sum = std::exchange(other.m_bf16_sum, MPI_OP_NULL);
+      m_win = std::exchange(other.m_win, MPI_WIN_NULL);
+      m_arenas = std::move(other.m_arenas);
+      m_arena_size = std::exchange(other.m_arena_size, 0);
+      m_failed = other.m_failed;
       m_rank = other.m_rank;
       m_world = other.m_world;
       m_options = other.m_options;
@@ -308,7 +324,11 @@ class mpi_reducer {
     }
     return *this;
   }
-  /// Frees the duplicated communicator (skipped once MPI is finalised).
+  /// Frees the shared arena's window and the duplicated communicators (skipped once MPI is
+  /// finalised). Freeing the window is collective and waits for every rank; after a failed
+  /// collective, or when the reducer is destroyed by an exception unwinding the stack, the
+  /// window is left to MPI_Finalize (or the end of the process) instead, so that an error on one
+  /// rank can still reach `tutti::mpi_abort_on_exception` rather than wait here for the others.
   ~mpi_reducer() { release(); }
 
   /// This process's rank in the communicator, in [0, world_size()).
@@ -335,13 +355,99 @@ class mpi_reducer {
     m_step = step;
   }
 
+  /// A gradient arena of `count` floats that every rank of this host can read and write: this
+  /// rank's part of an MPI-3 shared-memory window (MPI_Win_allocate_shared over the ranks of
+  /// the host). `all_reduce_mean` of a span inside it, at the same offset on every rank, reduces
+  /// in place without MPI's copies (see `all_reduce_mean`). Collective; every rank must pass
+  /// the same count (`tutti::mismatch_error` otherwise). Returns an empty span, and the caller
+  /// keeps its own memory, when `options().shared_arena` is off, when count is 0, or when the
+  /// ranks are not all on one host. The memory lives as long as the reducer (moving the reducer
+  /// keeps it); contents start at zero. One arena per reducer (`tutti::invalid_argument` for a
+  /// second).
+  std::span<float> shared_gradient_arena(std::size_t count) {
+    static constexpr const char* name = "tutti::mpi_reducer::shared_gradient_arena";
+    TUTTI_EXPECTS(m_win == MPI_WIN_NULL, name,
+                  "this reducer already has a shared arena of " + std::to_string(m_arena_size) +
+                      " values; expected one call per reducer (one trainer per reducer)");
+    agree(name, op_code::shared_gradient_arena, sizeof(float), count);
+    if (!m_options.shared_arena || count == 0) return {};
+    MPI_Comm node = MPI_COMM_NULL;
+    TUTTI_MPI_CHECK(
+        MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node));
+    int node_size = 0;
+    const int sized = MPI_Comm_size(node, &node_size);
+    // The node communicator holds exactly the ranks that share this host, so a rank alone
+    // with the others sees the whole world there, and so does every other rank.
+    if (sized != MPI_SUCCESS || node_size != m_world) {
+      MPI_Comm_free(&node);
+      TUTTI_MPI_CHECK(sized);
+      return {};
+    }
+    // Each rank's arena in its own pages (first touched by its owner), not one block.
+    MPI_Info info = MPI_INFO_NULL;
+    TUTTI_MPI_CHECK(MPI_Info_create(&info));
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    float* mine = nullptr;
+    const int made =
+        MPI_Win_allocate_shared(static_cast<MPI_Aint>(count * sizeof(float)),
+                                static_cast<int>(sizeof(float)), info, node, &mine, &m_win);
+    MPI_Info_free(&info);
+    MPI_Comm_free(&node);
+    TUTTI_MPI_CHECK(made);
+    try {
+      TUTTI_MPI_CHECK(MPI_Win_set_errhandler(m_win, MPI_ERRORS_RETURN));
+      m_arenas.assign(static_cast<std::size_t>(m_world), nullptr);
+      for (int k = 0; k < m_world; ++k) {
+        MPI_Aint bytes = 0;
+        int unit = 0;
+        void* base = nullptr;
+        TUTTI_MPI_CHECK(MPI_Win_shared_query(m_win, k, &bytes, &unit, &base));
+        // Open MPI reports the size rounded up to whole pages.
+        TUTTI_EXPECTS(static_cast<std::size_t>(bytes) >= count * sizeof(float), name,
+                      "rank " + std::to_string(k) + "'s arena has " + std::to_string(bytes) +
+                          " bytes; expected at least " + std::to_string(count * sizeof(float)));
+        m_arenas[static_cast<std::size_t>(k)] = static_cast<float*>(base);
+      }
+      // One passive-target epoch for the window's life, so MPI_Win_sync may order the loads
+      // and stores around each collective (MPI's unified memory model).
+      TUTTI_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, m_win));
+    } catch (...) {
+      MPI_Win_free(&m_win);
+      m_win = MPI_WIN_NULL;
+      m_arenas.clear();
+      throw;
+    }
+    m_arena_size = count;
+    std::memset(mine, 0, count * sizeof(float));
+    return {mine, count};
+  }
+
+  /// The shared arena this rank got from `shared_gradient_arena` (empty if none).
+  std::span<float> shared_arena() const noexcept {
+    if (m_arenas.empty()) return {};
+    return {m_arenas[static_cast<std::size_t>(m_rank)], m_arena_size};
+  }
+
   /// Replaces `grads` on every rank by the element-wise mean over ranks: an in-place
   /// MPI_Allreduce with MPI_SUM, then one pass dividing by the world size. Every rank must pass
   /// the same number of values; that is checked on the first call (and on every call with
   /// `check_every_reduce`), and a difference throws `tutti::mismatch_error` on every rank.
+  ///
+  /// A float span inside this rank's shared arena (`shared_gradient_arena`) is reduced in place
+  /// instead: one small all-reduce checks that every rank passes the same offset and size (a
+  /// difference throws `tutti::mismatch_error` on every rank), rank r adds chunk r (elements
+  /// [n·r/W, n·(r+1)/W)) of every rank's arena in rank order, divides by W and writes the mean
+  /// into every rank's arena, and a barrier ends the call. With W = 2 the bits are those of
+  /// MPI_Allreduce's path (one addition, one division).
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
   void all_reduce_mean(std::span<T> grads) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto offset = arena_offset(grads)) {
+        shared_mean(grads, *offset);
+        return;
+      }
+    }
     if (!m_reduce_size_checked || m_options.check_every_reduce) {
       agree("tutti::mpi_reducer::all_reduce_mean", op_code::all_reduce_mean, sizeof(T),
             grads.size());
@@ -474,7 +580,8 @@ class mpi_reducer {
     all_reduce_sum,
     all_reduce_max,
     all_gather,
-    all_reduce_sum_bf16
+    all_reduce_sum_bf16,
+    shared_gradient_arena
   };
 
   static const char* op_name(long long op) {
@@ -491,6 +598,8 @@ class mpi_reducer {
         return "all_gather";
       case op_code::all_reduce_sum_bf16:
         return "all_reduce_sum_bf16";
+      case op_code::shared_gradient_arena:
+        return "shared_gradient_arena";
     }
     return "an unknown collective";
   }
@@ -499,14 +608,15 @@ class mpi_reducer {
   // passed (collective, element size, counts, root); any difference throws the same
   // `tutti::mismatch_error` on every rank, before the real collective could truncate or hang.
   void agree(const char* name, op_code op, std::size_t element_size, std::size_t count,
-             std::size_t count2 = 0, int root = 0) {
-    static constexpr int fields = 5;
-    static constexpr const char* field_names[fields] = {"collectives", "element sizes", "sizes",
-                                                        "sizes of `all`", "roots"};
-    const long long mine[fields] = {static_cast<long long>(op),
-                                    static_cast<long long>(element_size),
-                                    static_cast<long long>(count), static_cast<long long>(count2),
-                                    static_cast<long long>(root)};
+             std::size_t count2 = 0, int root = 0, std::size_t arena_offset = 0) {
+    static constexpr int fields = 6;
+    static constexpr const char* field_names[fields] = {
+        "collectives",    "element sizes", "sizes",
+        "sizes of `all`", "roots",         "offsets in the shared arena"};
+    const long long mine[fields] = {
+        static_cast<long long>(op),    static_cast<long long>(element_size),
+        static_cast<long long>(count), static_cast<long long>(count2),
+        static_cast<long long>(root),  static_cast<long long>(arena_offset)};
     long long both[2 * fields];
     for (int i = 0; i < fields; ++i) {
       both[i] = mine[i];            // max
@@ -553,6 +663,7 @@ class mpi_reducer {
   // reach the collective: it is stalled, crashed or still computing.
   [[noreturn]] void timed_out(const char* op) {
     static constexpr int tag = 0x7775;
+    m_failed = true;  // the shared arena's window cannot be freed collectively any more
     const std::uint64_t mine = m_seq;
     std::vector<MPI_Request> sends;
     for (int r = 0; r < m_world; ++r) {
@@ -596,6 +707,55 @@ class mpi_reducer {
                                waiting + " were waiting in it");
   }
 
+  // The offset of `grads` in this rank's shared arena, when it lies inside it.
+  std::optional<std::size_t> arena_offset(std::span<const float> grads) const {
+    if (m_arenas.empty() || grads.empty()) return std::nullopt;
+    const float* base = m_arenas[static_cast<std::size_t>(m_rank)];
+    // Compared as integers: pointers into different objects have no order in C++.
+    const auto p = reinterpret_cast<std::uintptr_t>(grads.data());
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    if (p < b || p >= b + m_arena_size * sizeof(float)) return std::nullopt;
+    const std::size_t offset = (p - b) / sizeof(float);
+    TUTTI_EXPECTS(grads.size() <= m_arena_size - offset, "tutti::mpi_reducer::all_reduce_mean",
+                  "the span starts inside the shared arena at " + std::to_string(offset) +
+                      " but runs past its end (" + std::to_string(m_arena_size) +
+                      " values); expected a span inside the arena or outside it");
+    return offset;
+  }
+
+  // all_reduce_mean of [offset, offset + n) of every rank's shared arena; see all_reduce_mean.
+  void shared_mean(std::span<float> grads, std::size_t offset) {
+    static constexpr const char* name = "tutti::mpi_reducer::all_reduce_mean";
+    // Publish this rank's stores before the collective that tells the others they may read.
+    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
+    agree(name, op_code::all_reduce_mean, sizeof(float), grads.size(), 0, 0, offset);
+    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
+    const std::size_t w = static_cast<std::size_t>(m_world);
+    const std::size_t r = static_cast<std::size_t>(m_rank);
+    const std::size_t n = grads.size();
+    const float divisor = static_cast<float>(w);
+    // In blocks that stay in the cache: sum the block of every arena in rank order, divide,
+    // and copy the mean into every arena. Only this rank touches its chunk, in every arena.
+    constexpr std::size_t block = 2048;
+    float acc[block];
+    for (std::size_t b = n * r / w, e = n * (r + 1) / w; b < e; b += block) {
+      const std::size_t m = std::min(block, e - b);
+      std::memcpy(acc, m_arenas[0] + offset + b, m * sizeof(float));
+      for (std::size_t k = 1; k < w; ++k) detail::add_into(acc, m_arenas[k] + offset + b, m);
+      if (w > 1) detail::divide_by(acc, divisor, m);
+      for (std::size_t k = 0; k < w; ++k)
+        std::memcpy(m_arenas[k] + offset + b, acc, m * sizeof(float));
+    }
+    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
+    // Nobody may read this rank's arena as finished, or write the next step's gradients into
+    // it, before every rank has written its chunk.
+    MPI_Request req = MPI_REQUEST_NULL;
+    TUTTI_MPI_CHECK(MPI_Ibarrier(m_comm, &req));
+    complete(req, "all_reduce_mean");
+    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
+    m_bytes += grads.size_bytes();
+  }
+
   // An in-place allreduce of a gradient span in pieces of `piece_bytes`: blocking calls when
   // there is no timeout (Open MPI's tuned collectives), else non-blocking ones polled to the
   // deadline.
@@ -631,11 +791,18 @@ class mpi_reducer {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
+      if (m_win != MPI_WIN_NULL && !m_failed && std::uncaught_exceptions() == 0) {
+        MPI_Win_unlock_all(m_win);
+        MPI_Win_free(&m_win);
+      }
       if (m_max != MPI_OP_NULL) MPI_Op_free(&m_max);
       if (m_bf16_sum != MPI_OP_NULL) MPI_Op_free(&m_bf16_sum);
       if (m_side != MPI_COMM_NULL) MPI_Comm_free(&m_side);
       if (m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
     }
+    m_win = MPI_WIN_NULL;
+    m_arenas.clear();
+    m_arena_size = 0;
     m_max = MPI_OP_NULL;
     m_bf16_sum = MPI_OP_NULL;
     m_side = MPI_COMM_NULL;
@@ -646,6 +813,10 @@ class mpi_reducer {
   MPI_Comm m_side = MPI_COMM_NULL;  // the timeout's who-is-here messages
   MPI_Op m_max = MPI_OP_NULL;
   MPI_Op m_bf16_sum = MPI_OP_NULL;  // bf16 + bf16 in fp32, for all_reduce_sum_bf16
+  MPI_Win m_win = MPI_WIN_NULL;     // the shared arena's window (one host only)
+  std::vector<float*> m_arenas;     // every rank's shared arena, mapped into this process
+  std::size_t m_arena_size = 0;     // floats per rank's arena
+  bool m_failed = false;            // a collective timed out: the window is left, not freed
   int m_rank = 0;
   int m_world = 1;
   mpi_options m_options;
