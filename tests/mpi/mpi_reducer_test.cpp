@@ -398,6 +398,13 @@ void check_shared_arena(checks& c) {
   c.expect("the moved reducer reduces the shared arena", mean_is_exact<float>(arena, w, detail),
            detail);
   c.expect_throw<tutti::mismatch_error>(
+      "ranks with different shared_arena settings throw mismatch_error on every rank",
+      [&] {
+        tutti::mpi_reducer fresh(MPI_COMM_WORLD, {.shared_arena = c.rank() != 1});
+        (void)fresh.shared_gradient_arena(10);
+      },
+      "different mpi_options::shared_arena settings");
+  c.expect_throw<tutti::mismatch_error>(
       "ranks asking for shared arenas of different sizes throw mismatch_error on every rank",
       [&] {
         tutti::mpi_reducer fresh;

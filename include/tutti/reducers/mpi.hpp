@@ -369,7 +369,8 @@ class mpi_reducer {
     TUTTI_EXPECTS(m_win == MPI_WIN_NULL, name,
                   "this reducer already has a shared arena of " + std::to_string(m_arena_size) +
                       " values; expected one call per reducer (one trainer per reducer)");
-    agree(name, op_code::shared_gradient_arena, sizeof(float), count);
+    agree(name, op_code::shared_gradient_arena, sizeof(float), count, 0, 0,
+          m_options.shared_arena ? 1 : 0);
     if (!m_options.shared_arena || count == 0) return {};
     MPI_Comm node = MPI_COMM_NULL;
     TUTTI_MPI_CHECK(
@@ -634,7 +635,10 @@ class mpi_reducer {
                              op_name(lo) + " and " + op_name(hi) +
                              "); expected every rank to call the same collectives in the same "
                              "order");
-      throw mismatch_error(std::string(name) + "(): ranks passed different " + field_names[i] +
+      // shared_gradient_arena puts its ranks' shared_arena settings in the offset's place.
+      const bool setting = i == fields - 1 && op == op_code::shared_gradient_arena;
+      throw mismatch_error(std::string(name) + "(): ranks passed different " +
+                           (setting ? "mpi_options::shared_arena settings" : field_names[i]) +
                            " (from " + std::to_string(lo) + " to " + std::to_string(hi) +
                            "); expected the same on every rank");
     }
