@@ -32,7 +32,8 @@ namespace tutti::cli {
 struct bench_config {
   std::vector<int> ranks{2, 4};
   bool ranks_given = false;
-  std::string reducer = "local";  // local: ranks are threads; mpi: the processes of mpiexec
+  std::string reducer = "local";    // local: ranks are threads; mpi: the processes of mpiexec
+  std::string shared_arena = "on";  // --reducer mpi: reduce in mpi_reducer's shared arena
   allreduce_bench_options sweep{};
   std::string json;
   std::string save_link;
@@ -61,6 +62,12 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
                  "the processes mpiexec started (run as mpiexec -n N tutti bench allreduce "
                  "--reducer mpi)")
       ->check(CLI::IsMember({"local", "mpi"}))
+      ->capture_default_str();
+  ar->add_option("--shared-arena", c.shared_arena,
+                 "--reducer mpi: on (the messages live in mpi_reducer's shared arena and are "
+                 "reduced in place, as tutti train does when every process is on this host) or "
+                 "off (every rank's own buffer through MPI_Allreduce)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   ar->add_option("--min-bytes", c.sweep.min_bytes, "smallest message (multiple of 4)")
       ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 34))
@@ -298,9 +305,16 @@ inline int run_bench_mpi(const bench_config& c) {
   }
   return mpi_abort_on_exception([&] {
     if (rank == 0) print_banner(c);
-    mpi_reducer reducer;
+    mpi_reducer reducer(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"});
+    // One arena for the largest message (and the emulated steps'); empty where the processes
+    // span hosts, and then every message goes through MPI_Allreduce.
+    std::size_t largest = 0;
+    for (const std::size_t bytes : allreduce_bench_sizes(c.sweep))
+      largest = std::max(largest, bytes);
+    if (c.step_work_us >= 0) largest = std::max(largest, c.step_bytes);
+    const bool shared = !reducer.shared_gradient_arena(largest / sizeof(float)).empty();
     bench_result r;
-    r.reducer = "mpi";
+    r.reducer = shared ? "mpi_shared_arena" : "mpi";
     r.cores = host_cores();
     // Every process burns its share of the cores at once; together they ask for all of them.
     const int threads = std::max(1, int(r.cores) / world);
@@ -310,7 +324,7 @@ inline int run_bench_mpi(const bench_config& c) {
     double got[1] = {measure_available_cores(threads, c.cores_seconds)};
     reducer.all_reduce_sum(std::span<double>(got));
     r.available_cores = std::min(r.cores, got[0]);
-    r.worlds.push_back(measure_world(reducer, c, "mpi"));
+    r.worlds.push_back(measure_world(reducer, c, r.reducer));
     return rank == 0 ? report(c, r) : 0;
   });
 }

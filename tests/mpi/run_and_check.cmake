@@ -125,6 +125,27 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
   message(STATUS "--overlap under mpiexec: parameters_checksum ${sum_m} = local ranks")
 
+  # tutti bench allreduce under mpiexec: in mpi_reducer's shared arena by default (every value
+  # checked, the table labelled), through MPI_Allreduce with --shared-arena off.
+  foreach(arena on off)
+    execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} bench allreduce --reducer mpi
+                            --shared-arena ${arena} --min-bytes 4096 --max-bytes 262144
+                            --seconds-per-size 0.01 --cores-seconds 0.05
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(arena STREQUAL "on")
+      set(label "# mpi_shared_arena, 2 ranks (processes)")
+    else()
+      set(label "# mpi, 2 ranks (processes)")
+    endif()
+    count_of(tables "${out}" "${label}")
+    if(NOT rc EQUAL 0 OR NOT tables EQUAL 1)
+      message(FATAL_ERROR "mpiexec ... tutti bench allreduce --reducer mpi --shared-arena "
+                          "${arena}: exit ${rc}, ${tables} table(s) '${label}'; expected exit 0 "
+                          "(no wrong value) and one\n${out}\n${err}")
+    endif()
+  endforeach()
+  message(STATUS "tutti bench allreduce --reducer mpi: shared arena and MPI_Allreduce, no wrong value")
+
   # Sealed shards, each process holding only its own shard key: the same training as two
   # local ranks with the same keys (needs a tutti built with libsodium).
   execute_process(COMMAND ${PROGRAM} seal --gen-key ${WORK}/probe.key RESULT_VARIABLE sodium

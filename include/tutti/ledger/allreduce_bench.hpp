@@ -101,14 +101,29 @@ void bench_line_up(Reducer& reducer) {
   reducer.all_reduce_max(std::span<double>(v));
 }
 
+// The buffer a benchmark reduces: the first `count` floats of the arena the reducer lent
+// (`mpi_reducer::shared_arena()`, which it reduces in place, as in training) when it has one
+// that large, else `own`, resized to `count` (first touched by this rank's thread).
+template <class Reducer>
+std::span<float> bench_buffer(Reducer& reducer, std::size_t count, std::vector<float>& own) {
+  if constexpr (requires {
+                  { reducer.shared_arena() } -> std::convertible_to<std::span<float>>;
+                }) {
+    const std::span<float> lent = reducer.shared_arena();
+    if (lent.size() >= count) return lent.first(count);
+  }
+  own.assign(count, 0.f);
+  return own;
+}
+
 // Warmup and timed iterations of all_reduce_mean over one buffer on one rank. Every rank of the
 // group calls it with the same arguments (the iteration count is agreed on).
 template <class Reducer>
 bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
                                 const allreduce_bench_options& c) {
-  std::vector<float> buf(count);  // first touched by this rank's thread
-  bench_fill(buf, reducer.rank());
-  const std::span<float> s(buf);
+  std::vector<float> own;
+  const std::span<float> s = bench_buffer(reducer, count, own);
+  bench_fill(s, reducer.rank());
 
   bench_line_up(reducer);
   const auto warm_start = bench_clock::now();
@@ -221,7 +236,9 @@ inline std::vector<std::size_t> allreduce_bench_sizes(const allreduce_bench_opti
 /// Runs the sweep on the ranks of `reducer`'s group and returns one row per size, the same on
 /// every rank: a collective, so every rank calls it with the same options. An iteration's time
 /// is the slowest rank's (gathered with the reducer's own `all_reduce_max`), the wrong values
-/// are summed over ranks. `name` labels the rows ("local_ring", "mpi", ...).
+/// are summed over ranks. `name` labels the rows ("local_ring", "mpi", ...). A reducer that lent
+/// a shared arena at least as large as a message (`mpi_reducer::shared_gradient_arena`) is
+/// timed on it, reducing in place as in training; otherwise every rank reduces its own buffer.
 template <class Reducer>
 std::vector<allreduce_bench_row> bench_allreduce(Reducer& reducer, const allreduce_bench_options& c,
                                                  const std::string& name) {
@@ -309,7 +326,8 @@ struct step_bench_result {
 };
 
 /// Times `iters` emulated steps (`step_bench_result`) on the ranks of `reducer`'s group after
-/// `warmup` untimed ones; a collective, the same result on every rank. Throws
+/// `warmup` untimed ones; a collective, the same result on every rank. Like `bench_allreduce`,
+/// it reduces in the reducer's shared arena when it has one large enough. Throws
 /// `tutti::invalid_argument` unless bytes is a positive multiple of 4, work_s >= 0 and iters >= 1.
 template <class Reducer>
 step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s, std::size_t iters,
@@ -320,9 +338,9 @@ step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s,
   TUTTI_EXPECTS(work_s >= 0 && std::isfinite(work_s), fn,
                 "work_s = " + detail::ledger_impl::num(work_s) + "; expected >= 0");
   TUTTI_EXPECTS(iters >= 1, fn, "iters = 0; expected at least one timed step");
-  std::vector<float> buf(bytes / sizeof(float));
-  detail::ledger_impl::bench_fill(buf, reducer.rank());
-  const std::span<float> s(buf);
+  std::vector<float> own;
+  const std::span<float> s = detail::ledger_impl::bench_buffer(reducer, bytes / sizeof(float), own);
+  detail::ledger_impl::bench_fill(s, reducer.rank());
   detail::ledger_impl::bench_line_up(reducer);
   for (std::size_t k = 0; k < warmup; ++k) {
     detail::ledger_impl::burn_cpu(work_s);
@@ -362,9 +380,10 @@ inline std::string format_allreduce_header(const std::string& reducer, int world
     s = "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the clock's "
         "own overhead, algbw is not a bandwidth)\n";
   else
-    s = detail::ledger_impl::sfmt("\n# %s, %d rank%s (%s), float32, all_reduce_mean\n",
-                                  reducer.c_str(), world, world == 1 ? "" : "s",
-                                  reducer == "mpi" ? "processes" : "threads of one process");
+    s = detail::ledger_impl::sfmt(
+        "\n# %s, %d rank%s (%s), float32, all_reduce_mean\n", reducer.c_str(), world,
+        world == 1 ? "" : "s",
+        reducer.rfind("mpi", 0) == 0 ? "processes" : "threads of one process");
   return s + detail::ledger_impl::sfmt("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count",
                                        "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
