@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The MPI tests (label mpi), included from tests/CMakeLists.txt; added only where MPI for C++
 # and an mpiexec are found:
-#   mpi.reducer      tests/mpi/mpi_reducer_test.cpp on 2 processes: every collective, the
+#   mpi.reducer      tests/mpi/mpi_reducer_test.cpp on 2 processes (mpi.reducer_4: on 4, with
+#                    the shared arena over 2 emulated hosts): every collective, the
 #                    agreement checks, TUTTI_MPI_CHECK, a trainer on 2 processes vs 2 threads
 #   mpi.cli_parity   `mpiexec -n 2 tutti train --reducer mpi` and `tutti train --ranks 2` agree on
 #                    the final train loss within 1e-5 relative; usage errors under mpiexec
@@ -40,6 +41,13 @@ endforeach()
 add_test(NAME mpi.reducer
          COMMAND ${tutti_mpiexec} $<TARGET_FILE:tutti_mpi_reducer_test> ${MPIEXEC_POSTFLAGS})
 set_tests_properties(mpi.reducer PROPERTIES TIMEOUT 120)
+# 4 processes (oversubscribed): ring orders of W > 2, and the shared arena across 2 emulated
+# hosts (each host's sum, then MPI between hosts).
+string(REPLACE "${MPIEXEC_NUMPROC_FLAG};2" "${MPIEXEC_NUMPROC_FLAG};4" tutti_mpiexec_4
+               "${tutti_mpiexec}")
+add_test(NAME mpi.reducer_4
+         COMMAND ${tutti_mpiexec_4} $<TARGET_FILE:tutti_mpi_reducer_test> ${MPIEXEC_POSTFLAGS})
+set_tests_properties(mpi.reducer_4 PROPERTIES TIMEOUT 180)
 
 # The scripts get the launcher as one argument, its words joined by "|".
 string(JOIN "|" tutti_mpiexec_joined ${tutti_mpiexec})
@@ -68,7 +76,7 @@ foreach(case abort stall)
   set_tests_properties(mpi.${case}_shared PROPERTIES TIMEOUT 60)
 endforeach()
 
-set(tutti_mpi_tests mpi.reducer mpi.abort mpi.stall mpi.abort_shared mpi.stall_shared)
+set(tutti_mpi_tests mpi.reducer mpi.reducer_4 mpi.abort mpi.stall mpi.abort_shared mpi.stall_shared)
 if(TARGET tutti_cli)
   get_target_property(tutti_cli_definitions tutti_cli COMPILE_DEFINITIONS)
   if("TUTTI_HAS_MPI=1" IN_LIST tutti_cli_definitions)

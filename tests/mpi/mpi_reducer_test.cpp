@@ -319,22 +319,25 @@ void check_compressed(checks& c) {
       "different sizes");
 }
 
-// mpi_reducer's shared arena: the mean of spans inside it, computed in place across processes.
-void check_shared_arena(checks& c) {
+// mpi_reducer's shared arena: the mean of spans inside it, computed in place across processes;
+// with `hosts` > 0 the ranks pretend to be spread over that many hosts (the reduction then also
+// sums across hosts with MPI).
+void check_shared_arena(checks& c, int hosts = 0) {
   const int w = c.world();
-  {
+  const std::string where = hosts > 0 ? " [" + std::to_string(hosts) + " emulated hosts]" : "";
+  if (hosts == 0) {
     tutti::mpi_reducer off(MPI_COMM_WORLD, {.shared_arena = false});
     c.expect("shared_arena = false: shared_gradient_arena lends nothing",
              off.shared_gradient_arena(100).empty() && off.shared_arena().empty());
     tutti::mpi_reducer none;
     c.expect("shared_gradient_arena(0) lends nothing", none.shared_gradient_arena(0).empty());
   }
-  tutti::mpi_reducer r(MPI_COMM_WORLD, {.piece_bytes = 64});
+  tutti::mpi_reducer r(MPI_COMM_WORLD, {.piece_bytes = 64, .emulated_hosts = hosts});
   constexpr std::size_t n = 10007;
   const std::span<float> arena = r.shared_gradient_arena(n);
   bool zero = arena.size() == n;
   for (float v : arena) zero = zero && v == 0.f;
-  c.expect("shared_gradient_arena(n) lends n zeroed floats (all ranks on one host)", zero,
+  c.expect("shared_gradient_arena(n) lends n zeroed floats" + where, zero,
            std::to_string(arena.size()) + " floats");
   c.expect("shared_arena() is the lent span",
            r.shared_arena().data() == arena.data() && r.shared_arena().size() == n);
@@ -362,7 +365,7 @@ void check_shared_arena(checks& c) {
       }
     }
     c.expect("shared arena: all_reduce_mean of [" + std::to_string(offset) + ", " +
-                 std::to_string(offset + count) + ") is the exact mean, in place",
+                 std::to_string(offset + count) + ") is the exact mean, in place" + where,
              ok, detail);
     c.expect("shared arena: bytes_reduced grows by the span's bytes",
              r.bytes_reduced() - before == count * sizeof(float));
@@ -372,6 +375,11 @@ void check_shared_arena(checks& c) {
   reduce_and_check(n - 5, 5);
   reduce_and_check(17, 4099);
 
+  if (hosts > 0) {
+    // A piece smaller than the ranks of a host: some ranks have empty chunks.
+    reduce_and_check(n - 1, 1);
+    return;
+  }
   c.expect_throw<tutti::mismatch_error>(
       "shared arena: different offsets throw mismatch_error on every rank",
       [&] { r.all_reduce_mean(arena.subspan(c.rank() == 1 ? 8 : 0, 16)); },
@@ -481,6 +489,21 @@ void check_trainer(checks& c) {
       "relative difference " + std::to_string(arena_diff));
   c.expect("trainer: the shared arena counts the same bytes", mpi.bytes == plain.bytes,
            std::to_string(mpi.bytes) + " vs " + std::to_string(plain.bytes));
+  if (c.world() >= 4 && c.world() % 2 == 0) {
+    // Two emulated hosts: each host's sum, then MPI_Allreduce between hosts.
+    const run hosts =
+        train_with(tutti::mpi_reducer(MPI_COMM_WORLD, {.emulated_hosts = 2}), parts, opt);
+    std::vector<float> hosts0 = hosts.params;
+    MPI_Bcast(hosts0.data(), static_cast<int>(hosts0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    const double hosts_diff = relative_difference(hosts.params, plain.params);
+    c.expect(
+        "trainer, 2 emulated hosts: the shared arena is lent, the replicas end bitwise equal, "
+        "within 1e-5 relative of MPI_Allreduce's parameters",
+        hosts.shared_arena == hosts.params.size() + 2 && hosts0 == hosts.params &&
+            hosts_diff <= 1e-5,
+        std::to_string(hosts.shared_arena) + " shared floats, relative difference " +
+            std::to_string(hosts_diff));
+  }
 
   // The same run with W ranks as threads of rank 0's process.
   run local;
@@ -739,6 +762,19 @@ void run_checks(checks& c) {
   check_bf16_sum(c, pieces, 1001);
   check_compressed(c);
   check_shared_arena(c);
+  // With 4 or more processes: 2 emulated hosts (the hierarchical reduction); with 3, hosts of
+  // 2 and 1 ranks, which decline the arena.
+  if (c.world() >= 4 && c.world() % 2 == 0) check_shared_arena(c, 2);
+  if (c.world() == 3) {
+    tutti::mpi_reducer uneven(MPI_COMM_WORLD, {.emulated_hosts = 2});
+    c.expect("hosts with different numbers of ranks decline the shared arena",
+             uneven.shared_gradient_arena(100).empty());
+  }
+  {
+    tutti::mpi_reducer alone(MPI_COMM_WORLD, {.emulated_hosts = c.world()});
+    c.expect("one rank per host declines the shared arena",
+             alone.shared_gradient_arena(100).empty());
+  }
 
   check_trainer(c);
 }

@@ -196,6 +196,11 @@ struct mpi_options {
   /// and writing the others' arenas directly (docs/reducers.md#shared-arena); off, or on ranks
   /// spread over hosts, the arena stays the trainer's own and goes through MPI_Allreduce.
   bool shared_arena = true;
+  /// For tests on one machine: treat the ranks as spread over this many hosts of consecutive
+  /// ranks (each a shared-memory group), so that the shared arena's reduction across hosts runs
+  /// where only one host exists. 0 (the default): the real hosts (MPI_COMM_TYPE_SHARED). Every
+  /// emulated host must really share memory, so use it on one machine only.
+  int emulated_hosts = 0;
 };
 
 namespace detail {
@@ -264,6 +269,9 @@ class mpi_reducer {
     TUTTI_EXPECTS(opt.timeout.count() >= 0, name,
                   "timeout = " + std::to_string(opt.timeout.count()) +
                       " ms; expected >= 0 (0: wait forever)");
+    TUTTI_EXPECTS(opt.emulated_hosts >= 0, name,
+                  "emulated_hosts = " + std::to_string(opt.emulated_hosts) +
+                      "; expected >= 0 (0: the real hosts)");
     TUTTI_MPI_CHECK(MPI_Comm_dup(comm, &m_comm));
     try {
       TUTTI_MPI_CHECK(MPI_Comm_dup(comm, &m_side));
@@ -287,9 +295,13 @@ class mpi_reducer {
         m_side(std::exchange(other.m_side, MPI_COMM_NULL)),
         m_max(std::exchange(other.m_max, MPI_OP_NULL)),
         m_bf16_sum(std::exchange(other.m_bf16_sum, MPI_OP_NULL)),
+        m_node(std::exchange(other.m_node, MPI_COMM_NULL)),
+        m_cross(std::exchange(other.m_cross, MPI_COMM_NULL)),
         m_win(std::exchange(other.m_win, MPI_WIN_NULL)),
         m_arenas(std::move(other.m_arenas)),
         m_arena_size(std::exchange(other.m_arena_size, 0)),
+        m_local(other.m_local),
+        m_hosts(other.m_hosts),
         m_failed(other.m_failed),
         m_rank(other.m_rank),
         m_world(other.m_world),
@@ -308,9 +320,13 @@ class mpi_reducer {
       m_side = std::exchange(other.m_side, MPI_COMM_NULL);
       m_max = std::exchange(other.m_max, MPI_OP_NULL);
       m_bf16_sum = std::exchange(other.m_bf16_sum, MPI_OP_NULL);
+      m_node = std::exchange(other.m_node, MPI_COMM_NULL);
+      m_cross = std::exchange(other.m_cross, MPI_COMM_NULL);
       m_win = std::exchange(other.m_win, MPI_WIN_NULL);
       m_arenas = std::move(other.m_arenas);
       m_arena_size = std::exchange(other.m_arena_size, 0);
+      m_local = other.m_local;
+      m_hosts = other.m_hosts;
       m_failed = other.m_failed;
       m_rank = other.m_rank;
       m_world = other.m_world;
@@ -358,10 +374,11 @@ class mpi_reducer {
   /// A gradient arena of `count` floats that every rank of this host can read and write: this
   /// rank's part of an MPI-3 shared-memory window (MPI_Win_allocate_shared over the ranks of
   /// the host). `all_reduce_mean` of a span inside it, at the same offset on every rank, reduces
-  /// in place without MPI's copies (see `all_reduce_mean`). Collective; every rank must pass
-  /// the same count (`tutti::mismatch_error` otherwise). Returns an empty span, and the caller
-  /// keeps its own memory, when `options().shared_arena` is off, when count is 0, or when the
-  /// ranks are not all on one host. The memory lives as long as the reducer (moving the reducer
+  /// in place without MPI's copies within a host (see `all_reduce_mean`). Collective; every rank
+  /// must pass the same count and have the same `shared_arena` setting (`tutti::mismatch_error`
+  /// otherwise). Returns an empty span, and the caller keeps its own memory, when
+  /// `options().shared_arena` is off, when count is 0, or when the hosts hold different numbers
+  /// of ranks or one rank each. The memory lives as long as the reducer (moving the reducer
   /// keeps it); contents start at zero. One arena per reducer (`tutti::invalid_argument` for a
   /// second).
   std::span<float> shared_gradient_arena(std::size_t count) {
@@ -373,17 +390,52 @@ class mpi_reducer {
           m_options.shared_arena ? 1 : 0);
     if (!m_options.shared_arena || count == 0) return {};
     MPI_Comm node = MPI_COMM_NULL;
-    TUTTI_MPI_CHECK(
-        MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node));
-    int node_size = 0;
-    const int sized = MPI_Comm_size(node, &node_size);
-    // The node communicator holds exactly the ranks that share this host, so a rank alone
-    // with the others sees the whole world there, and so does every other rank.
-    if (sized != MPI_SUCCESS || node_size != m_world) {
+    if (m_options.emulated_hosts > 0) {
+      const int hosts = std::min(m_options.emulated_hosts, m_world);
+      const int color = static_cast<int>(static_cast<long long>(m_rank) * hosts / m_world);
+      TUTTI_MPI_CHECK(MPI_Comm_split(m_comm, color, m_rank, &node));
+    } else {
+      TUTTI_MPI_CHECK(
+          MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node));
+    }
+    int local = 0, local_size = 1;
+    int code = MPI_Comm_rank(node, &local);
+    if (code == MPI_SUCCESS) code = MPI_Comm_size(node, &local_size);
+    // Every host must hold the same number of ranks, at least 2 (one rank per host has nothing
+    // to share): the maximum and minus the minimum over all ranks.
+    long long sizes[2] = {local_size, -static_cast<long long>(local_size)};
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (code == MPI_SUCCESS)
+      code = MPI_Iallreduce(MPI_IN_PLACE, sizes, 2, MPI_LONG_LONG, MPI_MAX, m_comm, &req);
+    if (code != MPI_SUCCESS) {
       MPI_Comm_free(&node);
-      TUTTI_MPI_CHECK(sized);
+      detail::throw_mpi(code, "MPI_Comm_rank / MPI_Comm_size / MPI_Iallreduce (host sizes)",
+                        __FILE__, __LINE__);
+    }
+    try {
+      complete(req, "shared_gradient_arena");
+    } catch (...) {
+      MPI_Comm_free(&node);
+      throw;
+    }
+    if (sizes[0] != -sizes[1] || local_size < 2) {
+      MPI_Comm_free(&node);
       return {};
     }
+    m_local = local;
+    m_hosts = m_world / local_size;
+    if (m_hosts > 1) {
+      // The ranks of the same local number on every host: they sum each host's chunk.
+      code = MPI_Comm_split(m_comm, m_local, m_rank, &m_cross);
+      if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m_cross, MPI_ERRORS_RETURN);
+      if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&node);
+        if (m_cross != MPI_COMM_NULL) MPI_Comm_free(&m_cross);
+        detail::throw_mpi(code, "MPI_Comm_split (ranks of one local number)", __FILE__, __LINE__);
+      }
+    }
+    m_node = node;
+    TUTTI_MPI_CHECK(MPI_Comm_set_errhandler(m_node, MPI_ERRORS_RETURN));
     // Each rank's arena in its own pages (first touched by its owner), not one block.
     MPI_Info info = MPI_INFO_NULL;
     TUTTI_MPI_CHECK(MPI_Info_create(&info));
@@ -391,21 +443,20 @@ class mpi_reducer {
     float* mine = nullptr;
     const int made =
         MPI_Win_allocate_shared(static_cast<MPI_Aint>(count * sizeof(float)),
-                                static_cast<int>(sizeof(float)), info, node, &mine, &m_win);
+                                static_cast<int>(sizeof(float)), info, m_node, &mine, &m_win);
     MPI_Info_free(&info);
-    MPI_Comm_free(&node);
     TUTTI_MPI_CHECK(made);
     try {
       TUTTI_MPI_CHECK(MPI_Win_set_errhandler(m_win, MPI_ERRORS_RETURN));
-      m_arenas.assign(static_cast<std::size_t>(m_world), nullptr);
-      for (int k = 0; k < m_world; ++k) {
+      m_arenas.assign(static_cast<std::size_t>(local_size), nullptr);
+      for (int k = 0; k < local_size; ++k) {
         MPI_Aint bytes = 0;
         int unit = 0;
         void* base = nullptr;
         TUTTI_MPI_CHECK(MPI_Win_shared_query(m_win, k, &bytes, &unit, &base));
         // Open MPI reports the size rounded up to whole pages.
         TUTTI_EXPECTS(static_cast<std::size_t>(bytes) >= count * sizeof(float), name,
-                      "rank " + std::to_string(k) + "'s arena has " + std::to_string(bytes) +
+                      "local rank " + std::to_string(k) + "'s arena has " + std::to_string(bytes) +
                           " bytes; expected at least " + std::to_string(count * sizeof(float)));
         m_arenas[static_cast<std::size_t>(k)] = static_cast<float*>(base);
       }
@@ -426,7 +477,7 @@ class mpi_reducer {
   /// The shared arena this rank got from `shared_gradient_arena` (empty if none).
   std::span<float> shared_arena() const noexcept {
     if (m_arenas.empty()) return {};
-    return {m_arenas[static_cast<std::size_t>(m_rank)], m_arena_size};
+    return {m_arenas[static_cast<std::size_t>(m_local)], m_arena_size};
   }
 
   /// Replaces `grads` on every rank by the element-wise mean over ranks: an in-place
@@ -436,9 +487,11 @@ class mpi_reducer {
   ///
   /// A float span inside this rank's shared arena (`shared_gradient_arena`) is reduced in place
   /// instead: one small all-reduce checks that every rank passes the same offset and size (a
-  /// difference throws `tutti::mismatch_error` on every rank), rank r adds chunk r (elements
-  /// [n·r/W, n·(r+1)/W)) of every rank's arena in rank order, divides by W and writes the mean
-  /// into every rank's arena, and a barrier ends the call. With W = 2 the bits are those of
+  /// difference throws `tutti::mismatch_error` on every rank); the rank of local number l on a
+  /// host of L ranks adds chunk l (elements [n·l/L, n·(l+1)/L)) of the host's arenas in local
+  /// order; with several hosts an in-place MPI_Allreduce among the ranks of local number l adds
+  /// the hosts' sums; the total divided by W goes into every arena of the host, and a barrier of
+  /// the host's ranks ends the call. With W = 2 on one host the bits are those of
   /// MPI_Allreduce's path (one addition, one division).
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
@@ -714,7 +767,7 @@ class mpi_reducer {
   // The offset of `grads` in this rank's shared arena, when it lies inside it.
   std::optional<std::size_t> arena_offset(std::span<const float> grads) const {
     if (m_arenas.empty() || grads.empty()) return std::nullopt;
-    const float* base = m_arenas[static_cast<std::size_t>(m_rank)];
+    const float* base = m_arenas[static_cast<std::size_t>(m_local)];
     // Compared as integers: pointers into different objects have no order in C++.
     const auto p = reinterpret_cast<std::uintptr_t>(grads.data());
     const auto b = reinterpret_cast<std::uintptr_t>(base);
@@ -734,27 +787,52 @@ class mpi_reducer {
     TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
     agree(name, op_code::all_reduce_mean, sizeof(float), grads.size(), 0, 0, offset);
     TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    const std::size_t w = static_cast<std::size_t>(m_world);
-    const std::size_t r = static_cast<std::size_t>(m_rank);
+    const std::size_t local = m_arenas.size();  // ranks on this host
+    const std::size_t l = static_cast<std::size_t>(m_local);
     const std::size_t n = grads.size();
-    const float divisor = static_cast<float>(w);
-    // In blocks that stay in the cache: sum the block of every arena in rank order, divide,
-    // and copy the mean into every arena. Only this rank touches its chunk, in every arena.
+    const float divisor = static_cast<float>(m_world);
+    const std::size_t b = n * l / local, e = n * (l + 1) / local;
+    // In blocks that stay in the cache. Only this rank touches chunk l, in every arena of the
+    // host: it sums the chunk over the host's arenas in local-rank order; with one host that is
+    // the total, divided and copied into every arena; with several the host's sum goes into this
+    // rank's arena, MPI sums it with the same chunk of the other hosts in place, and the total is
+    // divided and copied out.
     constexpr std::size_t block = 2048;
     float acc[block];
-    for (std::size_t b = n * r / w, e = n * (r + 1) / w; b < e; b += block) {
-      const std::size_t m = std::min(block, e - b);
-      std::memcpy(acc, m_arenas[0] + offset + b, m * sizeof(float));
-      for (std::size_t k = 1; k < w; ++k) detail::add_into(acc, m_arenas[k] + offset + b, m);
-      if (w > 1) detail::divide_by(acc, divisor, m);
-      for (std::size_t k = 0; k < w; ++k)
-        std::memcpy(m_arenas[k] + offset + b, acc, m * sizeof(float));
+    const auto host_sum = [&](std::size_t lo, std::size_t m) {
+      std::memcpy(acc, m_arenas[0] + offset + lo, m * sizeof(float));
+      for (std::size_t k = 1; k < local; ++k) detail::add_into(acc, m_arenas[k] + offset + lo, m);
+    };
+    const auto mean_out = [&](std::size_t lo, std::size_t m) {
+      if (m_world > 1) detail::divide_by(acc, divisor, m);
+      for (std::size_t k = 0; k < local; ++k)
+        std::memcpy(m_arenas[k] + offset + lo, acc, m * sizeof(float));
+    };
+    if (m_hosts == 1) {
+      for (std::size_t lo = b; lo < e; lo += block) {
+        const std::size_t m = std::min(block, e - lo);
+        host_sum(lo, m);
+        mean_out(lo, m);
+      }
+    } else {
+      float* chunk = m_arenas[l] + offset;
+      for (std::size_t lo = b; lo < e; lo += block) {
+        const std::size_t m = std::min(block, e - lo);
+        host_sum(lo, m);
+        std::memcpy(chunk + lo, acc, m * sizeof(float));
+      }
+      reduce_pieces(chunk + b, e - b, MPI_FLOAT, MPI_SUM, "all_reduce_mean", m_cross);
+      for (std::size_t lo = b; lo < e; lo += block) {
+        const std::size_t m = std::min(block, e - lo);
+        std::memcpy(acc, chunk + lo, m * sizeof(float));
+        mean_out(lo, m);
+      }
     }
     TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    // Nobody may read this rank's arena as finished, or write the next step's gradients into
-    // it, before every rank has written its chunk.
+    // No rank of the host may read its arena as finished, or write the next step's gradients
+    // into it, before every rank of the host has written its chunk.
     MPI_Request req = MPI_REQUEST_NULL;
-    TUTTI_MPI_CHECK(MPI_Ibarrier(m_comm, &req));
+    TUTTI_MPI_CHECK(MPI_Ibarrier(m_node, &req));
     complete(req, "all_reduce_mean");
     TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
     m_bytes += grads.size_bytes();
@@ -764,7 +842,9 @@ class mpi_reducer {
   // there is no timeout (Open MPI's tuned collectives), else non-blocking ones polled to the
   // deadline.
   template <class T>
-  void reduce_pieces(T* data, std::size_t n, MPI_Datatype type, MPI_Op op, const char* name) {
+  void reduce_pieces(T* data, std::size_t n, MPI_Datatype type, MPI_Op op, const char* name,
+                     MPI_Comm comm = MPI_COMM_NULL) {
+    if (comm == MPI_COMM_NULL) comm = m_comm;
     std::size_t piece = m_options.max_elements_per_call;
     if (m_options.piece_bytes > 0)
       piece = std::min(piece, std::max<std::size_t>(1, m_options.piece_bytes / sizeof(T)));
@@ -772,10 +852,10 @@ class mpi_reducer {
       const int count = static_cast<int>(std::min(n - offset, piece));
       if (m_options.timeout.count() == 0) {
         ++m_seq;
-        TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, count, type, op, m_comm));
+        TUTTI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, count, type, op, comm));
       } else {
         MPI_Request req = MPI_REQUEST_NULL;
-        TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + offset, count, type, op, m_comm, &req));
+        TUTTI_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + offset, count, type, op, comm, &req));
         complete(req, name);
       }
       offset += static_cast<std::size_t>(count);
@@ -799,12 +879,16 @@ class mpi_reducer {
         MPI_Win_unlock_all(m_win);
         MPI_Win_free(&m_win);
       }
+      if (m_cross != MPI_COMM_NULL) MPI_Comm_free(&m_cross);
+      if (m_node != MPI_COMM_NULL) MPI_Comm_free(&m_node);
       if (m_max != MPI_OP_NULL) MPI_Op_free(&m_max);
       if (m_bf16_sum != MPI_OP_NULL) MPI_Op_free(&m_bf16_sum);
       if (m_side != MPI_COMM_NULL) MPI_Comm_free(&m_side);
       if (m_comm != MPI_COMM_NULL) MPI_Comm_free(&m_comm);
     }
     m_win = MPI_WIN_NULL;
+    m_cross = MPI_COMM_NULL;
+    m_node = MPI_COMM_NULL;
     m_arenas.clear();
     m_arena_size = 0;
     m_max = MPI_OP_NULL;
@@ -816,11 +900,15 @@ class mpi_reducer {
   MPI_Comm m_comm = MPI_COMM_NULL;
   MPI_Comm m_side = MPI_COMM_NULL;  // the timeout's who-is-here messages
   MPI_Op m_max = MPI_OP_NULL;
-  MPI_Op m_bf16_sum = MPI_OP_NULL;  // bf16 + bf16 in fp32, for all_reduce_sum_bf16
-  MPI_Win m_win = MPI_WIN_NULL;     // the shared arena's window (one host only)
-  std::vector<float*> m_arenas;     // every rank's shared arena, mapped into this process
-  std::size_t m_arena_size = 0;     // floats per rank's arena
-  bool m_failed = false;            // a collective timed out: the window is left, not freed
+  MPI_Op m_bf16_sum = MPI_OP_NULL;   // bf16 + bf16 in fp32, for all_reduce_sum_bf16
+  MPI_Comm m_node = MPI_COMM_NULL;   // the shared arena's ranks on this host
+  MPI_Comm m_cross = MPI_COMM_NULL;  // the ranks of this local number on every host (hosts > 1)
+  MPI_Win m_win = MPI_WIN_NULL;      // the shared arena's window over m_node
+  std::vector<float*> m_arenas;      // the arena of every rank of this host, by local rank
+  std::size_t m_arena_size = 0;      // floats per rank's arena
+  int m_local = 0;                   // this rank's number on its host
+  int m_hosts = 1;                   // hosts, each with the same number of ranks
+  bool m_failed = false;             // a collective timed out: the window is left, not freed
   int m_rank = 0;
   int m_world = 1;
   mpi_options m_options;
