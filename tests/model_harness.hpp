@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Running a model's kernels on host data, for the model tests (test_models.cpp, test_ncf.cpp):
 // batches copied into a space; loss_and_gradient, initialize and predict with host results; the
-// data loss in double.
+// data loss in double; the gradient checks' batch and the arena's segment mask.
 #pragma once
 
 #include <tutti/batch.hpp>
+#include <tutti/layout.hpp>
 #include <tutti/space/buffer.hpp>
 
 #include <cmath>
@@ -85,6 +86,29 @@ std::vector<T> run_predict(Model& m, const std::vector<T>& params,
 inline double ref_loss(tutti::loss_kind k, double s, double y) {
   if (k == tutti::loss_kind::squared) return (s - y) * (s - y);
   return y * std::log1p(std::exp(-s)) + (1 - y) * std::log1p(std::exp(s));
+}
+
+/// True for arena indices that belong to a segment (not alignment padding).
+inline std::vector<bool> in_segment(const tutti::parameter_layout& l) {
+  std::vector<bool> mask(l.total(), false);
+  for (const auto& s : l.segments())
+    for (std::size_t k = s.offset; k < s.offset + s.size(); ++k) mask[k] = true;
+  return mask;
+}
+
+/// The gradient checks' batch: 7 users, 5 items; users 3 and 0, items 1 and 4 repeat; slot 6 is
+/// padding (its user 5 appears nowhere else); weights vary; user 4 and item 0's neighbour rows
+/// stay untouched. Labels are ratings for the squared loss, clicks for the logistic one.
+inline host_batch check_batch(tutti::loss_kind k) {
+  host_batch b;
+  b.users = {3, 0, 3, 6, 2, 3, 5, 0, 1, 3};
+  b.items = {1, 1, 4, 1, 0, 2, 1, 4, 3, 1};
+  b.weights = {1.f, 1.f, 0.5f, 1.f, 2.f, 1.f, 0.f, 1.f, 1.f, 1.5f};
+  if (k == tutti::loss_kind::squared)
+    b.labels = {4.f, 3.f, 1.f, 5.f, 2.f, 3.f, 4.f, 5.f, 1.f, 2.f};
+  else
+    b.labels = {1.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 1.f};
+  return b;
 }
 
 }  // namespace tutti_test

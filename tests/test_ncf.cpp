@@ -47,7 +47,9 @@ static_assert(tutti::check_model<neural_cf<>>());
 static_assert(tutti::check_model<neural_cf<tutti::host_space, double>>());
 static_assert(std::is_same_v<neural_cf<>::value_type, float>);
 
+using tutti_test::check_batch;
 using tutti_test::host_batch;
+using tutti_test::in_segment;
 using tutti_test::lg_result;
 using tutti_test::ref_loss;
 using tutti_test::run_initialize;
@@ -139,28 +141,6 @@ struct ncf_ref {
     return f;
   }
 };
-
-/// True for arena indices that belong to a segment (not alignment padding).
-std::vector<bool> in_segment(const tutti::parameter_layout& l) {
-  std::vector<bool> mask(l.total(), false);
-  for (const auto& s : l.segments())
-    for (std::size_t k = s.offset; k < s.offset + s.size(); ++k) mask[k] = true;
-  return mask;
-}
-
-/// 7 users, 5 items; users 3 and 0, items 1 and 4 repeat; slot 6 is padding (its user 5
-/// appears nowhere else); weights vary.
-host_batch check_batch(loss_kind k) {
-  host_batch b;
-  b.users = {3, 0, 3, 6, 2, 3, 5, 0, 1, 3};
-  b.items = {1, 1, 4, 1, 0, 2, 1, 4, 3, 1};
-  b.weights = {1.f, 1.f, 0.5f, 1.f, 2.f, 1.f, 0.f, 1.f, 1.f, 1.5f};
-  if (k == loss_kind::squared)
-    b.labels = {4.f, 3.f, 1.f, 5.f, 2.f, 3.f, 4.f, 5.f, 1.f, 2.f};
-  else
-    b.labels = {1.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 1.f};
-  return b;
-}
 
 /// A tiny model whose every width differs, so a transposed or misplaced operand cannot pass.
 template <class Space, class T>
