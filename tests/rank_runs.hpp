@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Training W local ranks and comparing what they end with, for the trainer's equivalence tests
-// (test_overlap.cpp, test_sparse_exchange.cpp, test_trainer.cpp, test_ncf.cpp).
+// (test_overlap.cpp, test_sparse_exchange.cpp, test_trainer.cpp, test_ncf.cpp): every rank's
+// results, or rank 0's.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -11,6 +12,7 @@
 #include <concepts>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -45,6 +47,32 @@ std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& tr
     mine.params = t.parameters_on_host();
     mine.result = std::move(r);
   });
+  return out;
+}
+
+/// Trains `world` ranks (`no_op_reducer` for one, else `local_ring` threads) on `parts.train`,
+/// evaluating on `parts.test`, each with the model `make_model()`, and returns rank 0's
+/// parameters and result.
+template <class Model, class Schedule, class Optimizer, class MakeModel>
+rank_run train_rank0(int world, const tutti::data::split_result& parts,
+                     const tutti::train_options& opt, MakeModel make_model, Schedule schedule,
+                     Optimizer optimizer) {
+  rank_run out;
+  std::mutex m;
+  auto body = [&](auto reducer) {
+    tutti::trainer<Model, tutti::shuffled_shards, decltype(reducer), Schedule, Optimizer> t(
+        make_model(), tutti::shuffled_shards{}, reducer, schedule, optimizer, opt);
+    auto r = t.fit(parts.train, parts.test);
+    if (reducer.rank() == 0) {
+      std::lock_guard lock(m);
+      out.params = t.parameters_on_host();
+      out.result = std::move(r);
+    }
+  };
+  if (world == 1)
+    body(tutti::no_op_reducer{});
+  else
+    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;
 }
 

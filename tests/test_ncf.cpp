@@ -498,32 +498,13 @@ ncf make_ncf(const tutti::data::interactions& d, tutti::loss_kind loss) {
   return ncf({.gmf_dim = 8, .layers = {16, 8}, .loss = loss}, d.n_users(), d.n_items());
 }
 
-struct run {
-  std::vector<float> params;
-  tutti::fit_result result;
-};
+using run = tutti_test::rank_run;
 
 template <class Optimizer>
 run train_ncf(int world, const tutti::data::split_result& parts, tutti::train_options opt,
               tutti::loss_kind loss, Optimizer optimizer) {
-  run out;
-  std::mutex mu;
-  auto body = [&](auto reducer) {
-    tutti::trainer<ncf, tutti::shuffled_shards, decltype(reducer), tutti::constant, Optimizer> t(
-        make_ncf(parts.train, loss), tutti::shuffled_shards{}, reducer, tutti::constant{},
-        optimizer, opt);
-    auto r = t.fit(parts.train, parts.test);
-    if (reducer.rank() == 0) {
-      std::lock_guard lock(mu);
-      out.params = t.parameters_on_host();
-      out.result = std::move(r);
-    }
-  };
-  if (world == 1)
-    body(tutti::no_op_reducer{});
-  else
-    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
-  return out;
+  return tutti_test::train_rank0<ncf>(
+      world, parts, opt, [&] { return make_ncf(parts.train, loss); }, tutti::constant{}, optimizer);
 }
 
 }  // namespace

@@ -31,32 +31,14 @@ mf make_mf(const tutti::data::interactions& d, tutti::loss_kind loss) {
   return mf({.dim = 8, .l2 = 1e-3f, .loss = loss}, d.n_users(), d.n_items());
 }
 
-struct run {
-  std::vector<float> params;
-  tutti::fit_result result;
-};
+using run = tutti_test::rank_run;
 
 template <class Schedule = tutti::constant, class Optimizer = tutti::sgd>
 run train_on(int world, const tutti::data::split_result& parts, tutti::train_options opt,
              tutti::loss_kind loss = tutti::loss_kind::logistic, Schedule schedule = {},
              Optimizer optimizer = {.momentum = 0.9f}) {
-  run out;
-  std::mutex m;
-  auto body = [&](auto reducer) {
-    tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), Schedule, Optimizer> t(
-        make_mf(parts.train, loss), tutti::shuffled_shards{}, reducer, schedule, optimizer, opt);
-    auto r = t.fit(parts.train, parts.test);
-    if (reducer.rank() == 0) {
-      std::lock_guard lock(m);
-      out.params = t.parameters_on_host();
-      out.result = std::move(r);
-    }
-  };
-  if (world == 1)
-    body(tutti::no_op_reducer{});
-  else
-    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
-  return out;
+  return tutti_test::train_rank0<mf>(
+      world, parts, opt, [&] { return make_mf(parts.train, loss); }, schedule, optimizer);
 }
 
 }  // namespace
