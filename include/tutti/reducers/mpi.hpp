@@ -191,10 +191,11 @@ struct mpi_options {
   /// `tutti::collective_error` naming the ranks that never arrived (a stalled or crashed rank);
   /// zero waits forever. Waiting polls the request, as MPI_Wait itself does.
   std::chrono::milliseconds timeout{0};
-  /// When every rank is on one host, `shared_arena` hands the trainer its gradient arena in an
-  /// MPI-3 shared-memory window, which `all_reduce_mean` then reduces in place, each rank reading
-  /// and writing the others' arenas directly (docs/reducers.md#shared-arena); off, or on ranks
-  /// spread over hosts, the arena stays the trainer's own and goes through MPI_Allreduce.
+  /// `shared_arena` hands the trainer its gradient arena in an MPI-3 shared-memory window per
+  /// host, which `all_reduce_mean` then reduces in place, each rank reading and writing its host's
+  /// arenas directly and MPI adding the hosts' sums (docs/reducers.md#shared-arena). Off, or on
+  /// hosts with different numbers of ranks or one rank each, the arena stays the trainer's own
+  /// and goes through MPI_Allreduce.
   bool shared_arena = true;
   /// For tests on one machine: treat the ranks as spread over this many hosts of consecutive
   /// ranks (each a shared-memory group), so that the shared arena's reduction across hosts runs
