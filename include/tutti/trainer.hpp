@@ -1860,7 +1860,7 @@ class trainer {
   }
 
   // The gradient arena of `count` floats: memory the reducer lends, when it offers some it can
-  // reduce without copies (mpi_reducer's shared-memory window on one host) and the model's
+  // reduce without copies (mpi_reducer's shared-memory window per host) and the model's
   // space is the host's; otherwise this trainer's own buffer. Called once, from the
   // constructor, after m_reducer and m_space are built and before m_grads_storage is used.
   std::span<float> gradient_arena(std::size_t count) {
@@ -1882,8 +1882,8 @@ class trainer {
   train_options m_options;
   space_type m_space;
   buffer<float, space_type> m_params;
-  // The gradient arena: layout().total() gradients, then this rank's finite flag and one more
-  // float. It is m_grads_storage, or memory the reducer lends (`shared_gradient_arena`).
+  // The gradient arena: layout().total() gradients, then this rank's finite flag and stop
+  // request. It is m_grads_storage, or memory the reducer lends (`shared_gradient_arena`).
   buffer<float, space_type> m_grads_storage;
   std::span<float> m_grads;
   buffer<float, space_type> m_state;
