@@ -535,6 +535,7 @@ data_stats gather_stats(Reducer& reducer, const loaded_data& d) {
 struct run_output {
   fit_result result;
   data_stats stats;
+  bool shared_arena = false;  // rank 0's gradient arena was the reducer's shared memory
   std::mutex mutex;
 };
 
@@ -699,6 +700,8 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
         std::move(model), std::move(sampler), std::move(reducer),
         make_schedule(c.schedule, c.warmup_steps),
         make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
+    if constexpr (requires { t.reducer().shared_arena(); })
+      if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
     return t.fit(d.parts.train, d.parts.test);
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole
@@ -1000,6 +1003,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   bar.clear();
   if (!leader) return 0;
   const fit_result& r = out.result;
+  const bool shared_arena = out.shared_arena;
   const detail::data_stats& stats = out.stats;
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   const double baseline = implicit ? 0.5 : stats.baseline;
@@ -1050,6 +1054,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
         {"implicit", implicit}};
     j["model"] = c.model;
     j["world_size"] = r.world_size;
+    j["shared_arena"] = shared_arena;
     j["global_batch"] = r.global_batch;
     j["lr"] = r.lr;
     j["optimizer"] = c.optimizer;

@@ -85,6 +85,14 @@ elseif(CASE STREQUAL "cli-parity")
   if(NOT world EQUAL 2)
     message(FATAL_ERROR "the MPI run reports world_size ${world}; expected 2")
   endif()
+  # Both processes on this host: the gradient arena is mpi_reducer's shared memory; local
+  # ranks (threads) have none.
+  string(JSON arena_m GET "${jm}" shared_arena)
+  string(JSON arena_l GET "${jl}" shared_arena)
+  if(NOT arena_m OR arena_l)
+    message(FATAL_ERROR "shared_arena is ${arena_m} for 2 MPI processes and ${arena_l} for 2 "
+                        "local ranks; expected true and false")
+  endif()
   # Both processes appended their records to the one log: one per rank and epoch.
   string(JSON epochs LENGTH "${jm}" epochs)
   file(STRINGS ${WORK}/m.log records REGEX "\"step\":")
