@@ -29,6 +29,7 @@
 #include "../common.hpp"
 
 #include <tutti/launch.hpp>
+#include <tutti/ledger/allreduce_bench.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #if defined(TUTTI_BENCH_HAS_MPI)
 #include <tutti/reducers/mpi.hpp>
@@ -82,13 +83,14 @@ void line_up(Reducer& reducer) {
 }
 
 // One size on one rank: a collective, every rank calls it with the same arguments.
-// `arena`, when not empty, is memory the reducer lent (mpi_reducer's shared arena) holding at
-// least every size; the message is then its first `bytes`, else a buffer of this rank's own.
+// The message is the first `bytes` of the reducer's shared arena when it lent one (as
+// `tutti bench allreduce` does), else a buffer of this rank's own.
 template <class Reducer>
-row measure(Reducer& reducer, std::size_t bytes, const config& c, std::span<float> arena) {
+row measure(Reducer& reducer, std::size_t bytes, const config& c) {
   const int world = reducer.world_size();
-  std::vector<float> own(arena.empty() ? bytes / sizeof(float) : 0);
-  const std::span<float> buf = arena.empty() ? std::span<float>(own) : arena.first(bytes / 4);
+  std::vector<float> own;
+  const std::span<float> buf =
+      tutti::detail::ledger_impl::bench_buffer(reducer, bytes / sizeof(float), own);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = float(reducer.rank() + 1) + float(i % 7);
   const std::span<float> s = buf;
 
@@ -145,10 +147,10 @@ row measure(Reducer& reducer, std::size_t bytes, const config& c, std::span<floa
 }
 
 template <class Reducer>
-std::vector<row> sweep(Reducer& reducer, const config& c, std::span<float> arena = {}) {
+std::vector<row> sweep(Reducer& reducer, const config& c) {
   std::vector<row> rows;
   for (std::size_t b = c.min_bytes; b <= c.max_bytes; b *= c.factor) {
-    rows.push_back(measure(reducer, b, c, arena));
+    rows.push_back(measure(reducer, b, c));
     if (b > c.max_bytes / c.factor) break;
   }
   return rows;
@@ -214,13 +216,9 @@ int run_mpi(const config& c, int& argc, char**& argv) {
   tutti::mpi_session session(argc, argv);
   return tutti::mpi_abort_on_exception([&] {
     tutti::mpi_reducer reducer;
-    std::span<float> arena;
-    if (c.shared_arena) {
-      arena = reducer.shared_gradient_arena(c.max_bytes / sizeof(float));
-      if (arena.empty())
-        throw tutti::error("--shared-arena: no shared arena (are all processes on one host?)");
-    }
-    const auto rows = sweep(reducer, c, arena);
+    if (c.shared_arena && reducer.shared_gradient_arena(c.max_bytes / sizeof(float)).empty())
+      throw tutti::error("--shared-arena: no shared arena (are all processes on one host?)");
+    const auto rows = sweep(reducer, c);
     return reducer.rank() == 0
                ? report(rows, c.shared_arena ? "mpi_shared_arena" : "mpi", reducer.world_size(), c)
                : 0;
