@@ -16,6 +16,11 @@
 /// leaves, inside backward (compute), instead of over the whole arena after it (guard). The
 /// overlapped reduce total is the communication thread's time in collectives, which includes
 /// waiting for the peers' buckets; hence "exposed vs plain" next to "exposed/total".
+///
+/// Each bucket size runs once per `--comm-nice` value: the communication thread at the
+/// process's priority (`inherit`) and at a lower nice value (`train_options::comm_thread_nice`,
+/// -10 by default), which lets it preempt backward when a bucket completes. The *nice* column is
+/// the value the thread ran at (read back), so a refused request shows.
 
 #include "common.hpp"
 
@@ -45,6 +50,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,6 +63,7 @@ struct config {
   std::vector<std::int32_t> learners{20000, 50000, 100000};
   std::vector<std::size_t> batches{8192, 32768};
   std::vector<double> bucket_mb{1, 25};
+  std::vector<std::string> comm_nice{"inherit", "-10"};
   std::int32_t courses = 2000;
   int dim = 64;
   float l2 = 0.03f;  // the tutti program's default
@@ -72,21 +79,31 @@ using model_t = tutti::models::matrix_factorization<tutti::host_space>;
 using trainer_t =
     tutti::trainer<model_t, tutti::shuffled_shards, tutti::local_ring, tutti::constant, tutti::sgd>;
 
-/// One way of reducing: plain (overlap off) or overlapped with buckets of `bucket_bytes`.
+/// One way of reducing: plain (overlap off) or overlapped with buckets of `bucket_bytes`, the
+/// communication thread at nice value `nice` (nullopt: the process's).
 struct mode {
   std::string name;
   bool overlap = false;
   std::size_t bucket_bytes = 0;
+  std::optional<int> nice;
 };
 
 std::size_t bucket_bytes_of(double mib) {
   return static_cast<std::size_t>(std::llround(mib * 1048576.0));
 }
 
-std::string mode_name(double mib) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "overlap %g MiB", mib);
+std::string mode_name(double mib, std::optional<int> nice) {
+  char buf[64];
+  if (nice)
+    std::snprintf(buf, sizeof buf, "overlap %g MiB, nice %d", mib, *nice);
+  else
+    std::snprintf(buf, sizeof buf, "overlap %g MiB, inherit", mib);
   return buf;
+}
+
+std::optional<int> nice_of(const std::string& text) {
+  if (text == "inherit") return std::nullopt;
+  return std::stoi(text);
 }
 
 /// One run's figures: rank 0's ledger p50s, in seconds.
@@ -103,9 +120,10 @@ struct run_figures {
   std::size_t steps = 0;
   std::uint64_t bytes_per_step = 0;
   int threads_per_rank = 1;
-  bool equal_to_plain = true;    // rank 0's parameters equal the same round's plain run's
-  double relative_to_plain = 0;  // ||p - p_plain|| / ||p_plain||
-  std::vector<float> params;     // rank 0's, until compared
+  std::optional<int> comm_thread_nice;  // the nice value rank 0's communication thread ran at
+  bool equal_to_plain = true;           // rank 0's parameters equal the same round's plain run's
+  double relative_to_plain = 0;         // ||p - p_plain|| / ||p_plain||
+  std::vector<float> params;            // rank 0's, until compared
 };
 
 /// A configuration and mode's rounds and their medians.
@@ -162,6 +180,10 @@ run_figures train_once(const tutti::data::interactions& train, std::size_t batch
         .batch = batch, .epochs = 1, .base_lr = c.lr, .seed = c.seed, .evaluate_each_epoch = false};
     opt.overlap_reduce = m.overlap;
     if (m.overlap) opt.bucket_bytes = m.bucket_bytes;
+    opt.comm_thread_nice = m.nice;
+    // A refused priority is no error here: the nice column shows what the thread got.
+    opt.on_warning = [](const std::string&) {
+    };
     trainer_t t(model_t({.dim = c.dim, .l2 = c.l2, .loss = tutti::loss_kind::logistic},
                         train.n_users(), train.n_items()),
                 tutti::shuffled_shards{}, ring, tutti::constant{},
@@ -186,6 +208,7 @@ run_figures train_once(const tutti::data::interactions& train, std::size_t batch
   f.fit_seconds = rank0.seconds;
   f.steps = rank0.steps;
   f.bytes_per_step = rank0.bytes_reduced_per_step;
+  f.comm_thread_nice = rank0.comm_thread_nice;
   return f;
 }
 
@@ -233,10 +256,11 @@ void summarise(row& r, const row& plain) {
 
 void print_header() {
   std::printf(
-      "\n| learners | batch | mode | steps | grad MB | compute (ms) | guard (ms) | reduce total "
+      "\n| learners | batch | mode | nice | steps | grad MB | compute (ms) | guard (ms) | reduce "
+      "total "
       "(ms) | exposed (ms) | step (ms) | samples/s | exposed/total | exposed vs plain | step vs "
       "plain | equal |\n");
-  std::printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
 }
 
 // "yes" when every round's parameters equal the plain run's bitwise; otherwise "NO" on 2 ranks
@@ -252,8 +276,12 @@ std::string equal_cell(const row& r, int ranks) {
 
 void print_row(const row& r, int ranks) {
   const auto& f = r.rounds.front();
-  std::printf("| %d | %zu | %s | %zu | %.1f ", r.learners, r.batch, r.m.name.c_str(), f.steps,
-              double(f.bytes_per_step) / 1e6);
+  // The value every round's thread ran at, or "mixed" if they differ ("–" without a thread).
+  std::string nice = f.comm_thread_nice ? std::to_string(*f.comm_thread_nice) : "–";
+  for (const auto& g : r.rounds)
+    if (g.comm_thread_nice != f.comm_thread_nice) nice = "mixed";
+  std::printf("| %d | %zu | %s | %s | %zu | %.1f ", r.learners, r.batch, r.m.name.c_str(),
+              nice.c_str(), f.steps, double(f.bytes_per_step) / 1e6);
   std::printf("| %.2f | %.2f | %.2f | %.2f | %.2f | %.0f ", r.compute * 1e3, r.guard * 1e3,
               r.reduce_total * 1e3, r.reduce_exposed * 1e3, r.step * 1e3, r.samples_per_second);
   std::printf("| %.2f | %.2f | %.2f | %s |\n", r.exposed_share, r.exposed_vs_plain, r.step_vs_plain,
@@ -276,6 +304,8 @@ nlohmann::json to_json(const row& r) {
                       {"steps", f.steps},
                       {"bytes_reduced_per_step", f.bytes_per_step},
                       {"threads_per_rank", f.threads_per_rank},
+                      {"comm_thread_nice",
+                       f.comm_thread_nice ? nlohmann::json(*f.comm_thread_nice) : nlohmann::json()},
                       {"equal_to_plain", f.equal_to_plain},
                       {"relative_difference_to_plain", f.relative_to_plain}});
   return {{"learners", r.learners},
@@ -283,6 +313,7 @@ nlohmann::json to_json(const row& r) {
           {"mode", r.m.name},
           {"overlap", r.m.overlap},
           {"bucket_bytes", r.m.overlap ? nlohmann::json(r.m.bucket_bytes) : nlohmann::json()},
+          {"comm_thread_nice_requested", r.m.nice ? nlohmann::json(*r.m.nice) : nlohmann::json()},
           {"rounds", rounds},
           {"median",
            {{"compute_p50_s", r.compute},
@@ -300,8 +331,10 @@ nlohmann::json to_json(const row& r) {
 
 int run(const config& c) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<mode> modes{{"plain", false, 0}};
-  for (double mib : c.bucket_mb) modes.push_back({mode_name(mib), true, bucket_bytes_of(mib)});
+  std::vector<mode> modes{{"plain", false, 0, std::nullopt}};
+  for (double mib : c.bucket_mb)
+    for (const auto& text : c.comm_nice)
+      modes.push_back({mode_name(mib, nice_of(text)), true, bucket_bytes_of(mib), nice_of(text)});
 
   std::printf(
       "tutti_bench_overlap: %d local ranks, MF dim %d (logistic, l2 %g), SGD lr %g momentum "
@@ -382,6 +415,7 @@ int run(const config& c) {
            {"learners", c.learners},
            {"batches", c.batches},
            {"bucket_mb", c.bucket_mb},
+           {"comm_nice", c.comm_nice},
            {"courses", c.courses},
            {"dim", c.dim},
            {"l2", c.l2},
@@ -418,6 +452,12 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", c.bucket_mb, "bucket sizes of the overlapped runs, MiB")
       ->delimiter(',')
       ->check(CLI::Range(1.0 / 262144.0, 65536.0))
+      ->capture_default_str();
+  app.add_option("--comm-nice", c.comm_nice,
+                 "nice values of the communication thread, one run each per bucket size: -20 to "
+                 "19, or inherit (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"inherit"}) | CLI::Range(-20, 19))
       ->capture_default_str();
   app.add_option("--courses", c.courses, "synthetic courses")
       ->check(CLI::Range(2, 10000000))

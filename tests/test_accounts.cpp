@@ -136,7 +136,7 @@ TEST_CASE("algbw is bytes over reduce time and busbw = algbw * 2(n-1)/n") {
   }
 }
 
-TEST_CASE("a rank that works longer is flagged slow; the ranks that wait for it are not") {
+TEST_CASE("a rank that works longer is flagged slow, the ranks that wait for it are not") {
   const auto parts = accounts_data();
   tutti::train_options opt{.batch = 96, .epochs = 2, .seed = 3, .evaluate_each_epoch = false};
   opt.measure_wait = true;

@@ -315,7 +315,7 @@ TEST_CASE("parse_csv_clean: implicit labels outside 0/1 and TSV input") {
       tutti::invalid_argument);
 }
 
-TEST_CASE("parse_csv_clean: a NUL byte rejects its line only; the header stays fatal") {
+TEST_CASE("parse_csv_clean: a NUL byte rejects its line only, the header stays fatal") {
   std::string text = "userId,movieId,rating\n1,2,3\n1,3";
   text += '\0';
   text += ",4\n4,5,3\n";
@@ -341,7 +341,7 @@ TEST_CASE("parse_csv_clean: a NUL byte rejects its line only; the header stays f
   CHECK(empty.data.size() == 0);
 }
 
-TEST_CASE("parse_csv_clean: max_user_id bounds user ids; a huge negative id is negative") {
+TEST_CASE("parse_csv_clean: max_user_id bounds user ids, a huge negative id is negative") {
   const std::string text =
       "userId,movieId,rating\n1000,1,3\n1001,1,3\n-99999999999999999999,1,3\n+5,1,3\n";
   const cleaned_data c = tutti::data::parse_csv_clean(
@@ -368,7 +368,7 @@ TEST_CASE("clean_options are validated") {
   CHECK_THROWS_AS((void)tutti::data::load_csv_clean(data_dir + "/no_such_file.csv"), tutti::error);
 }
 
-TEST_CASE("quarantine format: escapes round-trip; a damaged file is a data_error") {
+TEST_CASE("quarantine format: escapes round-trip, a damaged file is a data_error") {
   const std::vector<rejected_row> rows = {
       {2, "malformed", "a\tb\\c\rd"}, {7, "duplicate", ""}, {9, "missing_field", "\\n"}};
   const std::string text = tutti::data::format_quarantine(rows);

@@ -180,7 +180,7 @@ std::vector<rank_run> train_ranks(int world, const tutti::data::split_result& pa
 
 }  // namespace
 
-TEST_CASE("compressed: every bf16 pattern round-trips through float; NaNs stay NaN") {
+TEST_CASE("compressed: every bf16 pattern round-trips through float, NaNs stay NaN") {
   std::size_t nans = 0;
   for (std::uint32_t u = 0; u <= 0xffffu; ++u) {
     const auto b = static_cast<std::uint16_t>(u);
@@ -351,7 +351,7 @@ TEST_CASE("compressed<local_ring>: values near FLT_MAX / 2 on every rank do not 
   }
 }
 
-TEST_CASE("compressed<local_ring>: a NaN on one rank is NaN everywhere; the flags survive") {
+TEST_CASE("compressed<local_ring>: a NaN on one rank is NaN everywhere, the flags survive") {
   // The trainer's arena: gradients, then this rank's finite flag, then its stop request.
   const std::size_t n = 12, finite_flag = n - 2, stop_flag = n - 1;
   for (int world = 1; world <= 4; ++world) {

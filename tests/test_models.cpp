@@ -245,7 +245,7 @@ TEST_CASE_TEMPLATE("models: a padding slot contributes nothing", Space, TUTTI_TE
   check(lr, random_params(lr, 3));
 }
 
-TEST_CASE_TEMPLATE("models: scale multiplies the gradient; gradients and loss_sum add", Space,
+TEST_CASE_TEMPLATE("models: scale multiplies the gradient, gradients and loss_sum add", Space,
                    TUTTI_TEST_SPACES) {
   matrix_factorization<Space, double> mf(
       {.dim = 3, .l2 = 0.02f, .loss = loss_kind::logistic, .init_scale = 0.4f}, 7, 5);

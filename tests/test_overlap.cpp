@@ -11,8 +11,11 @@
 #include "wrapped_model.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <span>
@@ -23,6 +26,11 @@
 
 #if __has_include(<cblas.h>)
 #include <tutti/models/neural_cf.hpp>
+#endif
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <unistd.h>
 #endif
 
 namespace {
@@ -291,7 +299,7 @@ TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad
   CHECK(checked == std::vector<range>{{80, 128}, {32, 80}, {0, 32}});
 }
 
-TEST_CASE("overlapped reduction: 2 ranks equal the plain path bitwise; 3 ranks to rounding") {
+TEST_CASE("overlapped reduction: 2 ranks equal the plain path bitwise, 3 ranks to rounding") {
   const auto train = course_rows(3000, 300);
   tutti::train_options opt{
       .batch = 516, .epochs = 2, .base_lr = 0.05, .seed = 9, .evaluate_each_epoch = false};
@@ -439,3 +447,86 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(train_ranks<mf>(2, train, opt, [&](int) { return make_mf(train); }),
                        doctest::Contains("bucket_bytes = 2"), tutti::invalid_argument);
 }
+
+#if defined(__linux__)
+namespace {
+
+// Whether this process may set a thread's nice value to `nice` below 0: CAP_SYS_NICE in its
+// effective set (/proc/self/status), or an RLIMIT_NICE of 20 - nice or more.
+bool may_lower_nice_to(int nice) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("CapEff:", 0) == 0 &&
+        (std::stoull(line.substr(7), nullptr, 16) >> 23 & 1) != 0)  // CAP_SYS_NICE is bit 23
+      return true;
+  rlimit limit{};
+  return ::getrlimit(RLIMIT_NICE, &limit) == 0 &&
+         (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= rlim_t(20 - nice));
+}
+
+}  // namespace
+
+// tests/extra.cmake also runs this case without the privilege (setpriv to nobody, or
+// RLIMIT_NICE 0), with TUTTI_TEST_EXPECT_NICE_REFUSED=1, so both outcomes are checked in CI.
+TEST_CASE(
+    "overlapped reduction: the communication thread runs at the nice value asked for, or the "
+    "run warns why not, the result is the plain path's either way") {
+  const auto train = course_rows(1500, 200);
+  tutti::train_options opt{
+      .batch = 384, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+  const auto make = [&](int) {
+    return make_mf(train);
+  };
+  const auto plain = train_ranks<mf>(2, train, opt, make);
+  CHECK_FALSE(plain[0].result.comm_thread_nice.has_value());  // no thread, nothing to report
+
+  std::vector<std::string> warnings;
+  opt.on_warning = [&](const std::string& w) {
+    warnings.push_back(w);
+  };
+  opt.overlap_reduce = true;
+  opt.bucket_bytes = 8 << 10;
+  errno = 0;
+  const int inherited = ::getpriority(PRIO_PROCESS, 0);
+  REQUIRE(errno == 0);
+
+  // Raising the nice value (a lower priority) is allowed to everyone.
+  opt.comm_thread_nice = std::min(inherited + 5, 19);
+  auto runs = train_ranks<mf>(2, train, opt, make);
+  for (const auto& r : runs) CHECK(r.result.comm_thread_nice == opt.comm_thread_nice);
+  CHECK(warnings.empty());
+  CHECK(runs[0].params == plain[0].params);
+
+  // Without a request the thread keeps the process's value.
+  opt.comm_thread_nice = std::nullopt;
+  runs = train_ranks<mf>(2, train, opt, make);
+  for (const auto& r : runs) CHECK(r.result.comm_thread_nice == inherited);
+  CHECK(warnings.empty());
+  CHECK(runs[0].params == plain[0].params);
+
+  // The default, -10, needs the privilege; without it the run goes on at the inherited value
+  // and rank 0 says why (once).
+  opt.comm_thread_nice = tutti::train_options{}.comm_thread_nice;
+  REQUIRE(opt.comm_thread_nice == -10);
+  const bool granted = may_lower_nice_to(-10) || inherited <= -10;
+  if (const char* e = std::getenv("TUTTI_TEST_EXPECT_NICE_REFUSED"); e && *e == '1')
+    REQUIRE_FALSE(granted);
+  runs = train_ranks<mf>(2, train, opt, make);
+  CHECK(runs[0].params == plain[0].params);
+  if (granted) {
+    for (const auto& r : runs) CHECK(r.result.comm_thread_nice == -10);
+    CHECK(warnings.empty());
+  } else {
+    for (const auto& r : runs) CHECK(r.result.comm_thread_nice == inherited);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("communication thread runs at nice " + std::to_string(inherited) +
+                           ", not the -10 asked for") != std::string::npos);
+    CHECK(warnings[0].find("CAP_SYS_NICE") != std::string::npos);
+  }
+
+  opt.comm_thread_nice = 20;
+  CHECK_THROWS_WITH_AS(train_ranks<mf>(2, train, opt, make),
+                       doctest::Contains("comm_thread_nice = 20; expected a nice value from -20"),
+                       tutti::invalid_argument);
+}
+#endif

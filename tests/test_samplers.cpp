@@ -225,7 +225,7 @@ TEST_CASE("shard samplers reject bad arguments with clear messages") {
 static_assert(tutti::rank_local_sampler<tutti::owned_shards>);
 static_assert(!tutti::rank_local_sampler<tutti::shuffled_shards>);
 
-TEST_CASE("owned_shards: each rank visits exactly its own rows once; all ranks take equal steps") {
+TEST_CASE("owned_shards: each rank visits exactly its own rows once, all ranks take equal steps") {
   for (const std::vector<std::uint64_t>& rows :
        {std::vector<std::uint64_t>{5}, {3, 3}, {7, 1, 4}, {10, 9, 10, 2}, {1, 1, 1, 1, 1}}) {
     const tutti::owned_shards sampler{.rows = rows};

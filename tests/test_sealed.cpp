@@ -139,7 +139,7 @@ constexpr std::size_t header = 36;
 
 }  // namespace
 
-TEST_CASE("sealed: round trip for 1 to 4 shards; shards are contiguous, ciphertext only") {
+TEST_CASE("sealed: round trip for 1 to 4 shards, shards are contiguous, ciphertext only") {
   const interactions data = sample_data();
   const secret_key master = secret_key::generate();
   for (std::uint32_t w = 1; w <= 4; ++w) {

@@ -123,7 +123,14 @@ struct train_config {
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   bool overlap = false;                 // reduce buckets on a thread while backward runs
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
+  std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
 };
+
+/// The communication thread's nice value `--comm-nice` asks for (nullopt: inherit).
+inline std::optional<int> opt_comm_nice(const train_config& c) {
+  if (c.comm_nice == "inherit") return std::nullopt;
+  return std::stoi(c.comm_nice);
+}
 
 /// The bucket size `--bucket-mb` asks for, in bytes.
 inline std::size_t opt_bucket_bytes(const train_config& c) {
@@ -299,6 +306,12 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--bucket-mb", c.bucket_mb,
                  "bucket size of --overlap in MiB (PyTorch DDP's default is 25)")
       ->check(CLI::Range(1e-5, 1e5))
+      ->capture_default_str();
+  app.add_option("--comm-nice", c.comm_nice,
+                 "--overlap: nice value of the communication threads (-20 to 19, lower runs "
+                 "first), or inherit; below the process's needs CAP_SYS_NICE or RLIMIT_NICE, "
+                 "and a refusal is a warning")
+      ->check(CLI::IsMember({"inherit"}) | CLI::Range(-20, 19))
       ->capture_default_str();
   app.add_option("--timeout", c.timeout,
                  "seconds a collective waits for the other ranks before the run ends, naming "
@@ -664,6 +677,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
                                                       : sparse_exchange_policy::off;
   opt.overlap_reduce = c.overlap;
   opt.bucket_bytes = opt_bucket_bytes(c);
+  opt.comm_thread_nice = opt_comm_nice(c);
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -1085,7 +1099,11 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       led["bytes_saved_per_step"] = r.bytes_saved_per_step;
       led["sparse_steps"] = r.sparse_steps;
       led["overlap"] = c.overlap;
-      if (c.overlap) led["bucket_bytes"] = opt_bucket_bytes(c);
+      if (c.overlap) {
+        led["bucket_bytes"] = opt_bucket_bytes(c);
+        led["comm_thread_nice"] =
+            r.comm_thread_nice ? nlohmann::json(*r.comm_thread_nice) : nlohmann::json(nullptr);
+      }
       led["param_count"] = r.param_count;
       led["optimizer_state_floats"] = r.optimizer_state_floats;
       led["reduce_exposed_seconds"] = l.reduce_exposed.total;

@@ -274,6 +274,15 @@ struct train_options {
   bool overlap_reduce = false;
   /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
   std::size_t bucket_bytes = std::size_t{25} << 20;
+  /// Nice value (-20 … 19; Linux) of the overlapped reduction's communication thread on the
+  /// host; nullopt keeps the process's. A bucket is reduced only when the thread gets a core,
+  /// and where backward keeps every core busy an equal-priority thread gets one late, so the
+  /// reduction piles up behind backward and is exposed after it. A lower nice value (a higher
+  /// priority) lets the thread preempt backward as each bucket completes: the GPU analogue is
+  /// `nccl_ring`'s high-priority communication stream. Lowering a thread's nice below the
+  /// process's needs CAP_SYS_NICE or RLIMIT_NICE; when refused the thread keeps the process's
+  /// priority, `fit_result::comm_thread_nice` says so and `on_warning` gets the reason.
+  std::optional<int> comm_thread_nice = -10;
   /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
   /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
   double batch_growth_warning = 4.0;
@@ -328,6 +337,9 @@ struct fit_result {
   std::size_t resumed_from_step = 0;          ///< global step of the checkpoint resumed, or 0
   std::size_t checkpoints_written = 0;        ///< checkpoints written by this rank (rank 0)
   std::string last_checkpoint;                ///< the newest one it wrote, or empty
+  /// The overlapped reduction's communication thread's nice value (read back from the thread
+  /// as it started), or nullopt without one (no `overlap_reduce`, or a device reducer).
+  std::optional<int> comm_thread_nice;
 };
 
 namespace detail {
@@ -750,7 +762,18 @@ class trainer {
         }
       }
       pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
-                       m_options.bucket_bytes / sizeof(float), std::move(check));
+                       m_options.bucket_bytes / sizeof(float), std::move(check),
+                       m_options.comm_thread_nice);
+      if (const auto priority = pipeline->priority()) {
+        result.comm_thread_nice = priority->nice;
+        if (m_options.comm_thread_nice && !priority->applied && rank == 0 && m_options.on_warning)
+          m_options.on_warning(
+              "the overlapped reduction's communication thread runs at nice " +
+              std::to_string(priority->nice) + ", not the " +
+              std::to_string(*m_options.comm_thread_nice) + " asked for (" + priority->why +
+              "); it competes with backward for cores on equal terms, so more of the "
+              "reduction may be exposed after backward");
+      }
     }
     std::vector<double> run_step(static_cast<std::size_t>(world)),
         run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
@@ -1354,6 +1377,11 @@ class trainer {
     TUTTI_EXPECTS(m_options.bucket_bytes >= sizeof(float), "tutti::trainer",
                   "bucket_bytes = " + std::to_string(m_options.bucket_bytes) +
                       "; expected at least one float (4 bytes)");
+    TUTTI_EXPECTS(!m_options.comm_thread_nice ||
+                      (*m_options.comm_thread_nice >= -20 && *m_options.comm_thread_nice <= 19),
+                  "tutti::trainer",
+                  "comm_thread_nice = " + std::to_string(m_options.comm_thread_nice.value_or(0)) +
+                      "; expected a nice value from -20 to 19, or nullopt to keep the process's");
     TUTTI_EXPECTS(space_type::host_accessible || detail::starts_collectives<Reducer>,
                   "tutti::trainer",
                   "overlap_reduce on a device space needs a reducer that starts collectives "

@@ -70,6 +70,22 @@ TEST_CASE("nccl_ring: scalar reductions and gathers on one rank") {
   });
 }
 
+TEST_CASE("nccl_ring: the communication stream at the device's greatest priority, or default") {
+  int least = 0, greatest = 0;
+  REQUIRE(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+  for (const bool high : {true, false}) {
+    CAPTURE(high);
+    tutti::run_nccl(
+        1,
+        [&](tutti::nccl_ring& ring) {
+          int priority = 1;
+          REQUIRE(cudaStreamGetPriority(ring.comm_stream(), &priority) == cudaSuccess);
+          CHECK(priority == (high ? greatest : 0));
+        },
+        tutti::nccl_options{.high_priority_stream = high});
+  }
+}
+
 TEST_CASE("nccl_ring across GPUs: exact mean, and a failing rank is named on every rank") {
   const int gpus = tutti::cuda_device_count();
   if (gpus < 2) {

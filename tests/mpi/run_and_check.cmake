@@ -117,6 +117,7 @@ elseif(CASE STREQUAL "cli-parity")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "mpiexec ... tutti train --reducer mpi --overlap exited ${rc}\n${out}\n${err}")
   endif()
+  set(overlap_err "${err}")
   execute_process(COMMAND ${PROGRAM} ${overlap_args} --ranks 2 --json ${WORK}/ol.json
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -132,6 +133,17 @@ elseif(CASE STREQUAL "cli-parity")
                         "(overlap ${overlap}); 2 local ranks without it ${sum_l}; expected equal")
   endif()
   message(STATUS "--overlap under mpiexec: parameters_checksum ${sum_m} = local ranks")
+  # Each process's communication thread at the default --comm-nice -10, or a warning saying why
+  # not (no CAP_SYS_NICE, RLIMIT_NICE too low).
+  string(JSON nice GET "${jm}" ledger comm_thread_nice)
+  if(NOT nice STREQUAL "-10")
+    string(FIND "${overlap_err}" "not the -10 asked for" warned)
+    if(warned EQUAL -1)
+      message(FATAL_ERROR "--overlap under mpiexec: the communication thread ran at nice ${nice} "
+                          "and no warning said why; expected -10 or the warning")
+    endif()
+  endif()
+  message(STATUS "--overlap under mpiexec: communication thread at nice ${nice}")
 
   # tutti bench allreduce under mpiexec: in mpi_reducer's shared arena by default (every value
   # checked, the table labelled), through MPI_Allreduce with --shared-arena off.

@@ -4,6 +4,7 @@
 /// buckets, reduced by a communication thread as backward reports them final.
 #pragma once
 
+#include <tutti/detail/thread_priority.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
 
@@ -16,6 +17,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -55,9 +57,12 @@ class bucket_pipeline {
   /// Reduces without a thread when the reducer starts collectives itself.
   static constexpr bool direct = starts_collectives<Reducer>;
 
+  /// `nice`: the communication thread's nice value (`detail::set_this_thread_nice`; nullopt
+  /// keeps the process's); the constructor returns once the thread has tried, see `priority`.
   bucket_pipeline(Reducer& reducer, float* grads, const parameter_layout& layout,
                   std::size_t bucket_floats,
-                  std::function<void(std::size_t, std::size_t)> check = {})
+                  std::function<void(std::size_t, std::size_t)> check = {},
+                  std::optional<int> nice = std::nullopt)
       : m_reducer(reducer),
         m_grads(grads),
         m_total(layout.total()),
@@ -81,7 +86,21 @@ class bucket_pipeline {
     }
     count_padding(at, m_total);
     m_seen = m_padding_bits;
-    if constexpr (!direct) m_thread = std::thread([this] { work(); });
+    if constexpr (!direct) {
+      m_thread = std::thread([this, nice] {
+        // A failed request leaves the thread as it was; the trainer reports it.
+        nice_outcome outcome =
+            nice ? set_this_thread_nice(*nice) : nice_outcome{false, this_thread_nice(), {}};
+        {
+          std::lock_guard lock(m_mutex);
+          m_priority = std::move(outcome);
+        }
+        m_idle.notify_all();
+        work();
+      });
+      std::unique_lock lock(m_mutex);
+      m_idle.wait(lock, [this] { return m_priority.has_value(); });
+    }
   }
 
   bucket_pipeline(const bucket_pipeline&) = delete;
@@ -99,6 +118,14 @@ class bucket_pipeline {
     }
     m_wake.notify_all();
     m_thread.join();
+  }
+
+  /// The communication thread's priority request and its outcome (nullopt without a thread:
+  /// a reducer that starts collectives itself). Without a request `applied` is false and `nice`
+  /// the value the thread inherited.
+  std::optional<nice_outcome> priority() const {
+    std::lock_guard lock(m_mutex);
+    return m_priority;
   }
 
   /// Number of buckets.
@@ -249,11 +276,12 @@ class bucket_pipeline {
 
   mutable std::mutex m_mutex;
   std::condition_variable m_wake;  // work queued, or stop
-  std::condition_variable m_idle;  // a bucket done, or an error
+  std::condition_variable m_idle;  // a bucket done, an error, or the thread's priority set
   std::size_t m_queued = 0, m_done = 0;
   double m_busy = 0;
   bool m_stop = false;
   std::exception_ptr m_error;
+  std::optional<nice_outcome> m_priority;  // set once by the thread as it starts
   std::thread m_thread;
 };
 

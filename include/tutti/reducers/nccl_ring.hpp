@@ -61,6 +61,11 @@ namespace tutti {
 struct nccl_options {
   /// How long a host-side wait on a collective may take before the communicator is aborted.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// Create the communication stream at the device's greatest stream priority, so that with the
+  /// overlapped reduction a bucket's allreduce is scheduled ahead of backward's queued kernels
+  /// (the host path's counterpart is `train_options::comm_thread_nice`); false: default
+  /// priority.
+  bool high_priority_stream = true;
 };
 
 /// What the ranks of one process share: the communicators, so that a failing rank can abort all
@@ -137,7 +142,11 @@ class nccl_ring {
     m_state->compute = compute;
     m_state->options = options;
     m_state->group = group;
-    TUTTI_CUDA_CHECK(cudaStreamCreateWithFlags(&m_state->comm_stream, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;  // numerically lower is higher priority
+    if (options.high_priority_stream)
+      TUTTI_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    TUTTI_CUDA_CHECK(cudaStreamCreateWithPriority(&m_state->comm_stream, cudaStreamNonBlocking,
+                                                  options.high_priority_stream ? greatest : 0));
     TUTTI_CUDA_CHECK(cudaEventCreateWithFlags(&m_state->ready, cudaEventDisableTiming));
     TUTTI_CUDA_CHECK(cudaEventCreateWithFlags(&m_state->done, cudaEventDisableTiming));
     TUTTI_NCCL_CHECK(ncclCommInitRank(&m_state->comm, world_size, id, rank));
