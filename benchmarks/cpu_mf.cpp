@@ -103,9 +103,7 @@ auto make_trainer(const config& c, const tutti::data::interactions& data, Reduce
        .base_lr = c.lr,
        .seed = c.seed,
        .evaluate_each_epoch = false,
-       .sparse_exchange = c.sparse == "on"     ? tutti::sparse_exchange_policy::on
-                          : c.sparse == "auto" ? tutti::sparse_exchange_policy::automatic
-                                               : tutti::sparse_exchange_policy::off});
+       .sparse_exchange = tutti::sparse_exchange_policy_named(c.sparse).value()});
 }
 
 // The peers' inputs: the data, the trainer's initial parameters, and for each world size W and
@@ -182,6 +180,11 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
                 r.bytes_reduced_per_step > 0
                     ? double(r.dense_bytes_per_step) / double(r.bytes_reduced_per_step)
                     : 0.0);
+  if (c.sparse == "measured")
+    std::printf(
+        "measured sparse exchange: rows cost %.3gx the dense path per byte; %zu of %zu "
+        "steps sent rows\n",
+        r.sparse_row_cost_ratio, r.sparse_steps, r.steps);
   std::printf("median samples/s after the warm-up: %.0f; final train loss %.6f\n", median_sps,
               r.epochs.back().train_loss);
   std::fflush(stdout);
@@ -192,6 +195,8 @@ void report(const config& c, const tutti::data::interactions& data, const tutti:
                               {"sparse_exchange", c.sparse},
                               {"bytes_reduced_per_step", r.bytes_reduced_per_step},
                               {"dense_bytes_per_step", r.dense_bytes_per_step},
+                              {"sparse_steps", r.sparse_steps},
+                              {"sparse_row_cost_ratio", r.sparse_row_cost_ratio},
                               {"ranks", world},
                               {"threads_per_rank", threads},
                               {"rows", data.size()},
@@ -305,8 +310,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--sparse-exchange", c.sparse,
                  "send only the embedding rows a step touched: off (the dense allreduce), auto "
-                 "(rows when the cost model says they are cheaper), on (always rows)")
-      ->check(CLI::IsMember({"off", "auto", "on"}))
+                 "(rows when they move fewer bytes), on (always rows), measured (as auto, each "
+                 "path's bytes weighted by its cost per byte measured on the first steps)")
+      ->check(CLI::IsMember({"off", "auto", "on", "measured"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "write the peers' inputs (data, init, batch order) to DIR");
   app.add_option("--out-world", c.out_world, "world sizes whose shards --out writes")

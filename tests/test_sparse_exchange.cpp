@@ -10,6 +10,7 @@
 #include "wrapped_model.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if __has_include(<cblas.h>)
@@ -438,4 +440,127 @@ TEST_CASE("sparse exchange: uneven shards (tail none) give the rows of the dense
   CHECK(relative_difference(sparse[0].params, dense[0].params) <= 1e-6);
   CHECK(sparse[0].result.epochs.back().weighted_samples == double(parts.train.size()));
   check_replicas_agree(sparse);
+}
+
+namespace {
+
+// local_ring with a cost added by construction: each all_gather (the rows) or each
+// all_reduce_mean (the dense path) sleeps a microsecond per byte it moves, so `measured` must
+// find that path the dearer by a wide margin.
+class slowed_ring {
+ public:
+  template <class Space>
+  static constexpr bool accepts = Space::host_accessible;
+
+  enum class slow { gather, reduce };
+  slowed_ring(tutti::local_ring ring, slow which) : m_ring(ring), m_which(which) {}
+  int rank() const noexcept { return m_ring.rank(); }
+  int world_size() const noexcept { return m_ring.world_size(); }
+  template <class T>
+  void all_reduce_mean(std::span<T> g) {
+    if (m_which == slow::reduce) pause(g.size_bytes());
+    m_ring.all_reduce_mean(g);
+  }
+  template <class T>
+  void broadcast(std::span<T> v, int root) {
+    m_ring.broadcast(v, root);
+  }
+  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
+  void all_reduce_max(std::span<double> v) { m_ring.all_reduce_max(v); }
+  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+    if (m_which == slow::gather) pause(all.size_bytes());
+    m_ring.all_gather(mine, all);
+  }
+
+ private:
+  static void pause(std::size_t bytes) {
+    std::this_thread::sleep_for(std::chrono::microseconds(bytes));
+  }
+  tutti::local_ring m_ring;
+  slow m_which;
+};
+
+std::vector<rank_run> train_slowed(int world, const tutti::data::interactions& train,
+                                   const tutti::train_options& opt, slowed_ring::slow which) {
+  return train_ranks<mf>(
+      world, train, opt, [&] { return make_mf(train); }, tutti::sgd{.momentum = 0.9f},
+      [&](tutti::local_ring r) { return slowed_ring(r, which); });
+}
+
+// Every rank agreed on one ratio, and it is positive.
+double agreed_ratio(const std::vector<rank_run>& runs) {
+  const double ratio = runs[0].result.sparse_row_cost_ratio;
+  CHECK(ratio > 0);
+  for (const auto& r : runs) CHECK(r.result.sparse_row_cost_ratio == ratio);
+  return ratio;
+}
+
+}  // namespace
+
+TEST_CASE("sparse exchange: measured alternates the paths, agrees on a ratio, trains as dense") {
+  const auto parts = sparse_data(800, 400, 4);
+  tutti::train_options opt{
+      .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 12, .evaluate_each_epoch = false};
+  for (const int world : {2, 3}) {
+    CAPTURE(world);
+    opt.sparse_exchange = sparse_exchange_policy::off;
+    const auto dense = train_mf(world, parts.train, opt);
+    opt.sparse_exchange = sparse_exchange_policy::measured;
+    const auto measured = train_mf(world, parts.train, opt);
+    check_replicas_agree(measured);
+    agreed_ratio(measured);
+    // The five rows trials at least (on this data every step touches rows).
+    CHECK(measured[0].result.sparse_steps >= opt.sparse_trial_steps / 2);
+    CHECK(relative_difference(measured[0].params, dense[0].params) <= 1e-5);
+  }
+  for (const std::size_t bad : {2, 5}) {
+    opt.sparse_trial_steps = bad;
+    CHECK_THROWS_WITH_AS(train_mf(2, parts.train, opt),
+                         doctest::Contains(("sparse_trial_steps = " + std::to_string(bad)).c_str()),
+                         tutti::invalid_argument);
+  }
+}
+
+TEST_CASE("sparse exchange: measured keeps the dense path where gathers cost more per byte") {
+  // By bytes the rows win here (automatic sends them on every step); with each gathered byte
+  // made to cost a microsecond, measured sends rows in its five rows trials only.
+  const auto parts = sparse_data(800, 400, 4);
+  tutti::train_options opt{.batch = 64,
+                           .epochs = 1,
+                           .base_lr = 0.05,
+                           .seed = 12,
+                           .evaluate_each_epoch = false,
+                           .sparse_exchange = sparse_exchange_policy::automatic};
+  const auto by_bytes = train_mf(2, parts.train, opt);
+  REQUIRE(by_bytes[0].result.steps > opt.sparse_trial_steps + 4);
+  CHECK(by_bytes[0].result.sparse_steps == by_bytes[0].result.steps);
+  opt.sparse_exchange = sparse_exchange_policy::measured;
+  const auto measured = train_slowed(2, parts.train, opt, slowed_ring::slow::gather);
+  CHECK(agreed_ratio(measured) > 20);
+  CHECK(measured[0].result.sparse_steps == opt.sparse_trial_steps / 2);
+  check_replicas_agree(measured);
+  CHECK(relative_difference(measured[0].params, by_bytes[0].params) <= 1e-6);
+}
+
+TEST_CASE("sparse exchange: measured sends rows where the dense reduce costs more per byte") {
+  // The small table and big batch of the automatic case above: by bytes dense wins on every
+  // step; with each densely reduced byte made to cost a microsecond, measured sends rows on
+  // every step but its five dense trials.
+  const auto parts = sparse_data(80, 12, 12);
+  const tutti::data::interactions train = whole_steps(parts.train, 240);
+  tutti::train_options opt{.batch = 240,
+                           .epochs = 6,
+                           .base_lr = 0.05,
+                           .seed = 3,
+                           .evaluate_each_epoch = false,
+                           .sparse_exchange = sparse_exchange_policy::automatic};
+  const auto by_bytes = train_mf(4, train, opt);
+  CHECK(by_bytes[0].result.sparse_steps == 0);
+  opt.sparse_exchange = sparse_exchange_policy::measured;
+  const auto measured = train_slowed(4, train, opt, slowed_ring::slow::reduce);
+  CHECK(agreed_ratio(measured) < 0.4);
+  REQUIRE(measured[0].result.steps > opt.sparse_trial_steps);
+  CHECK(measured[0].result.sparse_steps == measured[0].result.steps - opt.sparse_trial_steps / 2);
+  check_replicas_agree(measured);
+  CHECK(relative_difference(measured[0].params, by_bytes[0].params) <= 1e-5);
 }

@@ -119,7 +119,7 @@ struct train_config {
   double timeout = 300;           // seconds a collective waits for the other ranks
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
-  std::string sparse_exchange = "off";  // off, auto or on: embedding rows instead of dense
+  std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   bool overlap = false;                 // reduce buckets on a thread while backward runs
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
@@ -290,8 +290,9 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->capture_default_str();
   app.add_option("--sparse-exchange", c.sparse_exchange,
                  "embedding gradients as touched rows instead of a dense allreduce: off, auto "
-                 "(when fewer bytes) or on (host space)")
-      ->check(CLI::IsMember({"off", "auto", "on"}))
+                 "(when fewer bytes), on (host space), or measured (as auto, each path's bytes "
+                 "weighted by its cost per byte measured on the first steps)")
+      ->check(CLI::IsMember({"off", "auto", "on", "measured"}))
       ->capture_default_str();
   app.add_option("--shared-arena", c.shared_arena,
                  "--reducer mpi: on (when all processes share this host, the gradient arena "
@@ -672,9 +673,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.resume = leader.resume ? &*leader.resume : nullptr;
   opt.stop = &stop_requested;
   opt.accumulation = c.accumulation;
-  opt.sparse_exchange = c.sparse_exchange == "on"     ? sparse_exchange_policy::on
-                        : c.sparse_exchange == "auto" ? sparse_exchange_policy::automatic
-                                                      : sparse_exchange_policy::off;
+  opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
   opt.overlap_reduce = c.overlap;
   opt.bucket_bytes = opt_bucket_bytes(c);
   opt.comm_thread_nice = opt_comm_nice(c);
@@ -1098,6 +1097,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       led["dense_bytes_per_step"] = r.dense_bytes_per_step;
       led["bytes_saved_per_step"] = r.bytes_saved_per_step;
       led["sparse_steps"] = r.sparse_steps;
+      if (c.sparse_exchange == "measured") led["sparse_row_cost_ratio"] = r.sparse_row_cost_ratio;
       led["overlap"] = c.overlap;
       if (c.overlap) {
         led["bucket_bytes"] = opt_bucket_bytes(c);

@@ -38,6 +38,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -106,19 +107,35 @@ enum class sparse_exchange_policy : std::uint8_t {
   off,        ///< every value goes through the reducer's dense `all_reduce_mean`
   automatic,  ///< per step and segment, rows when they move fewer bytes than the dense reduce
   on,         ///< always rows (host spaces, models that report `touched_rows`)
+  /// as `automatic`, with each path's bytes weighted by its measured cost: the first
+  /// `train_options::sparse_trial_steps` steps alternate dense and rows and time them; every
+  /// rank then takes the slowest rank's costs per byte, so all decide alike
+  measured,
 };
 
-/// The policy's name as `tutti train --sparse-exchange` spells it: "off", "auto" or "on".
+/// The policy's name as `tutti train --sparse-exchange` spells it: "off", "auto", "on" or
+/// "measured".
 constexpr const char* to_string(sparse_exchange_policy p) noexcept {
   switch (p) {
     case sparse_exchange_policy::off:
       return "off";
     case sparse_exchange_policy::automatic:
       return "auto";
+    case sparse_exchange_policy::measured:
+      return "measured";
     case sparse_exchange_policy::on:
       break;
   }
   return "on";
+}
+
+/// The policy `name` spells ("off", "auto", "on", "measured", as `to_string` writes them), or
+/// nullopt for any other text.
+inline std::optional<sparse_exchange_policy> sparse_exchange_policy_named(std::string_view name) {
+  for (const auto p : {sparse_exchange_policy::off, sparse_exchange_policy::automatic,
+                       sparse_exchange_policy::on, sparse_exchange_policy::measured})
+    if (name == to_string(p)) return p;
+  return std::nullopt;
 }
 
 /// A step whose loss or gradient was not finite on one rank.
@@ -262,6 +279,11 @@ struct train_options {
   /// (`on` is refused otherwise; `automatic` stays dense). The result equals the dense path up
   /// to the order of float sums.
   sparse_exchange_policy sparse_exchange = sparse_exchange_policy::off;
+  /// `sparse_exchange = measured`: the steps (an even number, at least 4) that alternate the
+  /// dense path and the rows before the costs per byte are agreed on and the rule applies; the
+  /// first pair warms both paths up (buffers, caches) and is not counted. Every `fit` call
+  /// measures anew.
+  std::size_t sparse_trial_steps = 10;
   /// Overlapped reduction (docs/trainer.md#overlapped-reduction): the gradient arena is cut
   /// into buckets of `bucket_bytes` from its end, and each bucket is reduced as soon as
   /// backward has made all of it final (models that report `tutti::gradient_ready`), while the
@@ -328,8 +350,12 @@ struct fit_result {
   std::uint64_t bytes_reduced_per_step = 0;
   std::uint64_t dense_bytes_per_step = 0;  ///< what the dense reduce of the arena takes per step
   std::int64_t bytes_saved_per_step = 0;   ///< dense_bytes_per_step − bytes_reduced_per_step
-  std::size_t sparse_steps = 0;   ///< steps of this fit that sent some segment as touched rows
-  std::size_t skipped_steps = 0;  ///< steps skipped for a non-finite value
+  std::size_t sparse_steps = 0;  ///< steps of this fit that sent some segment as touched rows
+  /// `sparse_exchange = measured`: the rows' measured cost per byte ÷ the dense path's, agreed
+  /// by all ranks after the trial steps (rows travel when their bytes × this are below the dense
+  /// bytes); 0 before that or with another policy.
+  double sparse_row_cost_ratio = 0;
+  std::size_t skipped_steps = 0;              ///< steps skipped for a non-finite value
   std::vector<nonfinite_record> nonfinite;    ///< every rank's non-finite steps (all ranks alike)
   std::size_t replica_checks = 0;             ///< replica checks made (0 with one rank)
   std::vector<replica_event> replica_events;  ///< mismatches repaired by rebroadcast
@@ -641,10 +667,17 @@ class trainer {
             "; expected a finite value >= 0");
     TUTTI_EXPECTS(m_options.sparse_exchange == sparse_exchange_policy::off ||
                       m_options.sparse_exchange == sparse_exchange_policy::automatic ||
-                      m_options.sparse_exchange == sparse_exchange_policy::on,
+                      m_options.sparse_exchange == sparse_exchange_policy::on ||
+                      m_options.sparse_exchange == sparse_exchange_policy::measured,
                   "tutti::trainer",
                   "sparse_exchange is not a tutti::sparse_exchange_policy; expected off, "
-                  "automatic or on");
+                  "automatic, on or measured");
+    TUTTI_EXPECTS(m_options.sparse_exchange != sparse_exchange_policy::measured ||
+                      (m_options.sparse_trial_steps >= 4 && m_options.sparse_trial_steps % 2 == 0),
+                  "tutti::trainer",
+                  "sparse_trial_steps = " + std::to_string(m_options.sparse_trial_steps) +
+                      "; expected an even number of at least 4 (dense and rows alternate, the "
+                      "first pair warms up)");
     plan_sparse_exchange();
     check_overlap_options();
     fill(m_space, m_params.span(), 0.f);
@@ -712,6 +745,10 @@ class trainer {
     buffer<float, space_type> global_log(steps_per_epoch, m_space);
 
     fit_result result;
+    m_trial_costs[0].clear();  // sparse_exchange = measured: every fit measures anew
+    m_trial_costs[1].clear();
+    m_trial_step = 0;
+    m_row_cost_ratio = 0;
     result.lr = lr0;
     result.global_batch = m_options.batch;
     result.world_size = world;
@@ -1424,7 +1461,41 @@ class trainer {
   //   5. per segment, each row touched anywhere is the sum of its senders' rows in rank order,
   //      divided by W, written over this rank's own; rows nobody touched stay 0, as in the mean.
   // Returns the step's bytes in the ledger's convention (allreduce payload).
+  //
+  // With `measured`, until the ratio is agreed the steps alternate all-dense and all-rows
+  // (trial k even: dense) and each after the first pair records its seconds per byte (the
+  // allreduce-equivalent bytes the step moved); after the last trial step
+  // every rank takes the largest median of each path over the ranks (one all_reduce_max), so
+  // all compute the same ratio and take the same decisions from then on.
   std::uint64_t exchange_sparse(fit_result& result) {
+    if (m_options.sparse_exchange != sparse_exchange_policy::measured || m_row_cost_ratio > 0)
+      return exchange_sparse_step(result, trial::none);
+    const std::size_t k = m_trial_step++;
+    const auto path = k % 2 == 0 ? trial::dense : trial::rows;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t bytes = exchange_sparse_step(result, path);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (k >= 2)  // the first pair warms up
+      m_trial_costs[path == trial::rows].push_back(seconds /
+                                                   double(std::max<std::uint64_t>(bytes, 1)));
+    if (k + 1 == m_options.sparse_trial_steps) {
+      double cost[2];
+      for (int p = 0; p < 2; ++p) {
+        auto& v = m_trial_costs[p];
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        cost[p] = v[v.size() / 2];
+      }
+      m_reducer.all_reduce_max(std::span<double>(cost));
+      m_row_cost_ratio = cost[0] > 0 ? cost[1] / cost[0] : 1.0;
+      result.sparse_row_cost_ratio = m_row_cost_ratio;
+    }
+    return bytes;
+  }
+
+  enum class trial { none, dense, rows };
+
+  std::uint64_t exchange_sparse_step(fit_result& result, trial path) {
     const auto world = static_cast<std::size_t>(m_reducer.world_size());
     const std::size_t segments = m_sparse.size();
     m_counts.resize(segments);
@@ -1443,8 +1514,12 @@ class trainer {
       for (std::size_t r = 0; r < world; ++r)
         g.max_rows = std::max(g.max_rows, m_all_counts[r * segments + k]);
       const std::uint64_t as_rows = world * g.max_rows * g.words * sizeof(std::uint64_t) / 2;
-      g.as_rows = m_options.sparse_exchange == sparse_exchange_policy::on ||
-                  as_rows < dense_wire_bytes(g.extent);
+      const double weight =
+          m_options.sparse_exchange == sparse_exchange_policy::measured ? m_row_cost_ratio : 1.0;
+      g.as_rows = path == trial::none
+                      ? m_options.sparse_exchange == sparse_exchange_policy::on ||
+                            double(as_rows) * weight < double(dense_wire_bytes(g.extent))
+                      : path == trial::rows;
       if (!g.as_rows) continue;
       any_rows = true;
       g.block_offset = block;
@@ -1874,6 +1949,8 @@ class trainer {
     if (m_options.sparse_exchange != sparse_exchange_policy::off)
       h = detail::mix64(h ^ (0x5350ULL << 40) ^
                         static_cast<std::uint64_t>(m_options.sparse_exchange));
+    if (m_options.sparse_exchange == sparse_exchange_policy::measured)
+      h = detail::mix64(h ^ (0x5354ULL << 40) ^ m_options.sparse_trial_steps);
     return h;
   }
 
@@ -1927,6 +2004,11 @@ class trainer {
   std::vector<std::int32_t> m_union;
   std::vector<std::uint64_t> m_counts, m_all_counts, m_block, m_gathered;
   std::vector<float> m_remainder, m_row;
+  // sparse_exchange = measured: seconds per byte of this fit's trial steps, dense [0] and rows
+  // [1]; then the agreed ratio rows ÷ dense (0 until agreed).
+  std::vector<double> m_trial_costs[2];
+  std::size_t m_trial_step = 0;
+  double m_row_cost_ratio = 0;
   std::vector<std::size_t> m_heads;
 };
 
