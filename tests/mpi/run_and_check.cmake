@@ -145,6 +145,26 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
   message(STATUS "--overlap under mpiexec: communication thread at nice ${nice}")
 
+  # --sparse-exchange measured under mpiexec: both processes agree on one cost ratio (the
+  # trial's timings differ per process, the ratio may not) and train the dense run's model.
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${overlap_args} --reducer mpi
+                          --sparse-exchange measured --json ${WORK}/sm.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpiexec ... tutti train --sparse-exchange measured exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/sm.json jsm)
+  string(JSON ratio GET "${jsm}" ledger sparse_row_cost_ratio)
+  string(JSON sparse_steps GET "${jsm}" ledger sparse_steps)
+  if(NOT ratio GREATER 0 OR sparse_steps LESS 5)
+    message(FATAL_ERROR "--sparse-exchange measured: ratio ${ratio}, ${sparse_steps} steps with "
+                        "rows; expected a positive ratio and the 5 rows trial steps at least")
+  endif()
+  final_loss(lsm "${jsm}")
+  final_loss(lol "${jl}")
+  expect_close("final train loss, measured sparse exchange (mpi) and dense (local)" ${lsm} ${lol} 10)
+  message(STATUS "--sparse-exchange measured under mpiexec: ratio ${ratio}, ${sparse_steps} steps with rows")
+
   # tutti bench allreduce under mpiexec: in mpi_reducer's shared arena by default (every value
   # checked, the table labelled), through MPI_Allreduce with --shared-arena off.
   foreach(arena on off)
