@@ -12,6 +12,11 @@
 #if TUTTI_HAS_MPI
 #include <tutti/reducers/mpi.hpp>
 #endif
+#if defined(TUTTI_HAS_CUDA) && TUTTI_HAS_NCCL
+#include <tutti/reducers/nccl_ring.hpp>
+#include <tutti/space/buffer.hpp>
+#include <tutti/space/cuda.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,7 +37,7 @@ namespace tutti::cli {
 struct bench_config {
   std::vector<int> ranks{2, 4};
   bool ranks_given = false;
-  std::string reducer = "local";    // local: ranks are threads; mpi: the processes of mpiexec
+  std::string reducer = "local";    // local: threads; mpi: mpiexec's processes; nccl: GPUs
   std::string shared_arena = "on";  // --reducer mpi: reduce in mpi_reducer's shared arena
   allreduce_bench_options sweep{};
   std::string json;
@@ -52,16 +57,19 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
       "allreduce",
       "time all_reduce_mean per message size (nccl-tests columns), fit the alpha-beta model, "
       "and measure the cores this host leaves free");
-  ar->add_option("--ranks", c.ranks, "world sizes of local_ring, threads of this process")
+  ar->add_option("--ranks", c.ranks,
+                 "world sizes: of local_ring, threads of this process; of nccl_ring, GPUs "
+                 "(default: every visible GPU)")
       ->delimiter(',')
-      ->check(CLI::Range(2, 256))
+      ->check(CLI::Range(1, 256))
       ->each([&c](const std::string&) { c.ranks_given = true; })
       ->capture_default_str();
   ar->add_option("--reducer", c.reducer,
                  "local: local_ring, ranks are threads of this process; mpi: mpi_reducer over "
                  "the processes mpiexec started (run as mpiexec -n N tutti bench allreduce "
-                 "--reducer mpi)")
-      ->check(CLI::IsMember({"local", "mpi"}))
+                 "--reducer mpi); nccl: nccl_ring, one thread per GPU of this process (a CUDA "
+                 "build with NCCL)")
+      ->check(CLI::IsMember({"local", "mpi", "nccl"}))
       ->capture_default_str();
   ar->add_option("--shared-arena", c.shared_arena,
                  "--reducer mpi: on (the messages live in mpi_reducer's shared arena and are "
@@ -170,7 +178,7 @@ inline int report(const bench_config& c, const bench_result& r) {
     }
     std::printf("# average busbw: %.3f GB/s\n", sum / double(w.rows.size()));
     std::optional<alpha_beta_fit> f;
-    if (w.rows.size() >= 2) {
+    if (w.rows.size() >= 2 && w.ranks > 1) {  // one rank moves no data: nothing to fit
       f = fit_alpha_beta(w.rows);
       std::fputs(format_alpha_beta(*f).c_str(), stdout);
       fits.push_back({{"ranks", w.ranks},
@@ -205,12 +213,20 @@ inline int report(const bench_config& c, const bench_result& r) {
   std::size_t wrong = 0;
   for (const auto& row : all) wrong += row.wrong;
 
-  const alpha_beta_fit fit = fit_alpha_beta(all);
-  if (r.worlds.size() > 1) {
+  const bool fits_any = std::count_if(all.begin(), all.end(), [](const allreduce_bench_row& row) {
+                          return row.ranks > 1;
+                        }) >= 2;
+  if (!fits_any) {
+    std::printf("# no alpha-beta fit: one rank moves no data\n");
+    TUTTI_EXPECTS(c.save_link.empty(), "tutti bench allreduce",
+                  "--save-link: a link profile is fitted to timings of 2 or more ranks; expected "
+                  "--ranks 2 or more");
+  }
+  const alpha_beta_fit fit = fits_any ? fit_alpha_beta(all) : alpha_beta_fit{};
+  if (fits_any && r.worlds.size() > 1) {
     std::printf("\n# over all world sizes:\n");
     std::fputs(format_alpha_beta(fit).c_str(), stdout);
   }
-  const link_profile link = fit.as_link(c.link_name);
   const nlohmann::json host = {{"cores", r.cores},
                                {"available_cores", r.available_cores},
                                {"threads", r.core_threads},
@@ -219,6 +235,7 @@ inline int report(const bench_config& c, const bench_result& r) {
     std::ofstream f(c.save_link);
     if (!f)
       throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
+    const link_profile link = fit.as_link(c.link_name);
     nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
     std::vector<int> ranks;
     for (const auto& w : r.worlds) ranks.push_back(w.ranks);
@@ -251,12 +268,14 @@ inline int report(const bench_config& c, const bench_result& r) {
                       {"algbw_gbs", row.algbw_gbs},
                       {"busbw_gbs", row.busbw_gbs},
                       {"wrong", row.wrong}});
-    nlohmann::json j = {{"benchmark", "allreduce"},
-                        {"results", rows},
-                        {"fits", fits},
-                        {"host", host},
-                        {"steps", steps},
-                        {"link", nlohmann::json::parse(link_profile_json(link))}};
+    nlohmann::json j = {
+        {"benchmark", "allreduce"},
+        {"results", rows},
+        {"fits", fits},
+        {"host", host},
+        {"steps", steps},
+        {"link", fits_any ? nlohmann::json::parse(link_profile_json(fit.as_link(c.link_name)))
+                          : nlohmann::json()}};
     std::ofstream f(c.json);
     if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
     f << j.dump(2) << '\n';
@@ -282,6 +301,62 @@ inline void print_banner(const bench_config& c) {
       c.sweep.iters ? std::to_string(c.sweep.iters).c_str() : "adaptive", c.sweep.warmup);
   std::fflush(stdout);
 }
+
+#if defined(TUTTI_HAS_CUDA) && TUTTI_HAS_NCCL
+// `--reducer nccl`: one world size's sweep on `ring`, one rank of `run_nccl`. The message lives
+// in device memory, filled on the host and copied; each timed `all_reduce_mean` (which returns
+// once queued) is followed by a wait for the compute stream, which the collective's event
+// orders after it; after the last iteration the values are copied back and checked.
+inline world_result measure_world_nccl(nccl_ring& ring, const bench_config& c) {
+  namespace li = tutti::detail::ledger_impl;
+  world_result w;
+  w.ranks = ring.world_size();
+  const cuda_space space = ring.space();
+  const auto wait = [&] {
+    TUTTI_CUDA_CHECK(cudaStreamSynchronize(space.stream()));
+  };
+  for (const std::size_t bytes : allreduce_bench_sizes(c.sweep)) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<float> host(count);
+    li::bench_fill(host, ring.rank());
+    buffer<float, cuda_space> message(count, space);
+    copy_from_host(space, std::span<const float>(host), message.span());
+    wait();
+    li::bench_rank_sample sample;
+    sample.seconds = li::bench_time(ring, message.span(), c.sweep, wait);
+    copy_to_host(space, std::span<const float>(message.span()), std::span<float>(host));
+    sample.wrong = li::bench_count_wrong(host, ring.world_size());
+    li::bench_gather_slowest(ring, sample);
+    w.rows.push_back(
+        li::bench_row("nccl_ring", ring.world_size(), count, sample.seconds, sample.wrong));
+  }
+  return w;
+}
+
+inline int run_bench_nccl(const bench_config& c) {
+  TUTTI_EXPECTS(c.step_work_us < 0, "tutti bench allreduce",
+                "--step-work-us with --reducer nccl: the emulated steps burn host CPU; expected "
+                "them with --reducer local or mpi");
+  const int gpus = cuda_device_count();
+  TUTTI_EXPECTS(gpus > 0, "tutti bench allreduce",
+                "--reducer nccl: no CUDA device is visible; expected at least one GPU");
+  print_banner(c);
+  bench_result r;
+  r.reducer = "nccl_ring";
+  r.cores = host_cores();
+  r.core_threads = int(r.cores);
+  r.available_cores = measure_available_cores(r.core_threads, c.cores_seconds);
+  for (const int world : c.ranks_given ? c.ranks : std::vector<int>{gpus}) {
+    world_result w;
+    run_nccl(world, [&](nccl_ring& ring) {
+      auto mine = measure_world_nccl(ring, c);
+      if (ring.rank() == 0) w = std::move(mine);
+    });
+    r.worlds.push_back(std::move(w));
+  }
+  return report(c, r);
+}
+#endif
 
 #if TUTTI_HAS_MPI
 // `--reducer mpi`: this process is one rank of MPI_COMM_WORLD, all assumed on one host (the
@@ -343,6 +418,19 @@ inline int run_bench_allreduce(const bench_config& c) {
                                  "--reducer local, or a build that found MPI");
 #endif
   }
+  if (c.reducer == "nccl") {
+#if defined(TUTTI_HAS_CUDA) && TUTTI_HAS_NCCL
+    return bench_detail::run_bench_nccl(c);
+#else
+    tutti::detail::throw_invalid("tutti bench allreduce",
+                                 "--reducer nccl: this tutti was built without CUDA and NCCL; "
+                                 "expected --reducer local or mpi, or a build with nvcc and NCCL");
+#endif
+  }
+  for (const int world : c.ranks)
+    TUTTI_EXPECTS(world >= 2, "tutti bench allreduce",
+                  "--ranks " + std::to_string(world) +
+                      " with --reducer local; expected world sizes of at least 2");
   bench_detail::print_banner(c);
   bench_detail::bench_result r;
   r.reducer = "local_ring";

@@ -100,6 +100,53 @@ elseif(CASE STREQUAL "bad-option")
   if(NOT rc EQUAL 2)
     message(FATAL_ERROR "a missing --data file: exit ${rc}; expected 2")
   endif()
+elseif(CASE STREQUAL "bench")
+  # tutti bench allreduce on local ranks: every value right at every size, the rows in
+  # nccl-tests' convention (busbw = algbw x 2(W-1)/W); a usage error for one local rank; and
+  # --reducer nccl either runs (a CUDA build on a GPU) or says why it cannot, in one line.
+  execute_process(COMMAND ${TUTTI} bench allreduce --ranks 2 --min-bytes 4096 --max-bytes 65536
+                          --iters 5 --cores-seconds 0.05 --json ${WORK}/bench.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti bench allreduce --ranks 2 exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/bench.json j)
+  string(JSON n LENGTH "${j}" results)
+  if(NOT n EQUAL 3)
+    message(FATAL_ERROR "tutti bench allreduce: ${n} rows; expected 3 (4, 16 and 64 KiB)")
+  endif()
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON wrong GET "${j}" results ${i} wrong)
+    string(JSON reducer GET "${j}" results ${i} reducer)
+    string(JSON algbw GET "${j}" results ${i} algbw_gbs)
+    string(JSON busbw GET "${j}" results ${i} busbw_gbs)
+    if(NOT wrong EQUAL 0 OR NOT reducer STREQUAL "local_ring" OR NOT busbw STREQUAL algbw)
+      message(FATAL_ERROR "row ${i}: reducer ${reducer}, ${wrong} wrong, algbw ${algbw}, busbw "
+                          "${busbw}; expected local_ring, 0 wrong and busbw = algbw at W = 2")
+    endif()
+  endforeach()
+  execute_process(COMMAND ${TUTTI} bench allreduce --ranks 1 RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--ranks 1 with --reducer local; expected world sizes of at least 2")
+    message(FATAL_ERROR "tutti bench allreduce --ranks 1: exit ${rc}, '${err}'; expected exit 2 and why")
+  endif()
+  execute_process(COMMAND ${TUTTI} bench allreduce --reducer nccl --min-bytes 4096 --max-bytes 65536
+                          --iters 5 --cores-seconds 0.05 --json ${WORK}/nccl.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0)
+    file(READ ${WORK}/nccl.json j)
+    string(JSON reducer GET "${j}" results 0 reducer)
+    string(JSON wrong GET "${j}" results 0 wrong)
+    if(NOT reducer STREQUAL "nccl_ring" OR NOT wrong EQUAL 0)
+      message(FATAL_ERROR "--reducer nccl: reducer ${reducer}, ${wrong} wrong")
+    endif()
+    message(STATUS "tutti bench allreduce --reducer nccl ran:\n${out}")
+  elseif(NOT rc EQUAL 2 OR NOT err MATCHES "(built without CUDA and NCCL|no CUDA device is visible)")
+    message(FATAL_ERROR "tutti bench allreduce --reducer nccl: exit ${rc}, '${err}'; expected "
+                        "a run, or exit 2 saying the build lacks NCCL or the machine a GPU")
+  else()
+    message(STATUS "tutti bench allreduce --reducer nccl -> ${err}")
+  endif()
 elseif(CASE STREQUAL "quarantine")
   # A dirty file trains with exact counts by reason, and the quarantine file holds exactly the
   # rejected lines: rows_read = rows_used + rows_rejected.

@@ -116,18 +116,19 @@ std::span<float> bench_buffer(Reducer& reducer, std::size_t count, std::vector<f
   return own;
 }
 
-// Warmup and timed iterations of all_reduce_mean over one buffer on one rank. Every rank of the
-// group calls it with the same arguments (the iteration count is agreed on).
-template <class Reducer>
-bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
-                                const allreduce_bench_options& c) {
-  std::vector<float> own;
-  const std::span<float> s = bench_buffer(reducer, count, own);
-  bench_fill(s, reducer.rank());
-
+// Warmup and timed iterations of all_reduce_mean over `s` on one rank; returns the seconds of
+// each timed iteration. Every rank of the group calls it with the same arguments (the iteration
+// count is agreed on). `wait()` runs after each call, inside the timing: for a reducer that
+// returns before its collective ends (`nccl_ring`: a wait on the compute stream).
+template <class Reducer, class Wait>
+std::vector<double> bench_time(Reducer& reducer, std::span<float> s,
+                               const allreduce_bench_options& c, Wait&& wait) {
   bench_line_up(reducer);
   const auto warm_start = bench_clock::now();
-  for (std::size_t k = 0; k < c.warmup; ++k) reducer.all_reduce_mean(s);
+  for (std::size_t k = 0; k < c.warmup; ++k) {
+    reducer.all_reduce_mean(s);
+    wait();
+  }
   double per_iter[1] = {std::chrono::duration<double>(bench_clock::now() - warm_start).count() /
                         double(std::max<std::size_t>(c.warmup, 1))};
   // Every rank must run the same number of iterations: agree on the slowest rank's estimate.
@@ -138,15 +139,27 @@ bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
     iters = std::clamp<std::size_t>(static_cast<std::size_t>(std::ceil(want)), c.min_iters,
                                     std::size_t{1000000});
   }
-
-  bench_rank_sample out;
-  out.seconds.reserve(iters);
+  std::vector<double> seconds;
+  seconds.reserve(iters);
   for (std::size_t k = 0; k < iters; ++k) {
     bench_line_up(reducer);
     const auto t0 = bench_clock::now();
     reducer.all_reduce_mean(s);
-    out.seconds.push_back(std::chrono::duration<double>(bench_clock::now() - t0).count());
+    wait();
+    seconds.push_back(std::chrono::duration<double>(bench_clock::now() - t0).count());
   }
+  return seconds;
+}
+
+// `bench_time` over a host buffer (`bench_buffer`) filled by `bench_fill`, then the wrong values.
+template <class Reducer>
+bench_rank_sample bench_measure(Reducer& reducer, std::size_t count,
+                                const allreduce_bench_options& c) {
+  std::vector<float> own;
+  const std::span<float> s = bench_buffer(reducer, count, own);
+  bench_fill(s, reducer.rank());
+  bench_rank_sample out;
+  out.seconds = bench_time(reducer, s, c, [] {});
   out.wrong = bench_count_wrong(s, reducer.world_size());
   return out;
 }
