@@ -62,6 +62,9 @@ if [ -x build-gpu/tutti ]; then
     OMP_WAIT_POLICY=passive build-gpu/tutti train --space "$space" --ranks 1 --seed 7 --quiet \
       --json "$out/train_$space.json" 2>&1 | tee "$out/train_$space.txt"
   done
+  # nccl_ring's allreduce sweep on every visible GPU (nccl-tests' columns; #wrong must be 0).
+  build-gpu/tutti bench allreduce --reducer nccl --max-bytes 268435456 --json "$out/allreduce_nccl.json" \
+    2>&1 | tee "$out/allreduce_nccl.txt"
 fi
 
 # One JSON and a short table of everything above.
@@ -86,6 +89,11 @@ for key, peer in (("pytorch_eager", p), ("pytorch_fused_adam", pf)):
         sp = med([r["samples_per_s"] for r in peer["results"][1:]])
         summary[key] = {"samples_per_s": sp, "final_loss": peer["results"][-1]["train_loss"],
                         "tutti_ratio": summary["tutti"]["samples_per_s"] / sp}
+a = load("allreduce_nccl.json")
+if a:
+    summary["allreduce_nccl"] = {"rows": len(a["results"]), "wrong": sum(r["wrong"] for r in a["results"]),
+                                 "ranks": sorted({r["ranks"] for r in a["results"]}),
+                                 "largest_busbw_gbs": max(r["busbw_gbs"] for r in a["results"])}
 for space in ("cuda", "host"):
     j = load(f"train_{space}.json")
     if j:
@@ -102,6 +110,9 @@ for key in ("pytorch_eager", "pytorch_fused_adam"):
     if key in summary:
         s = summary[key]
         print(f"  vs {key}: {s['samples_per_s']:.0f} samples/s -> tutti/peer {s['tutti_ratio']:.2f}x; final loss tutti {summary['tutti']['final_loss']:.6f} peer {s['final_loss']:.6f}")
+if "allreduce_nccl" in summary:
+    s = summary["allreduce_nccl"]
+    print(f"nccl_ring allreduce on {s['ranks']} GPU(s): {s['rows']} sizes, {s['wrong']} wrong values, busbw up to {s['largest_busbw_gbs']:.1f} GB/s")
 if "tutti_train_cuda" in summary and "tutti_train_host" in summary:
     c, h = summary["tutti_train_cuda"], summary["tutti_train_host"]
     print(f"tutti train --space cuda vs host: final loss {c['final_loss']:.6f} vs {h['final_loss']:.6f}, test auc {c['eval']:.4f} vs {h['eval']:.4f}, {c['seconds']:.1f} s vs {h['seconds']:.1f} s")

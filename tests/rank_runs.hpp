@@ -11,12 +11,42 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <utility>
 #include <vector>
 
 namespace tutti_test {
+
+/// Forwards every reducer member to a `tutti::local_ring`: a test's decorator derives from it
+/// and replaces the members it changes (its own `all_reduce_mean` hides this one).
+class ring_forwarder {
+ public:
+  template <class Space>
+  static constexpr bool accepts = Space::host_accessible;
+
+  explicit ring_forwarder(tutti::local_ring ring) : m_ring(ring) {}
+  int rank() const noexcept { return m_ring.rank(); }
+  int world_size() const noexcept { return m_ring.world_size(); }
+  template <class T>
+  void all_reduce_mean(std::span<T> g) {
+    m_ring.all_reduce_mean(g);
+  }
+  template <class T>
+  void broadcast(std::span<T> v, int root) {
+    m_ring.broadcast(v, root);
+  }
+  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
+  void all_reduce_max(std::span<double> v) { m_ring.all_reduce_max(v); }
+  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+    m_ring.all_gather(mine, all);
+  }
+
+ protected:
+  tutti::local_ring m_ring;
+};
 
 /// What one rank ended with.
 struct rank_run {

@@ -161,15 +161,10 @@ class failing_mf : public tutti_test::wrapped_model<mf> {
 // for nccl_ring's event-ordered communication stream, so the trainer's thread-less path runs
 // here. Started spans must stay untouched until then, as on a GPU the compute stream must not
 // write them while NCCL reads them.
-class deferred_ring {
+class deferred_ring : public tutti_test::ring_forwarder {
  public:
-  template <class Space>
-  static constexpr bool accepts = Space::host_accessible;
-
   deferred_ring(tutti::local_ring ring, std::size_t* most_started)
-      : m_ring(ring), m_most(most_started) {}
-  int rank() const noexcept { return m_ring.rank(); }
-  int world_size() const noexcept { return m_ring.world_size(); }
+      : ring_forwarder(ring), m_most(most_started) {}
   template <class T>
   void all_reduce_mean(std::span<T> g) {
     REQUIRE(m_started.empty());
@@ -186,18 +181,8 @@ class deferred_ring {
     }
     m_started.clear();
   }
-  template <class T>
-  void broadcast(std::span<T> v, int root) {
-    m_ring.broadcast(v, root);
-  }
-  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
-  void all_reduce_max(std::span<double> v) { m_ring.all_reduce_max(v); }
-  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-    m_ring.all_gather(mine, all);
-  }
 
  private:
-  tutti::local_ring m_ring;
   std::size_t* m_most;
   std::vector<std::pair<std::span<float>, std::vector<float>>> m_started;
 };

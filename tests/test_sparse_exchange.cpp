@@ -447,26 +447,15 @@ namespace {
 // local_ring with a cost added by construction: each all_gather (the rows) or each
 // all_reduce_mean (the dense path) sleeps a microsecond per byte it moves, so `measured` must
 // find that path the dearer by a wide margin.
-class slowed_ring {
+class slowed_ring : public tutti_test::ring_forwarder {
  public:
-  template <class Space>
-  static constexpr bool accepts = Space::host_accessible;
-
   enum class slow { gather, reduce };
-  slowed_ring(tutti::local_ring ring, slow which) : m_ring(ring), m_which(which) {}
-  int rank() const noexcept { return m_ring.rank(); }
-  int world_size() const noexcept { return m_ring.world_size(); }
+  slowed_ring(tutti::local_ring ring, slow which) : ring_forwarder(ring), m_which(which) {}
   template <class T>
   void all_reduce_mean(std::span<T> g) {
     if (m_which == slow::reduce) pause(g.size_bytes());
     m_ring.all_reduce_mean(g);
   }
-  template <class T>
-  void broadcast(std::span<T> v, int root) {
-    m_ring.broadcast(v, root);
-  }
-  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
-  void all_reduce_max(std::span<double> v) { m_ring.all_reduce_max(v); }
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
     if (m_which == slow::gather) pause(all.size_bytes());
     m_ring.all_gather(mine, all);
@@ -476,7 +465,6 @@ class slowed_ring {
   static void pause(std::size_t bytes) {
     std::this_thread::sleep_for(std::chrono::microseconds(bytes));
   }
-  tutti::local_ring m_ring;
   slow m_which;
 };
 
