@@ -64,6 +64,7 @@ struct config {
   std::vector<std::size_t> batches{8192, 32768};
   std::vector<double> bucket_mb{1, 25};
   std::vector<std::string> comm_nice{"inherit", "-10"};
+  double last_bucket_mb = 0.25;  // train_options::last_bucket_bytes, in MiB
   std::int32_t courses = 2000;
   int dim = 64;
   float l2 = 0.03f;  // the tutti program's default
@@ -181,6 +182,7 @@ run_figures train_once(const tutti::data::interactions& train, std::size_t batch
     opt.overlap_reduce = m.overlap;
     if (m.overlap) opt.bucket_bytes = m.bucket_bytes;
     opt.comm_thread_nice = m.nice;
+    opt.last_bucket_bytes = bucket_bytes_of(c.last_bucket_mb);
     // A refused priority is no error here: the nice column shows what the thread got.
     opt.on_warning = [](const std::string&) {
     };
@@ -339,9 +341,10 @@ int run(const config& c) {
   std::printf(
       "tutti_bench_overlap: %d local ranks, MF dim %d (logistic, l2 %g), SGD lr %g momentum "
       "%g; synthetic courses (implicit, %d courses); %zu steps of one epoch per run, %zu "
-      "rounds (mode order rotated); %d OpenMP thread(s) in this process, %u hardware threads\n",
+      "rounds (mode order rotated); last bucket %g MiB; %d OpenMP thread(s) in this process, %u "
+      "hardware threads\n",
       c.ranks, c.dim, double(c.l2), c.lr, double(c.momentum), c.courses, c.steps, c.repeats,
-      omp_threads(), std::thread::hardware_concurrency());
+      c.last_bucket_mb, omp_threads(), std::thread::hardware_concurrency());
   std::printf(
       "figures: rank 0's ledger p50 per step, median over rounds; samples/s = batch / step; "
       "ratios: median of per-round ratios against the same round's plain run; equal: rank 0's "
@@ -416,6 +419,7 @@ int run(const config& c) {
            {"batches", c.batches},
            {"bucket_mb", c.bucket_mb},
            {"comm_nice", c.comm_nice},
+           {"last_bucket_mb", c.last_bucket_mb},
            {"courses", c.courses},
            {"dim", c.dim},
            {"l2", c.l2},
@@ -458,6 +462,10 @@ int main(int argc, char** argv) {
                  "19, or inherit (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"inherit"}) | CLI::Range(-20, 19))
+      ->capture_default_str();
+  app.add_option("--last-bucket-mb", c.last_bucket_mb,
+                 "the last bucket (the arena's first values) at most this many MiB; 0: none")
+      ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
   app.add_option("--courses", c.courses, "synthetic courses")
       ->check(CLI::Range(2, 10000000))

@@ -282,6 +282,29 @@ TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad
                        tutti::invalid_argument);
   p.finish();  // what was not reported leaves now, checked like the rest
   CHECK(checked == std::vector<range>{{80, 128}, {32, 80}, {0, 32}});
+
+  // A last bucket of 10 values: split off the bucket before it, leaving after it.
+  checked.clear();
+  tutti::detail::bucket_pipeline<tutti::no_op_reducer> q(
+      alone, grads.data(), layout, 48,
+      [&](std::size_t begin, std::size_t end) { checked.emplace_back(begin, end); }, std::nullopt,
+      10);
+  REQUIRE(q.buckets() == 4);
+  CHECK(q.bucket_range(2) == range{10, 32});
+  CHECK(q.bucket_range(3) == range{0, 10});
+  q.begin_step();
+  q.ready(10, 90);  // buckets 1 and 2 complete; 0 waits for the bias
+  CHECK(checked.empty());
+  q.ready(112, 1);
+  CHECK(checked == std::vector<range>{{80, 128}, {32, 80}, {10, 32}});
+  q.ready(0, 10);  // the last bucket leaves as soon as its values are final
+  CHECK(checked == std::vector<range>{{80, 128}, {32, 80}, {10, 32}, {0, 10}});
+  q.finish();
+  CHECK(checked.size() == 4);
+  // A last bucket no smaller than what is left changes nothing.
+  tutti::detail::bucket_pipeline<tutti::no_op_reducer> same(alone, grads.data(), layout, 48, {},
+                                                            std::nullopt, 32);
+  CHECK(same.buckets() == 3);
 }
 
 TEST_CASE("overlapped reduction: 2 ranks equal the plain path bitwise, 3 ranks to rounding") {
@@ -307,6 +330,18 @@ TEST_CASE("overlapped reduction: 2 ranks equal the plain path bitwise, 3 ranks t
     CHECK(overlapped[0].result.bytes_reduced_per_step == plain[0].result.bytes_reduced_per_step);
     CHECK(l.reduce_total.mean > 0);
     CHECK(l.reduce_exposed.mean <= l.reduce_total.mean);
+    // Large buckets with a small last one split off (and none): the same results.
+    o.bucket_bytes = 64 << 10;
+    for (const std::size_t last : {std::size_t{4} << 10, std::size_t{0}}) {
+      CAPTURE(last);
+      o.last_bucket_bytes = last;
+      const auto split = train_ranks<mf>(world, train, o, make);
+      check_replicas_agree(split);
+      if (world == 2)
+        CHECK(split[0].params == plain[0].params);
+      else
+        CHECK(relative_difference(split[0].params, plain[0].params) <= 1e-6);
+    }
   }
 }
 

@@ -123,6 +123,7 @@ struct train_config {
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   bool overlap = false;                 // reduce buckets on a thread while backward runs
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
+  double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
 };
 
@@ -307,6 +308,12 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--bucket-mb", c.bucket_mb,
                  "bucket size of --overlap in MiB (PyTorch DDP's default is 25)")
       ->check(CLI::Range(1e-5, 1e5))
+      ->capture_default_str();
+  app.add_option("--last-bucket-mb", c.last_bucket_mb,
+                 "--overlap: the last bucket (the values backward makes final last, all that is "
+                 "left to reduce after it) at most this many MiB; 0: buckets of --bucket-mb "
+                 "throughout")
+      ->check(CLI::Range(0.0, 1e5))
       ->capture_default_str();
   app.add_option("--comm-nice", c.comm_nice,
                  "--overlap: nice value of the communication threads (-20 to 19, lower runs "
@@ -677,6 +684,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.overlap_reduce = c.overlap;
   opt.bucket_bytes = opt_bucket_bytes(c);
   opt.comm_thread_nice = opt_comm_nice(c);
+  opt.last_bucket_bytes = static_cast<std::size_t>(std::llround(c.last_bucket_mb * 1048576.0));
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -1101,6 +1109,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       led["overlap"] = c.overlap;
       if (c.overlap) {
         led["bucket_bytes"] = opt_bucket_bytes(c);
+        led["last_bucket_bytes"] = std::llround(c.last_bucket_mb * 1048576.0);
         led["comm_thread_nice"] =
             r.comm_thread_nice ? nlohmann::json(*r.comm_thread_nice) : nlohmann::json(nullptr);
       }

@@ -296,6 +296,11 @@ struct train_options {
   bool overlap_reduce = false;
   /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
   std::size_t bucket_bytes = std::size_t{25} << 20;
+  /// The overlapped reduction's last bucket, the arena's first values (which backward makes
+  /// final last), is cut to at most this many bytes: once backward ends only it and the flags
+  /// remain to reduce, so it bounds the exposed part. 0: buckets of `bucket_bytes` throughout.
+  /// (PyTorch DDP makes its *first* bucket small, 1 MB, to start communicating early.)
+  std::size_t last_bucket_bytes = std::size_t{256} << 10;
   /// Nice value (-20 … 19; Linux) of the overlapped reduction's communication thread on the
   /// host; nullopt keeps the process's. A bucket is reduced only when the thread gets a core,
   /// and where backward keeps every core busy an equal-priority thread gets one late, so the
@@ -800,7 +805,7 @@ class trainer {
       }
       pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
                        m_options.bucket_bytes / sizeof(float), std::move(check),
-                       m_options.comm_thread_nice);
+                       m_options.comm_thread_nice, m_options.last_bucket_bytes / sizeof(float));
       if (const auto priority = pipeline->priority()) {
         result.comm_thread_nice = priority->nice;
         if (m_options.comm_thread_nice && !priority->applied && rank == 0 && m_options.on_warning)

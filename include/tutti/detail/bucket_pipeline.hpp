@@ -35,7 +35,8 @@ concept starts_collectives = requires(R& r, std::span<float> s) {
 };
 
 /// One rank's overlapped reduction. The arena [0, total) is cut into buckets of `bucket_floats`
-/// values from its end (bucket 0 holds the last values, as backward produces them first).
+/// values from its end (bucket 0 holds the last values, as backward produces them first); the
+/// arena's first `last_bucket_floats` values, if given, form a last bucket of their own.
 /// `ready(offset, count)` (from the compute thread, through a model's `tutti::gradient_ready`)
 /// counts values final; once bucket b and every bucket before it are complete, `check(begin,
 /// end)` runs on it (the trainer's finite check, while the bucket still holds this rank's own
@@ -57,26 +58,30 @@ class bucket_pipeline {
   /// Reduces without a thread when the reducer starts collectives itself.
   static constexpr bool direct = starts_collectives<Reducer>;
 
-  /// `nice`: the communication thread's nice value (`detail::set_this_thread_nice`; nullopt
-  /// keeps the process's); the constructor returns once the thread has tried, see `priority`.
+  /// `last_bucket_floats` (0: none) caps the bucket that holds the arena's first values, which
+  /// backward makes final last: it is all that is left to reduce once backward ends. `nice`: the
+  /// communication thread's nice value (`detail::set_this_thread_nice`; nullopt keeps the
+  /// process's); the constructor returns once the thread has tried, see `priority`.
   bucket_pipeline(Reducer& reducer, float* grads, const parameter_layout& layout,
                   std::size_t bucket_floats,
                   std::function<void(std::size_t, std::size_t)> check = {},
-                  std::optional<int> nice = std::nullopt)
+                  std::optional<int> nice = std::nullopt, std::size_t last_bucket_floats = 0)
       : m_reducer(reducer),
         m_grads(grads),
         m_total(layout.total()),
         m_bucket(std::max<std::size_t>(1, bucket_floats)),
         m_check(std::move(check)) {
-    const std::size_t n = m_total == 0 ? 0 : (m_total + m_bucket - 1) / m_bucket;
-    m_begin.resize(n);
-    m_end.resize(n);
+    for (std::size_t end = m_total; end > 0;) {
+      std::size_t begin = end > m_bucket ? end - m_bucket : 0;
+      if (begin == 0 && last_bucket_floats > 0 && end > last_bucket_floats)
+        begin = last_bucket_floats;  // [0, last) leaves on its own, last
+      m_begin.push_back(begin);
+      m_end.push_back(end);
+      end = begin;
+    }
+    const std::size_t n = m_begin.size();
     m_padding.assign(n, 0);
     m_ready.assign(n, 0);
-    for (std::size_t b = 0; b < n; ++b) {
-      m_end[b] = m_total - b * m_bucket;
-      m_begin[b] = m_end[b] > m_bucket ? m_end[b] - m_bucket : 0;
-    }
     // The values no segment owns (alignment padding, the tail) are ready from the start.
     m_padding_bits.assign((m_total + 63) / 64, 0);
     std::size_t at = 0;
@@ -187,7 +192,12 @@ class bucket_pipeline {
   }
 
  private:
-  std::size_t bucket_of(std::size_t position) const { return (m_total - 1 - position) / m_bucket; }
+  // Buckets are m_bucket wide from the end, but the last may be split off the one before it.
+  std::size_t bucket_of(std::size_t position) const {
+    std::size_t b = (m_total - 1 - position) / m_bucket;
+    if (b + 1 < m_begin.size() && position < m_begin[b]) ++b;
+    return b;
+  }
 
   // Sets the bits of [from, to) in m_seen; false (and nothing set) when one was set already.
   bool mark_seen(std::size_t from, std::size_t to) {
