@@ -1492,7 +1492,8 @@ class trainer {
         cost[p] = v[v.size() / 2];
       }
       m_reducer.all_reduce_max(std::span<double>(cost));
-      m_row_cost_ratio = cost[0] > 0 ? cost[1] / cost[0] : 1.0;
+      // Positive, so the trial ends even if a clock read no time at all.
+      m_row_cost_ratio = cost[0] > 0 && cost[1] > 0 ? cost[1] / cost[0] : 1.0;
       result.sparse_row_cost_ratio = m_row_cost_ratio;
     }
     return bytes;
