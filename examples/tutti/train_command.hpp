@@ -133,9 +133,9 @@ inline std::optional<int> opt_comm_nice(const train_config& c) {
   return std::stoi(c.comm_nice);
 }
 
-/// The bucket size `--bucket-mb` asks for, in bytes.
-inline std::size_t opt_bucket_bytes(const train_config& c) {
-  return static_cast<std::size_t>(std::llround(c.bucket_mb * 1048576.0));
+/// `mib` MiB (`--bucket-mb`, `--last-bucket-mb`) in bytes.
+inline std::size_t mib_bytes(double mib) {
+  return static_cast<std::size_t>(std::llround(mib * 1048576.0));
 }
 
 inline void add_train_options(CLI::App& app, train_config& c) {
@@ -682,9 +682,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.accumulation = c.accumulation;
   opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
   opt.overlap_reduce = c.overlap;
-  opt.bucket_bytes = opt_bucket_bytes(c);
+  opt.bucket_bytes = mib_bytes(c.bucket_mb);
   opt.comm_thread_nice = opt_comm_nice(c);
-  opt.last_bucket_bytes = static_cast<std::size_t>(std::llround(c.last_bucket_mb * 1048576.0));
+  opt.last_bucket_bytes = mib_bytes(c.last_bucket_mb);
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -1108,8 +1108,8 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
       if (c.sparse_exchange == "measured") led["sparse_row_cost_ratio"] = r.sparse_row_cost_ratio;
       led["overlap"] = c.overlap;
       if (c.overlap) {
-        led["bucket_bytes"] = opt_bucket_bytes(c);
-        led["last_bucket_bytes"] = std::llround(c.last_bucket_mb * 1048576.0);
+        led["bucket_bytes"] = mib_bytes(c.bucket_mb);
+        led["last_bucket_bytes"] = mib_bytes(c.last_bucket_mb);
         led["comm_thread_nice"] =
             r.comm_thread_nice ? nlohmann::json(*r.comm_thread_nice) : nlohmann::json(nullptr);
       }
