@@ -1,55 +1,74 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Prebuilds, on a machine with nvcc and the Debian packages (this one), what scripts/gpu-check.sh
-# runs on a GPU machine that has the CUDA toolkit but no -dev packages and no network:
-#   build-gpu/cuda_tests     the CUDA test suite (sm_90 + PTX), NCCL and cuBLAS linked
-#   build-gpu/bench_gpu_mf   the GPU benchmark
-#   build-gpu/tutti          the program, compiled as CUDA (libsodium, OpenBLAS, MPI, NCCL)
-#   build-gpu/lib/           the shared libraries those need that a bare machine lacks
-# Carry build-gpu to the GPU machine (it is gitignored) and run `bash scripts/gpu-check.sh`.
+# Prepares, on a machine with nvcc and the Debian packages (a developer's), everything
+# scripts/gpu-check.sh needs on a GPU machine that has the CUDA toolkit, CMake and Python with
+# PyTorch but no Debian -dev packages and no network:
+#   build-gpu/include/   the headers the builds take from Debian: doctest, CLI11, nlohmann-json,
+#                        zlib, libsodium, and the reference CBLAS header (as cblas.h)
+#   build-gpu/lib/       the shared libraries the binaries load that such a machine lacks:
+#                        the reference BLAS (448 KB, where OpenBLAS would be 35 MB), libsodium,
+#                        zlib
+#   build-gpu/cuda_tests, bench_gpu_mf, tutti   built by scripts/gpu-build.sh from those alone
+# Carry build-gpu (gitignored; with the source tree well under 64 MiB) and run
+# `bash scripts/gpu-check.sh` there; it rebuilds any binary that is missing from the same
+# headers and libraries. scripts/gpu-selfcontained.sh proves that on this machine.
+#
+#   bash scripts/gpu-prebuild.sh [--no-binaries]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/deps.sh
-mkdir -p build-gpu/lib
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+binaries=1
+[[ "${1:-}" == --no-binaries ]] && binaries=0
+bash scripts/deps.sh libblas-dev
+start=${SECONDS}
 
-arch=(-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90)
-common=(-std=c++20 -O2 "${arch[@]}" --expt-relaxed-constexpr -Xcompiler -fopenmp -Iinclude
-        -isystem /usr/local/cuda/include/cccl)
-cuda_libs=(-L/usr/local/cuda/lib64 -lnccl -lcublas -lz)
-blas_libs=($(pkg-config --libs openblas 2>/dev/null || echo -lopenblas))
-blas_flags=($(pkg-config --cflags openblas 2>/dev/null || true))
+rm -rf build-gpu/include build-gpu/lib
+mkdir -p build-gpu/include build-gpu/lib
+inc=/usr/include
+multi="$(gcc -print-multiarch)"
+cp -r "${inc}/doctest" "${inc}/CLI" "${inc}/nlohmann" "${inc}/sodium" build-gpu/include/
+cp "${inc}/sodium.h" "${inc}/zlib.h" "${inc}/${multi}/zconf.h" build-gpu/include/
+cp "${inc}/${multi}/cblas-netlib.h" build-gpu/include/cblas.h
+cp "${inc}/${multi}/cblas_mangling.h" build-gpu/include/
 
-echo "== gpu-prebuild: cuda_tests"
-nvcc "${common[@]}" "${blas_flags[@]}" -Itests -DTUTTI_TEST_NCCL=1 \
-  -DTUTTI_TEST_DATA_DIR='"tests/data"' -DTUTTI_DATASETS_DIR='"../shared/datasets"' \
-  tests/cuda/cuda_tests.cu -o build-gpu/cuda_tests "${cuda_libs[@]}" "${blas_libs[@]}"
-echo "== gpu-prebuild: bench_gpu_mf"
-nvcc "${common[@]}" benchmarks/gpu_mf.cu -o build-gpu/bench_gpu_mf \
-  "${cuda_libs[@]}"
-echo "== gpu-prebuild: tutti"
-# MPI's flags as nvcc takes them: -I, -L and -l directly, anything else through the host compiler.
-mpi=()
-if command -v mpicxx >/dev/null 2>&1; then
-  mpi+=(-DTUTTI_HAS_MPI=1)
-  for f in $(mpicxx --showme:compile) $(mpicxx --showme:link); do
-    case "${f}" in
-      -I* | -L* | -l*) mpi+=("${f}") ;;
-      *) mpi+=("-Xcompiler=${f}") ;;
-    esac
+# The libraries by the names the builds link (-l:<soname>), found through the dynamic loader.
+for soname in libblas.so.3 libsodium.so.23 libz.so.1; do
+  case "${soname}" in
+    libblas.so.3) path="/usr/lib/${multi}/blas/libblas.so.3" ;;  # netlib's, not OpenBLAS
+    *) path="$(ldconfig -p | awk -v n="${soname}" '$1 == n && /x86-64/ {print $NF; exit}')" ;;
+  esac
+  [[ -e "${path}" ]] || { echo "gpu-prebuild: ${soname} not found" >&2; exit 1; }
+  cp -L "${path}" "build-gpu/lib/${soname}"
+done
+
+if [[ ${binaries} -eq 1 ]]; then
+  # shellcheck source=scripts/gpu-build.sh
+  source scripts/gpu-build.sh
+  rm -f build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti
+  gpu_build_missing build-gpu/logs
+  strip build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti
+  # Every library a binary needs is the CUDA toolkit's, NCCL, glibc/libstdc++/libgomp (on every
+  # machine with a compiler) or one of build-gpu/lib.
+  for bin in build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti; do
+    ldd "${bin}" | awk '{print $1}' | while read -r lib; do
+      case "${lib}" in
+        linux-vdso* | /lib64/* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | \
+          libgcc_s.so* | libstdc++.so* | libgomp.so* | libcuda.so* | libcudart.so* | \
+          libcublas*.so* | libnccl.so* | libblas.so.3 | libsodium.so.23 | libz.so.1) ;;
+        *) echo "gpu-prebuild: ${bin} needs ${lib}, which build-gpu/lib does not carry" >&2
+           exit 1 ;;
+      esac
+    done
   done
 fi
-nvcc "${common[@]}" "${blas_flags[@]}" -DTUTTI_HAS_NCCL=1 -DTUTTI_HAS_BLAS=1 "${mpi[@]}" \
-  -x cu examples/tutti/main.cpp -o build-gpu/tutti "${cuda_libs[@]}" "${blas_libs[@]}" -lsodium
 
-# Shared libraries outside the CUDA toolkit and glibc that the binaries load: carried along.
-for bin in build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti; do
-  ldd "${bin}" | awk '/=> \// {print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "${lib}")" in
-    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libgcc_s.so* | \
-      libstdc++.so* | libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so*) ;;
-    *) cp -L "${lib}" build-gpu/lib/ ;;
-  esac
-done
-ls -la build-gpu build-gpu/lib
-du -sh build-gpu
+source_bytes="$(git ls-files -z | xargs -0 du -cb | tail -n 1 | cut -f1)"
+carried_bytes="$(du -sb build-gpu --exclude=build-gpu/logs --exclude=build-gpu/out | cut -f1)"
+total=$((source_bytes + carried_bytes))
+awk -v s="${source_bytes}" -v c="${carried_bytes}" -v t=$((SECONDS - start)) 'BEGIN {
+  printf "gpu-prebuild: source %.1f MiB + build-gpu %.1f MiB = %.1f MiB (limit 64 MiB) in %d s\n",
+    s / 1048576, c / 1048576, (s + c) / 1048576, t }'
+if [[ ${total} -gt $((64 << 20)) ]]; then
+  echo "gpu-prebuild: more than the 64 MiB that can travel to a GPU machine" >&2
+  exit 1
+fi

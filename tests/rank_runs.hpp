@@ -117,6 +117,15 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
   return std::sqrt(diff / norm);
 }
 
+/// The number of positions where `a` and `b` hold different values: 0 for two code paths that
+/// are the same arithmetic by construction (and a readable count when they are not).
+inline std::size_t count_differing(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += a[i] != b[i] ? 1 : 0;
+  return n;
+}
+
 /// Every rank ended with rank 0's parameters, bitwise, and the same checksum.
 inline void check_replicas_agree(const std::vector<rank_run>& runs) {
   for (const auto& r : runs) {

@@ -3,6 +3,8 @@
 /// @brief Tests of the CSV/TSV loader, the synthetic course data and the train/test split.
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #include <tutti/data/csv.hpp>
 #include <tutti/data/split.hpp>
 #include <tutti/data/synthetic.hpp>
@@ -92,10 +94,7 @@ double auc(const std::vector<double>& score, const std::vector<float>& labels) {
 
 TEST_CASE("load_csv reads InstEval") {
   const std::string path = std::string(TUTTI_DATASETS_DIR) + "/insteval.tsv";
-  if (!std::filesystem::exists(path)) {
-    MESSAGE("skipped: " << path << " is absent");
-    return;
-  }
+  if (!std::filesystem::exists(path)) TUTTI_TEST_SKIP(path << " is absent");
   interactions d =
       tutti::data::load_csv(path, {.user_col = "s", .item_col = "d", .label_col = "y"});
   CHECK(d.size() == 73421);

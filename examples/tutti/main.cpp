@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `tutti` program: trains the course recommender (and, in later issues, benchmarks, plans).
+// The `tutti` program: trains the course recommender (`train`), measures the machine's allreduce
+// (`bench`), advises on going parallel (`plan`), runs the large-batch study (`study`), seals
+// datasets (`seal`) and verifies audit trails (`audit`).
 #include "audit_command.hpp"
 #include "bench_command.hpp"
 #include "plan_command.hpp"

@@ -780,7 +780,7 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #if TUTTI_HAS_NCCL && TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // One process per GPU; NCCL bootstrapped over MPI.
-      nccl_ring ring = make_nccl_ring_mpi();
+      nccl_ring ring = make_nccl_ring_mpi(MPI_COMM_WORLD, {.timeout = timeout_of(c)});
       const cuda_space space = ring.space();
       train_rank(c, d, make_model, space, ring, log, bar, out);
       return;
@@ -790,10 +790,12 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
       train_rank(c, d, make_model, cuda_space{}, no_op_reducer{}, log, bar, out);
     } else {
 #if TUTTI_HAS_NCCL
-      run_nccl(c.ranks, [&](nccl_ring& ring) {
-        const cuda_space space = ring.space();
-        train_rank(c, d, make_model, space, ring, log, bar, out);
-      });
+      run_nccl(c.ranks,
+               [&](nccl_ring& ring) {
+                 const cuda_space space = ring.space();
+                 train_rank(c, d, make_model, space, ring, log, bar, out);
+               },
+               {.timeout = timeout_of(c)});
 #else
       tutti::detail::throw_invalid("tutti train",
                                    "--space cuda --ranks " + std::to_string(c.ranks) +

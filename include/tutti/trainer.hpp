@@ -1610,12 +1610,20 @@ class trainer {
             any = true;
           }
         if (!any) break;
-        std::fill(sum, sum + g.cols, 0.f);
+        // The first sender's row, then the others' added in rank order: the bits of the dense
+        // reduce, whose ranks that did not touch the row add exact zeros (local_ring and the
+        // MPI shared arena sum in rank order).
+        bool first = true;
         for (std::size_t r = 0; r < world; ++r)
           if (m_heads[r] < m_all_counts[r * segments + k] && id_at(r, m_heads[r]) == next) {
-            std::memcpy(incoming, slot(r, m_heads[r]) + sizeof(std::int32_t),
-                        g.cols * sizeof(float));
-            for (std::size_t c = 0; c < g.cols; ++c) sum[c] += incoming[c];
+            const unsigned char* values = slot(r, m_heads[r]) + sizeof(std::int32_t);
+            if (first) {
+              std::memcpy(sum, values, g.cols * sizeof(float));
+            } else {
+              std::memcpy(incoming, values, g.cols * sizeof(float));
+              for (std::size_t c = 0; c < g.cols; ++c) sum[c] += incoming[c];
+            }
+            first = false;
             ++m_heads[r];
           }
         float* dst = grads + g.offset + static_cast<std::size_t>(next) * g.cols;

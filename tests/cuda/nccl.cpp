@@ -7,6 +7,8 @@
 #include <tutti/reducers/nccl_ring.hpp>
 #include <tutti/tutti.hpp>
 
+#include "../skip.hpp"
+
 #include <cmath>
 #include <mutex>
 #include <stdexcept>
@@ -88,10 +90,8 @@ TEST_CASE("nccl_ring: the communication stream at the device's greatest priority
 
 TEST_CASE("nccl_ring across GPUs: exact mean, and a failing rank is named on every rank") {
   const int gpus = tutti::cuda_device_count();
-  if (gpus < 2) {
-    MESSAGE("needs 2 GPUs (NCCL allows one rank per GPU); " << gpus << " visible: skipped");
-    return;
-  }
+  if (gpus < 2)
+    TUTTI_TEST_SKIP("needs 2 GPUs (NCCL allows one rank per GPU); " << gpus << " visible");
   const int world = gpus > 4 ? 4 : gpus;
   tutti::run_nccl(world, [&](tutti::nccl_ring& ring) {
     const std::size_t n = 1000003;

@@ -60,6 +60,75 @@ TEST_CASE("host and cuda spaces train to the same parameters") {
   }
 }
 
+namespace {
+
+// Trains the model `make(Space{})` from seed 9 with `optimizer`; returns the parameters and
+// writes the last epoch's train loss.
+template <class Space, class Optimizer, class Make>
+std::vector<float> train_model(const tutti::data::split_result& parts, Make make,
+                               Optimizer optimizer, double* final_loss) {
+  using model = decltype(make(Space{}));
+  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::warmup<tutti::cosine>,
+                 Optimizer>
+      t(make(Space{}), tutti::shuffled_shards{}, tutti::no_op_reducer{},
+        tutti::warmup<tutti::cosine>{.warmup_steps = 4}, optimizer,
+        {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9, .evaluate_each_epoch = false});
+  auto r = t.fit(parts.train, parts.test);
+  *final_loss = r.epochs.back().train_loss;
+  return t.parameters_on_host();
+}
+
+// Host and cuda runs of one model with one optimizer hold the same parameters and loss.
+template <class Optimizer, class Make>
+void check_parity(const tutti::data::split_result& parts, Make make, Optimizer optimizer) {
+  double host_loss = 0, cuda_loss = 0;
+  const auto host = train_model<tutti::host_space>(parts, make, optimizer, &host_loss);
+  const auto cuda = train_model<tutti::cuda_space>(parts, make, optimizer, &cuda_loss);
+  REQUIRE(host.size() == cuda.size());
+  CHECK(relative_difference(cuda, host) <= 1e-4);
+  CHECK(cuda_loss == doctest::Approx(host_loss).epsilon(1e-4));
+}
+
+template <class Make>
+void check_every_optimizer(const tutti::data::split_result& parts, Make make) {
+  SUBCASE("sgd") {
+    check_parity(parts, make, tutti::sgd{.momentum = 0.9f});
+  }
+  SUBCASE("adam") {
+    check_parity(parts, make, tutti::adam{});
+  }
+  SUBCASE("adamw") {
+    check_parity(parts, make, tutti::adam{.weight_decay = 0.01f, .decoupled = true});
+  }
+  SUBCASE("lars") {
+    check_parity(parts, make, tutti::lars{.weight_decay = 1e-4f});
+  }
+  SUBCASE("lamb") {
+    check_parity(parts, make, tutti::lamb{.weight_decay = 0.01f});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every model with every optimizer: host and cuda spaces train to the same parameters") {
+  auto all = tutti::data::synthetic_courses(
+      {.learners = 300, .courses = 60, .interactions_per_learner = 12, .implicit = true});
+  const auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 2});
+  const auto users = parts.train.n_users(), items = parts.train.n_items();
+  SUBCASE("matrix_factorization") {
+    check_every_optimizer(parts, [&](auto space) {
+      return tutti::models::matrix_factorization<decltype(space), float>(
+          {.dim = 16, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, users, items, space);
+    });
+  }
+  SUBCASE("logistic_regression") {
+    check_every_optimizer(parts, [&](auto space) {
+      return tutti::models::logistic_regression<decltype(space), float>(
+          {.l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, users, items, space);
+    });
+  }
+}
+
 TEST_CASE("TUTTI_CUDA_CHECK names the call, the CUDA error and the place") {
   void* p = nullptr;
   try {

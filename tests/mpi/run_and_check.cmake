@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-# Runs a program under mpiexec and checks what the issue asks of it.
-#   cmake -DCASE=<abort|cli-parity> -DMPIEXEC=<launcher words joined by |>
+# Runs a program under mpiexec and checks how it behaves: a failing or stalled rank ends the whole
+# job, named (abort, stall); `tutti train --reducer mpi` matches `--ranks 2` and prints its report
+# once (cli-parity); a job with a killed rank resumes bitwise (resume).
+#   cmake -DCASE=<abort|stall|cli-parity|resume> -DMPIEXEC=<launcher words joined by |>
 #         [-DMPIEXEC_POSTFLAGS=<words joined by |>] -DPROGRAM=<exe> [-DWORK=<dir>]
 #         [-DPROGRAM_ARGS=<words joined by |>] -P run_and_check.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -61,7 +63,7 @@ elseif(CASE STREQUAL "stall")
 elseif(CASE STREQUAL "cli-parity")
   file(MAKE_DIRECTORY ${WORK})
   file(REMOVE ${WORK}/m.json ${WORK}/l.json ${WORK}/m.log)
-  # The issue's acceptance criterion, word for word apart from the paths.
+  # 2 MPI processes from seed 7, logging to one file; then the same run as 2 local ranks.
   execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} train --reducer mpi --seed 7
                           --json ${WORK}/m.json --log ${WORK}/m.log
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

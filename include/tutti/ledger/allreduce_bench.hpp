@@ -434,7 +434,7 @@ struct alpha_beta_fit {
 /// Fits alpha and beta to the rows of more than one rank by least squares on relative error
 /// (each row weighted by 1/time^2, so the 4 KB and the 64 MB rows count alike): with x1 =
 /// 2(n-1), x2 = 2(n-1)/n S, minimise sum ((alpha x1 + beta x2 - t) / t)^2. Rows of one world
-/// size give the form time = a + b x 2(n-1)/n S with a = 2(n-1) alpha. A negative
+/// size give the form time = a + b x 2(n-1)/n S with a = 2(n-1) alpha. A negative
 /// alpha (latency below the timer's noise) is refitted as alpha = 0. Throws
 /// `tutti::invalid_argument` with fewer than two usable rows or a non-positive bandwidth.
 inline alpha_beta_fit fit_alpha_beta(const std::vector<allreduce_bench_row>& rows) {

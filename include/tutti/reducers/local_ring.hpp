@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file reducers/local_ring.hpp
-/// @brief `tutti::local_ring`: W ranks as threads of one process, reduced with NCCL's ring.
+/// @brief `tutti::local_ring`: W ranks as threads of one process over host memory.
 #pragma once
 
 #include <tutti/detail/barrier.hpp>
@@ -108,9 +108,8 @@ class local_group {
 };
 
 /// One rank's handle on a `tutti::local_group` (models `gradient_reducer`): W ranks as threads
-/// of one process over host memory. `all_reduce_mean` runs NCCL's ring schedule, reading the
-/// neighbour's buffer directly (at W = 2 and for small messages, the finished chunks are
-/// written straight into every rank's buffer instead of passed round the ring); every
+/// of one process over host memory. `all_reduce_mean` is a reduce-scatter and an all-gather
+/// over W chunks, reading the other ranks' buffers directly and adding in rank order; every
 /// collective is deterministic, so all ranks end bitwise identical. A failure on one rank
 /// becomes a `tutti::collective_error` on every rank, never a hang. Cheap to copy; the group must
 /// outlive it.
@@ -136,11 +135,17 @@ class local_ring {
   /// Gradient bytes this rank handed to `all_reduce_mean` (and `all_reduce_sum_bf16`) so far.
   std::uint64_t bytes_reduced() const noexcept { return m_bytes; }
 
-  /// Replaces `grads` on every rank by the element-wise mean over ranks: ring reduce-scatter
-  /// (W-1 steps) whose last step divides by W, then the all-gather: at W = 2 and up to 256 KiB
-  /// each rank writes its finished chunk into every rank's buffer in that same step, otherwise
-  /// a ring all-gather (W-1 more steps); the bits are the same. Every rank must pass the same
-  /// number of values, or all of them throw `tutti::mismatch_error`.
+  /// Replaces `grads` on every rank by the element-wise mean over ranks. The span is cut into W
+  /// chunks at `n·c/W`; rank r sums chunk r of every rank's buffer **in rank order**
+  /// (((x₀ + x₁) + x₂) + …) and divides by W (the reduce-scatter), then every rank gets every
+  /// finished chunk (the all-gather): up to 256 KiB, and at any size with W = 2, each rank writes
+  /// its finished chunk straight into every buffer as it goes; otherwise each rank copies the
+  /// others' chunks after a rendezvous. Each rank receives (W−1)/W of the span in each phase, as
+  /// in NCCL's ring. Because every element is added in rank order whatever the span's length,
+  /// an element's mean does not depend on which call carried it nor where in the span it sat:
+  /// reducing a sub-span, or the same values packed differently, gives the same bits (the
+  /// sparse exchange relies on it). Every rank must pass the same number of values, or all of
+  /// them throw `tutti::mismatch_error`.
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
   void all_reduce_mean(std::span<T> grads) {
@@ -150,59 +155,40 @@ class local_ring {
     const std::size_t w = static_cast<std::size_t>(world_size());
     const std::size_t r = static_cast<std::size_t>(m_rank);
     const std::size_t n = grads.size();
-    T* mine = grads.data();
-    const T* left = static_cast<const T*>(m_group->m_posts[(r + w - 1) % w].data);
+    const auto& posts = m_group->m_posts;
+    const auto buffer_of = [&posts](std::size_t k) {
+      return static_cast<T*>(posts[k].data);
+    };
     const auto chunk_begin = [n, w](std::size_t c) {
       return n * c / w;
     };
     const T divisor = T(w);
-    // Reduce-scatter: at step s rank r folds its left neighbour's partial sum of chunk
-    // r-1-s into its own copy; at the last step it finishes chunk r+1 (the mean).
-    // The all-gather then takes one of two forms, with the same bits:
-    // - written out: in that last step each rank also writes its finished chunk straight into
-    //   every rank's buffer (the buffers are one memory), so the all-gather needs no steps of
-    //   its own. In that step each rank reads and writes only its own chunk, so the writes
-    //   cannot race. It saves W-1 rendezvous and W-1 reads per element, but concentrates the
-    //   writes into other cores' caches in one step: measured faster at W = 2 for every size
-    //   (1.15-1.8x) and at any W up to 256 KiB (1.1-1.9x), slower at W = 4 for 1-4 MiB (0.8x);
-    // - the ring: W-1 steps, at step s rank r copies the finished chunk r-s from its left
-    //   neighbour.
-    // The last barrier keeps every buffer alive until the others are done with it.
+    // Writing the finished chunks straight into every buffer saves a rendezvous and a read per
+    // element but concentrates the writes into other cores' caches: measured faster at W = 2
+    // for every size and at any W up to 256 KiB, slower at W = 4 for 1-4 MiB.
     const bool write_out = w == 2 || grads.size_bytes() <= (std::size_t{256} << 10);
-    const auto& posts = m_group->m_posts;
-    for (std::size_t s = 0; s + 1 < w; ++s) {
-      const std::size_t c = (r + 2 * w - 1 - s) % w;
-      const std::size_t b = chunk_begin(c), e = chunk_begin(c + 1);
-      // Sums and divisions in vectors on the host (detail/host_simd.hpp): the same bits as the
-      // scalar loops, which g++ -O2 leaves scalar.
-      if (s + 2 < w) {
-        if (e > b) detail::add_into(mine + b, left + b, e - b);
-      } else if (!write_out) {
-        if (e > b) {
-          detail::add_into(mine + b, left + b, e - b);
-          detail::divide_by(mine + b, divisor, e - b);
-        }
-      } else {
-        // In blocks, so each block is copied out while it is still in the cache.
-        constexpr std::size_t block = 4096;
-        for (std::size_t lo = b; lo < e; lo += block) {
-          const std::size_t hi = std::min(e, lo + block);
-          detail::add_into(mine + lo, left + lo, hi - lo);
-          detail::divide_by(mine + lo, divisor, hi - lo);
-          for (std::size_t k = 0; k < w; ++k)
-            if (k != r)
-              std::memcpy(static_cast<T*>(posts[k].data) + lo, mine + lo, (hi - lo) * sizeof(T));
-        }
-      }
-      m_group->m_rendezvous.arrive_and_wait(m_rank, name);
+    // Only rank r reads or writes chunk r of any buffer in the first phase, so the writes cannot
+    // race. Blocks keep each partial sum in the cache while it is finished and copied out; the
+    // sums and the division run in vectors (detail/host_simd.hpp) with the scalar loops' bits.
+    constexpr std::size_t block = 2048;
+    T acc[block];
+    for (std::size_t lo = chunk_begin(r), e = chunk_begin(r + 1); lo < e && w > 1; lo += block) {
+      const std::size_t m = std::min(block, e - lo);
+      std::memcpy(acc, buffer_of(0) + lo, m * sizeof(T));
+      for (std::size_t k = 1; k < w; ++k) detail::add_into(acc, buffer_of(k) + lo, m);
+      detail::divide_by(acc, divisor, m);
+      for (std::size_t k = 0; k < w; ++k)
+        if (write_out || k == r) std::memcpy(buffer_of(k) + lo, acc, m * sizeof(T));
     }
+    m_group->m_rendezvous.arrive_and_wait(m_rank, name);
     if (!write_out) {
-      for (std::size_t s = 0; s + 1 < w; ++s) {
-        const std::size_t c = (r + w - s) % w;
+      // Chunk c is final in rank c's buffer, and nobody writes chunk c of another buffer now.
+      for (std::size_t c = 0; c < w; ++c) {
         const std::size_t b = chunk_begin(c), e = chunk_begin(c + 1);
-        if (e > b) std::memcpy(mine + b, left + b, (e - b) * sizeof(T));
-        m_group->m_rendezvous.arrive_and_wait(m_rank, name);
+        if (c != r && e > b) std::memcpy(grads.data() + b, buffer_of(c) + b, (e - b) * sizeof(T));
       }
+      // Keeps every buffer alive until the others have copied from it.
+      m_group->m_rendezvous.arrive_and_wait(m_rank, name);
     }
     m_bytes += grads.size_bytes();
   }

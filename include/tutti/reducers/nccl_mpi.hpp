@@ -46,6 +46,7 @@ inline nccl_ring make_nccl_ring_mpi(MPI_Comm comm = MPI_COMM_WORLD, nccl_options
   TUTTI_EXPECTS(devices > 0, "tutti::make_nccl_ring_mpi",
                 "rank " + std::to_string(rank) + " sees no CUDA device; expected one per process");
   TUTTI_CUDA_CHECK(cudaSetDevice(mpi_local_rank(comm) % devices));
+  detail::default_nccl_algo();  // before NCCL reads the environment
   const ncclUniqueId id = nccl_unique_id_from_mpi(comm);
   cudaStream_t stream;
   TUTTI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

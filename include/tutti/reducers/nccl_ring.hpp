@@ -9,24 +9,23 @@
 #pragma once
 
 #include <tutti/error.hpp>
+#include <tutti/reducers/detail/comm_group.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/cuda.hpp>
 
 #include <nccl.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <type_traits>
-#include <vector>
+#include <utility>
 
 namespace tutti {
 
@@ -68,49 +67,80 @@ struct nccl_options {
   bool high_priority_stream = true;
 };
 
-/// What the ranks of one process share: the communicators, so that a failing rank can abort all
-/// of them and release peers blocked inside a collective, and who failed first.
-class nccl_group {
+namespace detail {
+
+/// NCCL's communicator as a `tutti::detail::group_communicator`: `poll` reports the
+/// communicator's asynchronous error, then whether `stream` (the rank's communication stream)
+/// finished its work.
+struct nccl_comm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+
+  void abort() { (void)ncclCommAbort(comm); }
+  void destroy() { (void)ncclCommDestroy(comm); }
+  comm_poll poll() {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &async);
+    if (r != ncclSuccess)
+      return {comm_state::failed, std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r)};
+    if (async != ncclSuccess && async != ncclInProgress)
+      return {comm_state::failed, std::string("NCCL reported ") + ncclGetErrorString(async)};
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q == cudaSuccess) return {comm_state::done, {}};
+    if (q == cudaErrorNotReady) return {comm_state::running, {}};
+    return {comm_state::failed, std::string("cudaStreamQuery: ") + cudaGetErrorString(q)};
+  }
+};
+
+/// Sets NCCL_ALGO=Ring unless the user set NCCL_ALGO, once per process. setenv races with every
+/// other thread's getenv, so the launchers call this before they start threads or NCCL.
+inline void default_nccl_algo() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::setenv("NCCL_ALGO", "Ring", 0); });
+}
+
+/// Page-locked host memory, grown on demand: a device-to-host copy into pageable memory blocks
+/// the host until the copy ran, so a wait behind it could not poll for failures or the timeout.
+class pinned_host_buffer {
  public:
-  explicit nccl_group(int world_size) : m_comms(static_cast<std::size_t>(world_size), nullptr) {}
-  /// Registers rank `rank`'s communicator.
-  void attach(int rank, ncclComm_t comm) {
-    std::lock_guard lock(m_mutex);
-    m_comms[static_cast<std::size_t>(rank)] = comm;
+  pinned_host_buffer() = default;
+  pinned_host_buffer(const pinned_host_buffer&) = delete;
+  pinned_host_buffer& operator=(const pinned_host_buffer&) = delete;
+  ~pinned_host_buffer() {
+    if (m_data) (void)cudaFreeHost(m_data);
   }
-  /// Marks the group failed by `rank` and aborts every communicator, which ends their kernels.
-  void abort(int rank, const std::string& why) {
-    std::lock_guard lock(m_mutex);
-    if (m_failed_rank < 0) {
-      m_failed_rank = rank;
-      m_why = why;
+  /// At least `bytes` bytes; earlier contents are not kept.
+  void* reserve(std::size_t bytes) {
+    if (bytes > m_bytes) {
+      if (m_data) (void)cudaFreeHost(m_data);
+      m_data = nullptr;
+      m_bytes = 0;
+      TUTTI_CUDA_CHECK(cudaMallocHost(&m_data, bytes));
+      m_bytes = bytes;
     }
-    m_aborted.store(true);
-    for (auto& c : m_comms)
-      if (c) {
-        (void)ncclCommAbort(c);
-        c = nullptr;
-      }
-  }
-  /// Forgets a communicator that its rank destroyed itself.
-  void detach(int rank) {
-    std::lock_guard lock(m_mutex);
-    m_comms[static_cast<std::size_t>(rank)] = nullptr;
-  }
-  /// True once any rank failed.
-  bool aborted() const noexcept { return m_aborted.load(); }
-  /// The first failed rank and its reason.
-  std::pair<int, std::string> failure() const {
-    std::lock_guard lock(m_mutex);
-    return {m_failed_rank, m_why};
+    return m_data;
   }
 
  private:
-  mutable std::mutex m_mutex;
-  std::vector<ncclComm_t> m_comms;
-  std::atomic<bool> m_aborted{false};
-  int m_failed_rank = -1;
-  std::string m_why;
+  void* m_data = nullptr;
+  std::size_t m_bytes = 0;
+};
+
+}  // namespace detail
+
+/// What the ranks of one process share: the communicators, so that a failing rank can abort all
+/// of them and release peers blocked inside a collective, and who failed first. The group owns
+/// each attached communicator: it ends each exactly once, by `ncclCommAbort` when any rank
+/// failed, else by `ncclCommDestroy` when its rank detaches it.
+class nccl_group : public detail::comm_group<detail::nccl_comm> {
+ public:
+  explicit nccl_group(int world_size) : comm_group(world_size, "tutti::nccl_ring") {}
+  /// Hands rank `rank`'s communicator to the group; `stream` is the one its host waits poll.
+  void attach(int rank, ncclComm_t comm, cudaStream_t stream = nullptr) {
+    comm_group::attach(rank, detail::nccl_comm{comm, stream});
+  }
+  /// Rank `rank` is done with its communicator: destroyed, unless an abort already ended it.
+  void detach(int rank) { release(rank); }
 };
 
 /// A `tutti::gradient_reducer` over NCCL for parameters on `tutti::cuda_space`.
@@ -119,9 +149,10 @@ class nccl_group {
 /// communication stream, which first waits on an event recorded on the compute stream; the
 /// compute stream then waits on the collective's completion event. Nothing synchronises the
 /// host. NCCL picks its algorithm; tutti sets NCCL_ALGO=Ring unless the user set NCCL_ALGO.
-/// Scalar reductions and gathers go through a small device buffer and wait on the host,
-/// polling NCCL's asynchronous error state with a timeout: a failed or stalled peer aborts the
-/// communicator and raises `tutti::collective_error` instead of hanging.
+/// Scalar reductions and gathers go through a small device buffer and page-locked host memory
+/// and wait on the host, polling NCCL's asynchronous error state with a timeout: a failed or
+/// stalled peer aborts the group's communicators and raises `tutti::collective_error` on every
+/// rank instead of hanging. Without a `group` the ring owns a group of its own.
 class nccl_ring {
  public:
   /// Accepts device memory only.
@@ -136,11 +167,15 @@ class nccl_ring {
     TUTTI_EXPECTS(world_size >= 1 && rank >= 0 && rank < world_size, "tutti::nccl_ring",
                   "rank " + std::to_string(rank) + " of world size " + std::to_string(world_size) +
                       "; expected 0 <= rank < world size");
-    ::setenv("NCCL_ALGO", "Ring", 0);  // the ring by default; NCCL_ALGO from the user wins
+    detail::default_nccl_algo();  // a no-op after run_nccl's or make_nccl_ring_mpi's call
     m_state->rank = rank;
     m_state->world = world_size;
     m_state->compute = compute;
     m_state->options = options;
+    if (!group) {
+      m_state->own_group = std::make_unique<nccl_group>(world_size);
+      group = m_state->own_group.get();
+    }
     m_state->group = group;
     int least = 0, greatest = 0;  // numerically lower is higher priority
     if (options.high_priority_stream)
@@ -149,9 +184,13 @@ class nccl_ring {
                                                   options.high_priority_stream ? greatest : 0));
     TUTTI_CUDA_CHECK(cudaEventCreateWithFlags(&m_state->ready, cudaEventDisableTiming));
     TUTTI_CUDA_CHECK(cudaEventCreateWithFlags(&m_state->done, cudaEventDisableTiming));
-    TUTTI_NCCL_CHECK(ncclCommInitRank(&m_state->comm, world_size, id, rank));
-    if (group) group->attach(rank, m_state->comm);
+    // Everything that can fail comes before the communicator: once attached, nothing here
+    // throws, so a rank never destroys its communicator while its peers start collectives.
     m_state->scratch = buffer<std::uint64_t, cuda_space>(64, cuda_space(m_state->comm_stream));
+    (void)m_state->staging.reserve(64 * sizeof(std::uint64_t));
+    TUTTI_NCCL_CHECK(ncclCommInitRank(&m_state->comm, world_size, id, rank));
+    group->attach(rank, m_state->comm, m_state->comm_stream);
+    m_state->attached = true;
   }
 
   /// This rank.
@@ -169,7 +208,7 @@ class nccl_ring {
   /// Averages `grads` (device memory) across ranks in place, ordered after the compute stream's
   /// earlier work and before its later work; returns without waiting.
   void all_reduce_mean(std::span<float> grads) {
-    check_alive("all_reduce_mean");
+    enter("all_reduce_mean");
     m_state->bytes += grads.size_bytes();
     if (grads.empty()) return;
     ordered_on_comm_stream([&] {
@@ -183,7 +222,7 @@ class nccl_ring {
   /// keeps running (the trainer's overlapped reduction starts one bucket while backward computes
   /// the next). Call `finish_started` before the compute stream touches `grads` again.
   void start_all_reduce_mean(std::span<float> grads) {
-    check_alive("start_all_reduce_mean");
+    enter("start_all_reduce_mean");
     m_state->bytes += grads.size_bytes();
     if (grads.empty()) return;
     auto& s = *m_state;
@@ -203,7 +242,7 @@ class nccl_ring {
 
   /// Copies `root`'s `values` (device memory) to every rank; returns without waiting.
   void broadcast(std::span<float> values, int root) {
-    check_alive("broadcast");
+    enter("broadcast");
     TUTTI_EXPECTS(root >= 0 && root < world_size(), "tutti::nccl_ring::broadcast",
                   "root " + std::to_string(root) + "; expected a rank");
     if (values.empty()) return;
@@ -224,22 +263,38 @@ class nccl_ring {
 
   /// Gathers every rank's host `mine` into host `all`, rank-major (waits).
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-    check_alive("all_gather");
     TUTTI_EXPECTS(all.size() == mine.size() * static_cast<std::size_t>(world_size()),
                   "tutti::nccl_ring::all_gather",
                   "output holds " + std::to_string(all.size()) + " values; expected " +
                       std::to_string(mine.size() * static_cast<std::size_t>(world_size())));
+    enter("all_gather");
     if (mine.empty()) return;
     auto& s = *m_state;
     ensure_scratch(mine.size() + all.size());
     std::uint64_t* d_mine = s.scratch.data();
     std::uint64_t* d_all = s.scratch.data() + mine.size();
-    TUTTI_CUDA_CHECK(cudaMemcpyAsync(d_mine, mine.data(), mine.size_bytes(), cudaMemcpyHostToDevice,
-                                     s.comm_stream));
+    auto* h = static_cast<std::uint64_t*>(s.staging.reserve(mine.size_bytes() + all.size_bytes()));
+    std::uint64_t* h_all = h + mine.size();
+    std::memcpy(h, mine.data(), mine.size_bytes());
+    TUTTI_CUDA_CHECK(
+        cudaMemcpyAsync(d_mine, h, mine.size_bytes(), cudaMemcpyHostToDevice, s.comm_stream));
     TUTTI_NCCL_CHECK(ncclAllGather(d_mine, d_all, mine.size(), ncclUint64, s.comm, s.comm_stream));
-    TUTTI_CUDA_CHECK(cudaMemcpyAsync(all.data(), d_all, all.size_bytes(), cudaMemcpyDeviceToHost,
-                                     s.comm_stream));
-    wait(s.comm_stream, "all_gather");
+    TUTTI_CUDA_CHECK(
+        cudaMemcpyAsync(h_all, d_all, all.size_bytes(), cudaMemcpyDeviceToHost, s.comm_stream));
+    wait("all_gather");
+    std::memcpy(all.data(), h_all, all.size_bytes());
+  }
+
+  /// Waits on the host for the work the compute stream and the communication stream hold so
+  /// far, polling like the scalar reductions: a failed or stalled peer raises
+  /// `tutti::collective_error` instead of hanging. `tutti::run_nccl` calls it after each rank's
+  /// work.
+  void synchronize() {
+    auto& s = *m_state;
+    // The communication stream waits on the compute stream, so polling it covers both.
+    TUTTI_CUDA_CHECK(cudaEventRecord(s.ready, s.compute.stream()));
+    TUTTI_CUDA_CHECK(cudaStreamWaitEvent(s.comm_stream, s.ready, 0));
+    wait("synchronize");
   }
 
   nccl_ring(const nccl_ring&) = default;
@@ -253,22 +308,20 @@ class nccl_ring {
     int world = 1;
     cuda_space compute;
     nccl_options options;
+    std::unique_ptr<nccl_group> own_group;  // when the ring was built without a group
     nccl_group* group = nullptr;
-    ncclComm_t comm = nullptr;
+    ncclComm_t comm = nullptr;  // owned by `group`, which aborts or destroys it
+    bool attached = false;
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
     buffer<std::uint64_t, cuda_space> scratch;
+    detail::pinned_host_buffer staging;
     std::uint64_t bytes = 0;
     ~state() {
       scratch = {};
-      if (comm) {
-        if (group && group->aborted())
-          (void)ncclCommAbort(comm);
-        else
-          (void)ncclCommDestroy(comm);
-        if (group) group->detach(rank);
-      }
+      // Destroyed here unless the group aborted it; never both, never twice.
+      if (attached) group->detach(rank);
       if (ready) (void)cudaEventDestroy(ready);
       if (done) (void)cudaEventDestroy(done);
       if (comm_stream) (void)cudaStreamDestroy(comm_stream);
@@ -286,20 +339,23 @@ class nccl_ring {
   }
 
   void host_all_reduce(std::span<double> values, ncclRedOp_t op, const char* what) {
-    check_alive(what);
+    enter(what);
     if (values.empty()) return;
     auto& s = *m_state;
     ensure_scratch(values.size());
     auto* d = reinterpret_cast<double*>(s.scratch.data());
+    auto* h = static_cast<double*>(s.staging.reserve(values.size_bytes()));
+    std::memcpy(h, values.data(), values.size_bytes());
     // Ordered after the compute stream, so a value the host read from it is current everywhere.
     ordered_on_comm_stream([&] {
-      TUTTI_CUDA_CHECK(cudaMemcpyAsync(d, values.data(), values.size_bytes(),
-                                       cudaMemcpyHostToDevice, s.comm_stream));
+      TUTTI_CUDA_CHECK(
+          cudaMemcpyAsync(d, h, values.size_bytes(), cudaMemcpyHostToDevice, s.comm_stream));
       TUTTI_NCCL_CHECK(ncclAllReduce(d, d, values.size(), ncclDouble, op, s.comm, s.comm_stream));
-      TUTTI_CUDA_CHECK(cudaMemcpyAsync(values.data(), d, values.size_bytes(),
-                                       cudaMemcpyDeviceToHost, s.comm_stream));
+      TUTTI_CUDA_CHECK(
+          cudaMemcpyAsync(h, d, values.size_bytes(), cudaMemcpyDeviceToHost, s.comm_stream));
     });
-    wait(s.comm_stream, what);
+    wait(what);
+    std::memcpy(values.data(), h, values.size_bytes());
   }
 
   void ensure_scratch(std::size_t words) {
@@ -308,58 +364,24 @@ class nccl_ring {
       s.scratch = buffer<std::uint64_t, cuda_space>(words, cuda_space(s.comm_stream));
   }
 
-  [[noreturn]] void fail(const std::string& what) {
-    auto& s = *m_state;
-    int failed = -1;
-    std::string why = what;
-    if (s.group) {
-      auto [r, reason] = s.group->failure();
-      failed = r;
-      if (r >= 0) why = "rank " + std::to_string(r) + " failed: " + reason;
-    }
-    throw collective_error(failed,
-                           "tutti::nccl_ring (rank " + std::to_string(s.rank) + "): " + why);
-  }
+  // Counts a collective of this rank; throws if the group was aborted or NCCL reported an
+  // error.
+  void enter(const char* what) { m_state->group->enter(m_state->rank, what); }
 
-  void check_alive(const char* what) {
-    auto& s = *m_state;
-    if (s.group && s.group->aborted()) fail(std::string(what) + ": the group was aborted");
-    ncclResult_t async = ncclSuccess;
-    if (s.comm && ncclCommGetAsyncError(s.comm, &async) == ncclSuccess && async != ncclSuccess &&
-        async != ncclInProgress)
-      fail(std::string(what) + ": NCCL reported " + ncclGetErrorString(async));
-  }
-
-  // Waits for `stream` while watching NCCL's asynchronous errors, the group and the timeout.
-  void wait(cudaStream_t stream, const char* what) {
-    auto& s = *m_state;
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      cudaError_t q = cudaStreamQuery(stream);
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) TUTTI_CUDA_CHECK(q);
-      check_alive(what);
-      if (std::chrono::steady_clock::now() - start > s.options.timeout) {
-        const std::string why = std::string(what) + ": no completion within " +
-                                std::to_string(s.options.timeout.count()) +
-                                " ms; a peer failed or stalled";
-        if (s.group)
-          s.group->abort(s.rank, why);
-        else
-          (void)ncclCommAbort(s.comm), s.comm = nullptr;
-        throw collective_error(-1,
-                               "tutti::nccl_ring (rank " + std::to_string(s.rank) + "): " + why);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+  // Waits for the communication stream while watching NCCL's asynchronous errors, the group and
+  // the timeout; a failure or the timeout aborts every communicator of the group.
+  void wait(const char* what) {
+    m_state->group->wait(m_state->rank, what, m_state->options.timeout);
   }
 
   std::shared_ptr<state> m_state;
 };
 
 /// Runs `f(tutti::nccl_ring&)` on `world_size` GPUs of this process, one thread per GPU
-/// (device = rank), each with its own compute stream (`ring.space()`). When one rank throws, every
-/// communicator is aborted, all threads are joined, and the first rank's exception is rethrown.
+/// (device = rank), each with its own compute stream (`ring.space()`), then waits for each rank's
+/// streams with `options.timeout`. When one rank throws, every communicator is aborted before
+/// that rank's ring is released, all threads are joined, and the first rank's exception is
+/// rethrown.
 template <class F>
 void run_nccl(int world_size, F&& f, nccl_options options = {}) {
   TUTTI_EXPECTS(world_size >= 1, "tutti::run_nccl",
@@ -368,47 +390,45 @@ void run_nccl(int world_size, F&& f, nccl_options options = {}) {
   TUTTI_EXPECTS(devices >= world_size, "tutti::run_nccl",
                 std::to_string(world_size) + " ranks need as many GPUs; " +
                     std::to_string(devices) + " visible (NCCL allows one rank per GPU)");
+  detail::default_nccl_algo();  // before any thread or NCCL reads the environment
   ncclUniqueId id;
   TUTTI_NCCL_CHECK(ncclGetUniqueId(&id));
   nccl_group group(world_size);
-  std::mutex m;
-  std::exception_ptr first;
-  auto body = [&](int rank) {
-    try {
+
+  // One rank's compute stream and ring; the ring goes first, then the stream it uses.
+  class rank_resources {
+   public:
+    rank_resources(const ncclUniqueId& id, int world, int rank, nccl_options options,
+                   nccl_group& group)
+        : m_stream(make_stream(rank)),
+          m_ring(make_ring(id, world, rank, m_stream.get(), options, group)) {}
+    nccl_ring& ring() { return *m_ring; }
+
+   private:
+    struct stream_deleter {
+      void operator()(CUstream_st* s) const { (void)cudaStreamDestroy(s); }
+    };
+    static std::unique_ptr<CUstream_st, stream_deleter> make_stream(int rank) {
       TUTTI_CUDA_CHECK(cudaSetDevice(rank));
-      cudaStream_t stream;
-      TUTTI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      struct stream_guard {
-        cudaStream_t s;
-        ~stream_guard() { (void)cudaStreamDestroy(s); }
-      } guard{stream};
-      nccl_ring ring(id, world_size, rank, cuda_space(stream), options, &group);
-      f(ring);
-      TUTTI_CUDA_CHECK(cudaStreamSynchronize(stream));
-    } catch (const collective_error&) {
-      std::lock_guard lock(m);
-      if (!first) first = std::current_exception();
-      group.abort(rank, "collective error");
-    } catch (const std::exception& e) {
-      {
-        std::lock_guard lock(m);
-        // The original failure wins over the collective errors it causes in other ranks.
-        if (!first || !group.aborted()) first = std::current_exception();
-      }
-      group.abort(rank, e.what());
-    } catch (...) {
-      {
-        std::lock_guard lock(m);
-        if (!first) first = std::current_exception();
-      }
-      group.abort(rank, "unknown exception");
+      cudaStream_t s = nullptr;
+      TUTTI_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      return std::unique_ptr<CUstream_st, stream_deleter>(s);
     }
+    static std::unique_ptr<nccl_ring> make_ring(const ncclUniqueId& id, int world, int rank,
+                                                cudaStream_t stream, nccl_options options,
+                                                nccl_group& group) {
+      return std::make_unique<nccl_ring>(id, world, rank, cuda_space(stream), options, &group);
+    }
+    std::unique_ptr<CUstream_st, stream_deleter> m_stream;
+    std::unique_ptr<nccl_ring> m_ring;
   };
-  std::vector<std::thread> threads;
-  for (int r = 1; r < world_size; ++r) threads.emplace_back(body, r);
-  body(0);
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+
+  detail::run_comm_group(
+      group, [&](int rank) { return rank_resources(id, world_size, rank, options, group); },
+      [&](rank_resources& r) {
+        f(r.ring());
+        r.ring().synchronize();
+      });
 }
 
 }  // namespace tutti
