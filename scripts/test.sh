@@ -37,9 +37,9 @@ if [[ "${CI:-}" == true && -n "${skipped}" ]]; then
   if [[ -n "${TUTTI_ALLOWED_SKIPS:-}" ]]; then
     allowed="${TUTTI_ALLOWED_SKIPS}"
   elif command -v nvidia-smi >/dev/null 2>&1 && [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -ge 1 ]]; then
-    allowed='^cuda: nccl_ring across GPUs'
+    allowed='^cuda/nccl_ring across GPUs'
   else
-    allowed='^cuda: '
+    allowed='^cuda/'
   fi
   unexpected="$(grep -vE "${allowed}" <<<"${skipped}" || true)"
   if [[ -n "${unexpected}" ]]; then

@@ -14,6 +14,10 @@ set(MPI_CXX_SKIP_MPICXX ON)  # tutti uses MPI's C interface only
 find_package(MPI COMPONENTS CXX)
 if(NOT MPI_CXX_FOUND OR NOT MPIEXEC_EXECUTABLE)
   message(STATUS "tutti: MPI tests off (MPI for C++ or mpiexec not found)")
+  # Counted as skipped, never as passed, and never silently absent.
+  add_test(NAME mpi.not_built
+           COMMAND ${CMAKE_COMMAND} -E echo "${tutti_test_skip_line}MPI for C++ or mpiexec not found")
+  set_tests_properties(mpi.not_built PROPERTIES SKIP_REGULAR_EXPRESSION "${tutti_test_skip_line}")
   return()
 endif()
 

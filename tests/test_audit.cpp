@@ -4,6 +4,8 @@
 /// edit is reported at its file and line; coverage faults are found per epoch.
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #if __has_include(<sodium.h>)
 
 #include <tutti/data/audit.hpp>
@@ -357,6 +359,12 @@ TEST_CASE("audit: the writer refuses misuse and never overwrites a trail") {
   const auto rep = tutti::data::verify_audit(dir.path);
   CHECK(reported(rep, "audit-rank-1.jsonl", 0, "missing"));
   CHECK(tutti::data::verify_audit(dir.path / "nothing-here").problems.size() == 1);
+}
+
+#else
+
+TEST_CASE("audit trail: its tests need libsodium") {
+  TUTTI_TEST_SKIP("no <sodium.h> in this build: the audit trail is compiled out");
 }
 
 #endif  // __has_include(<sodium.h>)

@@ -3,6 +3,8 @@
 /// @brief Tests of sealed shards: round trips, every kind of tampering, key files and key scoping.
 #include <doctest/doctest.h>
 
+#include "skip.hpp"
+
 #if __has_include(<sodium.h>)
 
 #include <tutti/data/csv.hpp>
@@ -531,6 +533,12 @@ TEST_CASE("sealed: the decoder and decryptor refuse arbitrary bytes without cras
   // Most random edits of the row block break its structure; some (a label's low bits) do not,
   // which is why the block is authenticated before it is parsed.
   CHECK(refused > 100);
+}
+
+#else
+
+TEST_CASE("sealed shards: their tests need libsodium") {
+  TUTTI_TEST_SKIP("no <sodium.h> in this build: sealed shards are compiled out");
 }
 
 #endif  // __has_include(<sodium.h>)

@@ -302,9 +302,10 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_flag("--overlap", c.overlap,
-               "overlapped reduction: a communication thread per rank reduces buckets of the "
-               "gradient while backward computes the rest (host space; not with "
-               "--sparse-exchange)");
+               "overlapped reduction: buckets of the gradient are reduced while backward "
+               "computes the rest (host ranks: a communication thread per rank; --space cuda: "
+               "nccl_ring's communication stream, more than one rank); not with "
+               "--sparse-exchange");
   app.add_option("--bucket-mb", c.bucket_mb,
                  "bucket size of --overlap in MiB (PyTorch DDP's default is 25)")
       ->check(CLI::Range(1e-5, 1e5))
