@@ -27,7 +27,13 @@ mkdir -p build-gpu/include build-gpu/lib
 inc=/usr/include
 multi="$(gcc -print-multiarch)"
 cp -r "${inc}/doctest" "${inc}/CLI" "${inc}/nlohmann" "${inc}/sodium" build-gpu/include/
-cp "${inc}/sodium.h" "${inc}/zlib.h" "${inc}/${multi}/zconf.h" build-gpu/include/
+cp "${inc}/sodium.h" "${inc}/zlib.h" build-gpu/include/
+for h in "${inc}/zconf.h" "${inc}/${multi}/zconf.h"; do  # where Debian's zlib1g-dev put it
+  if [[ -f "${h}" ]]; then
+    cp "${h}" build-gpu/include/
+    break
+  fi
+done
 cp "${inc}/${multi}/cblas-netlib.h" build-gpu/include/cblas.h
 cp "${inc}/${multi}/cblas_mangling.h" build-gpu/include/
 

@@ -13,7 +13,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
-[[ -d build-gpu/include && -d build-gpu/lib ]] || bash scripts/gpu-prebuild.sh --no-binaries
+bash scripts/gpu-prebuild.sh --no-binaries  # the headers and libraries, as they are carried
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT

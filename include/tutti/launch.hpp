@@ -3,16 +3,13 @@
 /// @brief `tutti::run_local`: runs W ranks as threads of this process, joined by a `local_ring`.
 #pragma once
 
+#include <tutti/detail/rank_threads.hpp>
 #include <tutti/error.hpp>
 #include <tutti/reducers/local_ring.hpp>
 
 #include <algorithm>
 #include <concepts>
-#include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -43,15 +40,8 @@ void run_local(int world_size, F&& f, local_options opt = {}) {
                               : std::max(1, omp_get_max_threads() / world_size);
 #endif
 
-  std::mutex error_mutex;
-  std::exception_ptr first_error;
-  // Recording before aborting guarantees the original exception is first: the collective
-  // errors it causes in other ranks can only start after the abort.
-  const auto fail = [&](int rank, std::exception_ptr error, const std::string& why) {
-    {
-      std::lock_guard lock(error_mutex);
-      if (!first_error) first_error = std::move(error);
-    }
+  detail::first_failure failure;
+  const auto abort = [&](int rank, const std::string& why) {
     group.abort(rank, why);
   };
   const auto run_rank = [&](int rank) {
@@ -62,35 +52,21 @@ void run_local(int world_size, F&& f, local_options opt = {}) {
       local_ring ring(group, rank);
       f(ring);
       group.depart(rank);
-    } catch (const std::exception& e) {
-      fail(rank, std::current_exception(), e.what());
     } catch (...) {
-      fail(rank, std::current_exception(), "an exception not derived from std::exception");
+      failure.record_current(rank, abort);
     }
   };
-
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(world_size - 1));
-  try {
-    for (int rank = 1; rank < world_size; ++rank) threads.emplace_back(run_rank, rank);
-  } catch (const std::exception& e) {
-    // Ranks already started would wait for the missing ones until the timeout.
-    group.abort(-1, std::string("tutti::run_local could not start a rank thread: ") + e.what());
-    for (auto& t : threads) t.join();
-    throw;
-  }
-  {
 #if defined(_OPENMP)
-    // Rank 0 borrows the calling thread; give its OpenMP setting back afterwards.
-    const int caller_threads = omp_get_max_threads();
-    run_rank(0);
-    omp_set_num_threads(caller_threads);
-#else
-    run_rank(0);
+  // Rank 0 borrows the calling thread; give its OpenMP setting back afterwards.
+  const int caller_threads = omp_get_max_threads();
 #endif
-  }
-  for (auto& t : threads) t.join();
-  if (first_error) std::rethrow_exception(first_error);
+  detail::run_rank_threads(world_size, run_rank, [&](const std::string& why) {
+    group.abort(-1, "tutti::run_local " + why);
+  });
+#if defined(_OPENMP)
+  omp_set_num_threads(caller_threads);
+#endif
+  failure.rethrow_if_any();
 }
 
 }  // namespace tutti

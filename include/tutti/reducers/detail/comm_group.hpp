@@ -7,6 +7,7 @@
 /// plugs in NCCL's communicator) are tested with a fake one on machines without a GPU.
 #pragma once
 
+#include <tutti/detail/rank_threads.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -243,25 +244,9 @@ class comm_group {
 /// first rank that failed is rethrown, not the collective errors it caused in the others.
 template <class Comm, class Make, class Work>
 void run_comm_group(comm_group<Comm>& group, Make&& make, Work&& work) {
-  std::mutex error_mutex;
-  std::exception_ptr first_error;
-  // Recording before aborting keeps the original failure first: the collective errors it
-  // causes in the other ranks start only after the abort.
-  const auto fail = [&](int rank, std::exception_ptr error, const std::string& why) {
-    {
-      std::lock_guard lock(error_mutex);
-      if (!first_error) first_error = std::move(error);
-    }
+  first_failure failure;
+  const auto abort = [&](int rank, const std::string& why) {
     group.abort(rank, why);
-  };
-  const auto fail_current = [&](int rank) {
-    try {
-      throw;
-    } catch (const std::exception& e) {
-      fail(rank, std::current_exception(), e.what());
-    } catch (...) {
-      fail(rank, std::current_exception(), "an exception not derived from std::exception");
-    }
   };
   const auto run_rank = [&](int rank) {
     try {
@@ -269,26 +254,15 @@ void run_comm_group(comm_group<Comm>& group, Make&& make, Work&& work) {
       try {
         work(resources);
       } catch (...) {
-        fail_current(rank);  // before `resources` go
+        failure.record_current(rank, abort);  // before `resources` go
       }
     } catch (...) {
-      fail_current(rank);
+      failure.record_current(rank, abort);
     }
   };
-
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(std::max(group.world_size() - 1, 0)));
-  try {
-    for (int rank = 1; rank < group.world_size(); ++rank) threads.emplace_back(run_rank, rank);
-  } catch (const std::exception& e) {
-    // Ranks already started would wait for the missing ones until the timeout.
-    group.abort(-1, std::string("could not start a rank thread: ") + e.what());
-    for (auto& t : threads) t.join();
-    throw;
-  }
-  if (group.world_size() > 0) run_rank(0);
-  for (auto& t : threads) t.join();
-  if (first_error) std::rethrow_exception(first_error);
+  run_rank_threads(group.world_size(), run_rank,
+                   [&](const std::string& why) { group.abort(-1, why); });
+  failure.rethrow_if_any();
 }
 
 }  // namespace tutti::detail
