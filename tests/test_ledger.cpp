@@ -8,6 +8,7 @@
 #include <tutti/ledger/allreduce_bench.hpp>
 #include <tutti/ledger/cost_model.hpp>
 #include <tutti/ledger/links.hpp>
+#include <tutti/ledger/plan_format.hpp>
 #include <tutti/ledger/planner.hpp>
 #include <tutti/ledger/projection.hpp>
 #include <tutti/ledger/report.hpp>
@@ -76,6 +77,18 @@ tutti::projection knee_case(double inter_seconds_per_gradient, double fraction) 
                          .intra = free_link(),
                          .inter = tutti::custom_link(bytes / inter_seconds_per_gradient / 1e9, 0.0),
                          .knee_fraction = fraction});
+}
+
+std::vector<std::string> binding_names(const tutti::plan_result& p) {
+  std::vector<std::string> out;
+  for (const auto& b : p.binding) out.push_back(b.name);
+  return out;
+}
+
+std::vector<std::string> caution_names(const tutti::plan_result& p) {
+  std::vector<std::string> out;
+  for (const auto& c : p.cautions) out.push_back(c.name);
+  return out;
 }
 
 tutti::plan_inputs plan_for(double params, const char* optimizer, double device_memory) {
@@ -694,27 +707,199 @@ TEST_CASE("allreduce bench: any reducer's group, emulated steps and the host's f
   CHECK_THROWS_AS(tutti::measure_available_cores(0), tutti::invalid_argument);
 }
 
-TEST_CASE("planner: N devices whose global batch exceeds the largest safe batch are flagged") {
-  // 512 samples per device (plan_for), weak scaling: 4 devices make a global batch of 2048.
+TEST_CASE("planner: no N whose global batch exceeds the largest safe batch is advised") {
+  // 512 samples per device (plan_for), weak scaling: the 1 h deadline needs 4 devices, a global
+  // batch of 2048. With a largest safe batch of 1024 the planner used to advise those 4 devices
+  // anyway and flag them; now it never advises an N past the limit: 2 devices (1024), the
+  // deadline out of reach within it, both limits named, and the way out (a smaller per-device
+  // batch) in the reason.
   auto in = plan_for(25e6, "sgd", 16e9);
   in.deadline_s = 3600.0;
   in.max_safe_batch = 1024.0;
   const auto p = tutti::make_plan(in);
-  REQUIRE(p.devices == 4);
-  CHECK(p.advised_global_batch == doctest::Approx(2048));
-  CHECK(p.batch_exceeds_safe);
+  REQUIRE(p.wanted_devices.has_value());
+  CHECK(*p.wanted_devices == 4);
+  CHECK(p.verdict == tutti::plan_verdict::data_parallel);
+  REQUIRE(p.devices == 2);
+  CHECK(p.advised_global_batch == doctest::Approx(1024));
+  CHECK_FALSE(p.batch_exceeds_safe);
   CHECK(p.max_devices_within_batch == 2);
   CHECK(p.per_device_batch_within == doctest::Approx(256));
+  CHECK(binding_names(p) == std::vector<std::string>{"deadline_out_of_reach", "max_safe_batch"});
   CHECK(p.batch_answer.find("above the largest safe batch 1024") != std::string::npos);
-  CHECK(p.verdict_text.find("exceeds the largest safe one (1024)") != std::string::npos);
-  CHECK(tutti::plan_to_json(p).find("\"exceeds\": true") != std::string::npos);
-  // Within the limit: said, not flagged; without a limit: no batch answer at all.
+  CHECK(p.batch_answer.find("at most 256 on 4 devices") != std::string::npos);
+  CHECK(p.verdict_text.find("largest safe one (1024)") != std::string::npos);
+  CHECK(p.verdict_text.find("out of reach") != std::string::npos);
+  const auto j = nlohmann::json::parse(tutti::plan_to_json(p));
+  CHECK(j["batch"]["exceeds"] == false);
+  CHECK(j["binding"][1]["name"] == "max_safe_batch");
+  CHECK(j["rows"][2]["beyond"][0] == "max_safe_batch");  // N = 4
+  // Strong scaling keeps the measured 512 per step, within the limit, and meets the deadline on
+  // 4 devices: the plan shows it beside the weak one.
+  REQUIRE(p.other_scaling.has_value());
+  CHECK(p.other_scaling->proj.options.scaling == tutti::scaling_mode::strong);
+  CHECK(p.other_scaling->verdict == tutti::plan_verdict::data_parallel);
+  CHECK(p.other_scaling->devices == 4);
+  CHECK(j["other_scaling"]["devices"] == 4);
+  CHECK(tutti::format_plan(p).find("under strong scaling: data parallel on 4 devices") !=
+        std::string::npos);
+  // Within the limit: said, not binding; without a limit: no batch answer at all.
   in.max_safe_batch = 4096.0;
   const auto ok = tutti::make_plan(in);
+  CHECK(ok.devices == 4);
   CHECK_FALSE(ok.batch_exceeds_safe);
   CHECK(ok.batch_answer.find("within the largest safe batch 4096") != std::string::npos);
+  CHECK(binding_names(ok) == std::vector<std::string>{"deadline"});
   in.max_safe_batch.reset();
   const auto none = tutti::make_plan(in);
   CHECK(none.batch_answer.empty());
   CHECK(tutti::plan_to_json(none).find("\"batch\": null") != std::string::npos);
+  // Without a study the planner cannot know: it says the batch is untested instead.
+  CHECK(caution_names(none) == std::vector<std::string>{"batch_untested"});
+}
+
+TEST_CASE("planner: a job one device finishes in well under a second stays on one device") {
+  // `tutti train --ranks 2 --epochs 2`: 215 607 samples, 2 x 2048 per step, a step of 1.4 ms of
+  // work plus 1 ms of reduce. Weak scaling to 1024 devices has no knee (the reduce is tiny), so
+  // the planner used to advise 1024 devices, a global batch of 2.1 M: ten times the data.
+  tutti::plan_inputs in;
+  in.params = 148501;
+  in.optimizer = "adam";
+  in.epochs = 2;
+  in.step = {.data_s = 0.1e-3,
+             .compute_s = 1.0e-3,
+             .optimizer_s = 0.3e-3,
+             .reduce_total_s = 1.0e-3,
+             .reduce_exposed_s = 1.0e-3,
+             .bytes_reduced = 594120,
+             .global_batch = 4096,
+             .samples_per_epoch = 215607,
+             .world_size = 2};
+  const auto p = tutti::make_plan(in);
+  CHECK(p.one_device_s < 1.0);
+  CHECK_FALSE(p.needs_more_than_one);
+  CHECK(p.verdict == tutti::plan_verdict::one_device);
+  CHECK(p.devices == 1);
+  CHECK(binding_names(p) == std::vector<std::string>{"reasonable_time"});
+  CHECK(p.verdict_text.find("within the reasonable") != std::string::npos);
+  // The data feeds at most 215 607 / 50 = 4312 samples per step: from N = 4 (8192) on, every
+  // row is beyond the limit, and the table and the JSON say so.
+  CHECK(p.max_batch_from_data == doctest::Approx(215607.0 / 50));
+  const auto j = nlohmann::json::parse(tutti::plan_to_json(p));
+  CHECK(j["verdict"] == "one_device");
+  CHECK(j["binding"][0]["name"] == "reasonable_time");
+  CHECK(j["limits"]["min_steps_per_epoch"] == 50.0);
+  CHECK(j["rows"][1]["beyond"].empty());
+  CHECK(j["rows"][2]["beyond"][0] == "min_steps_per_epoch");
+  CHECK(j["rows"].back()["beyond"][0] == "min_steps_per_epoch");
+  CHECK(j["rows"][1]["time_saved_s"].get<double>() > 0.0);
+  CHECK(j["rows"][1]["extra_cost"].get<double>() > 0.0);
+  const std::string text = tutti::format_plan(p);
+  CHECK(text.find("steps/epoch < 50") != std::string::npos);
+  CHECK(text.find("[reasonable_time]") != std::string::npos);
+  CHECK(text.find("under strong scaling:") != std::string::npos);
+
+  // Were 100 ms too long, N = 4 would bring the job within it, but its global batch leaves 26
+  // steps per epoch: 2 devices, the most the data feeds, with that limit named.
+  in.reasonable_s = 0.1;
+  const auto capped = tutti::make_plan(in);
+  CHECK(capped.verdict == tutti::plan_verdict::data_parallel);
+  CHECK(capped.devices == 2);
+  REQUIRE(capped.wanted_devices.has_value());
+  CHECK(*capped.wanted_devices == 4);
+  CHECK(binding_names(capped) ==
+        std::vector<std::string>{"reasonable_time", "min_steps_per_epoch"});
+  CHECK(capped.verdict_text.find("keep at least 50 steps per epoch") != std::string::npos);
+  // Without the steps-per-epoch limit, those 4 devices.
+  in.min_steps_per_epoch = 0;
+  CHECK(tutti::make_plan(in).devices == 4);
+  in.reasonable_s = 0;
+  CHECK_THROWS_AS(tutti::make_plan(in), tutti::invalid_argument);
+}
+
+TEST_CASE("planner: the classic case of docs/ledger.md") {
+  // 2e9 fp32 parameters, sgd, a 32 GB device; 35 samples per 1.26 s step on one GPU (100 000
+  // samples an hour), 2 M samples, PCIe Gen3, 8 devices a node, 3 per device-hour.
+  tutti::plan_inputs in;
+  in.params = 2e9;
+  in.optimizer = "sgd";
+  in.device_memory_bytes = 32e9;
+  in.epochs = 1;
+  in.deadline_s = 10 * 3600.0;
+  in.step = {.compute_s = 1.26,
+             .bytes_reduced = 8e9,
+             .global_batch = 35,
+             .samples_per_epoch = 2e6,
+             .world_size = 1};
+  in.projection.max_devices = 8;
+  in.projection.intra = tutti::find_link("pcie3");
+  in.projection.inter = tutti::find_link("pcie3");
+  in.projection.price_per_device_hour = 3;
+  in.projection.exposed_ratio = 1.0;
+  const auto p = tutti::make_plan(in);
+  CHECK(p.one_device_samples_per_s * 3600 == doctest::Approx(100000).epsilon(0.001));
+  CHECK(p.proj.row(4)->samples_per_s * 3600 == doctest::Approx(249000).epsilon(0.002));
+  CHECK(p.proj.row(4)->speedup == doctest::Approx(2.49).epsilon(0.002));
+  // 20 h on one device, past the 10 h deadline; 4 devices (8.0 h) are the fewest within it,
+  // past the knee at 2: the deadline binds, the knee is a caution.
+  CHECK(p.verdict == tutti::plan_verdict::data_parallel);
+  CHECK(p.devices == 4);
+  CHECK(p.verdict_text ==
+        "data parallel on 4 devices: the fewest that finish within 10.0 h (8.0 h)");
+  CHECK(binding_names(p) == std::vector<std::string>{"deadline"});
+  CHECK(caution_names(p) == std::vector<std::string>{"past_knee", "batch_untested"});
+  // 140 samples per step leave 14 286 steps per epoch: the data is no limit here.
+  CHECK(p.proj.row(8)->global_batch < p.max_batch_from_data);
+
+  // Without the deadline 20 h is longer than the reasonable hour, but the second device adds
+  // only 43% of one device's throughput: one device, the knee named.
+  in.deadline_s.reset();
+  const auto nodl = tutti::make_plan(in);
+  CHECK(nodl.needs_more_than_one);
+  CHECK(nodl.verdict == tutti::plan_verdict::one_device);
+  CHECK(nodl.verdict_text ==
+        "one device: a second one would add less than 50% of a device's "
+        "throughput");
+  CHECK(binding_names(nodl) == std::vector<std::string>{"reasonable_time", "knee"});
+}
+
+TEST_CASE("planner: a long job with plenty of data per step on good links goes data parallel") {
+  // 25 M parameters (100 MB of gradients), 0.5 s per step of 256 samples, 50 M samples x 2
+  // epochs: 54 h on one device. NVLink 4 inside a node, NDR InfiniBand between nodes: the reduce
+  // is a few ms against a 0.5 s step, no knee up to 1024.
+  tutti::plan_inputs in;
+  in.params = 25e6;
+  in.optimizer = "adamw";
+  in.epochs = 2;
+  in.step = {.compute_s = 0.5,
+             .bytes_reduced = 100e6,
+             .global_batch = 256,
+             .samples_per_epoch = 50e6,
+             .world_size = 1};
+  in.projection.intra = tutti::find_link("nvlink4");
+  in.projection.inter = tutti::find_link("ib_ndr");
+  const auto p = tutti::make_plan(in);
+  CHECK(p.one_device_s > 50 * 3600.0);
+  CHECK_FALSE(p.proj.knee.has_value());
+  // The fewest devices that bring the job within the reasonable hour: 64 (32 take 1.7 h).
+  CHECK(p.verdict == tutti::plan_verdict::data_parallel);
+  REQUIRE(p.devices == 64);
+  const auto* row = p.proj.row(p.devices);
+  CHECK(2 * row->epoch_s <= 3600.0);
+  CHECK(2 * p.proj.row(32)->epoch_s > 3600.0);
+  CHECK(row->efficiency > 0.95);
+  CHECK(row->global_batch <= p.max_batch_from_data);
+  CHECK(row->steps_per_epoch >= 50);
+  CHECK(binding_names(p) == std::vector<std::string>{"reasonable_time"});
+  CHECK(p.verdict_text.find("data parallel on 64 devices: the fewest that bring the job within") !=
+        std::string::npos);
+  // 64 x 256 = 16 384 per step is 64x what was measured: untested without a study.
+  CHECK(caution_names(p) == std::vector<std::string>{"batch_untested"});
+  // A study that says 8192 is the largest safe batch stops it at 32 devices, and says so.
+  in.max_safe_batch = 8192.0;
+  const auto safe = tutti::make_plan(in);
+  CHECK(safe.devices == 32);
+  CHECK(safe.advised_global_batch == doctest::Approx(8192));
+  CHECK(binding_names(safe) == std::vector<std::string>{"reasonable_time", "max_safe_batch"});
+  CHECK(safe.cautions.empty());
 }

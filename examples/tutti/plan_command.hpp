@@ -4,6 +4,7 @@
 
 #include <tutti/error.hpp>
 #include <tutti/ledger/links.hpp>
+#include <tutti/ledger/plan_format.hpp>
 #include <tutti/ledger/planner.hpp>
 #include <tutti/ledger/projection.hpp>
 #include <tutti/ledger/report.hpp>
@@ -37,6 +38,8 @@ struct plan_config {
   std::string samples;
   double epochs = 0;  // 0: from --from, else 1
   std::string deadline;
+  double reasonable_hours = 1.0;      // without a deadline: a job worth no more devices
+  double min_steps_per_epoch = 50.0;  // the global batch is at most samples per epoch / this
   double step_ms = 0;
   std::string batch;
   std::string link;
@@ -84,13 +87,23 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
       ->check(CLI::PositiveNumber);
   app.add_option("--deadline", c.deadline,
                  "time the training must fit in: 12h, 90m, 2d, 3600s (a bare number is hours)");
+  app.add_option("--reasonable-hours", c.reasonable_hours,
+                 "without --deadline: a job one device finishes within this many hours stays on "
+                 "one device; a longer one takes the fewest devices that bring it within, never "
+                 "past the knee")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--min-steps-per-epoch", c.min_steps_per_epoch,
+                 "no N is advised whose global batch leaves fewer steps per epoch (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   auto* step = app.add_option("--step-ms", c.step_ms,
                               "milliseconds of one training step on one device at --batch")
                    ->check(CLI::PositiveNumber);
   auto* batch = app.add_option("--batch", c.batch, "samples per step on one device (256, 4k)");
   app.add_option("--max-safe-batch", c.max_safe_batch,
                  "the largest global batch that keeps the model's accuracy (e.g. from tutti "
-                 "study large-batch); the plan says when its N devices exceed it");
+                 "study large-batch); the plan advises no N whose global batch exceeds it");
   app.add_option("--study", c.study,
                  "take --max-safe-batch from a `tutti study large-batch --json` report: the "
                  "largest batch whose best recipe stays within 1% of the smallest batch's metric")
@@ -446,6 +459,8 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     TUTTI_EXPECTS(*in.deadline_s > 0, "tutti plan", "--deadline must be positive");
   }
   in.epochs = c.epochs > 0 ? c.epochs : rep ? rep->epochs : 1.0;
+  in.reasonable_s = c.reasonable_hours * 3600.0;
+  in.min_steps_per_epoch = c.min_steps_per_epoch;
   if (!c.max_safe_batch.empty())
     in.max_safe_batch = plan_detail::parse_count("--max-safe-batch", c.max_safe_batch);
   if (!c.study.empty()) in.max_safe_batch = plan_detail::study_safe_batch(c.study);
@@ -535,6 +550,9 @@ inline int run_plan(const plan_config& c) {
     if (!c.from.empty())
       rep.measured.push_back({in.step.world_size, in.step.global_batch / in.step.step_s()});
     rep.notes.push_back("verdict: " + r.verdict_text);
+    if (r.other_scaling)
+      rep.notes.push_back("under " + std::string(to_string(r.other_scaling->proj.options.scaling)) +
+                          " scaling: " + r.other_scaling->verdict_text);
     for (const auto& reason : r.reasons) rep.notes.push_back("- " + reason);
     if (r.proj.rows.empty())
       rep.notes.push_back(

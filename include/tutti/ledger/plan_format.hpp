@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ledger/plan_format.hpp
+/// @brief The plan as `tutti plan` prints it (`format_plan`, with the whole job on each N) and as
+/// JSON (`plan_to_json`).
+#pragma once
+
+#include <tutti/ledger/detail/format.hpp>
+#include <tutti/ledger/detail/plan_verdict.hpp>
+#include <tutti/ledger/plan_types.hpp>
+#include <tutti/ledger/projection.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace tutti {
+
+/// The whole job on each N of `p` as a text table: global batch, steps per epoch, the job's
+/// time, the time it saves and the money it costs against one device (whose job takes `one_s`),
+/// the limits the row is beyond, and `*` on the advised N.
+inline std::string format_plan_job_table(const plan_inputs& in, const projection& p, double one_s,
+                                         int advised) {
+  namespace f = detail::ledger_impl;
+  const double price = p.options.price_per_device_hour;
+  const double one_cost = one_s / 3600.0 * price;
+  std::string out = f::sfmt("  %7s %12s %11s %10s %10s %11s %11s  %s\n", "devices", "global batch",
+                            "steps/epoch", "job", "saved", "job cost", "extra cost", "beyond");
+  for (const auto& x : p.rows) {
+    std::string beyond;
+    for (const auto& name : f::row_limits(in, p, x)) {
+      if (!beyond.empty()) beyond += ", ";
+      beyond += name == "min_steps_per_epoch" ? f::sfmt("steps/epoch < %g", in.min_steps_per_epoch)
+                : name == "max_safe_batch"    ? f::sfmt("batch > %.0f", *in.max_safe_batch)
+                                              : std::string("the knee");
+    }
+    const double job = in.epochs * x.epoch_s;
+    const double cost = in.epochs * x.cost_per_epoch;
+    std::string line =
+        f::sfmt("%s %7d %12s %11.0f %10s %10s %11s %11s  %s", x.devices == advised ? "*" : " ",
+                x.devices, f::count_text(x.global_batch).c_str(), x.steps_per_epoch,
+                f::duration_text(job).c_str(), f::signed_duration(one_s - job).c_str(),
+                f::figure(cost).c_str(), f::figure(cost - one_cost).c_str(), beyond.c_str());
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += f::sfmt(
+      "(the whole job, %g epoch%s, %s scaling; saved and extra cost against one device; beyond: "
+      "the limits a row exceeds; * the advised N)\n",
+      in.epochs, in.epochs == 1 ? "" : "s", to_string(p.options.scaling));
+  return out;
+}
+
+/// The plan as the text report `tutti plan` prints: the inputs, the three questions with
+/// their numbers, the projection table, each N's time saved and money spent, the other scaling
+/// mode's verdict when it differs, the verdict and its reasons.
+inline std::string format_plan(const plan_result& r) {
+  using detail::ledger_impl::sfmt;
+  const plan_inputs& in = r.inputs;
+  const measured_step& s = in.step;
+  std::string out = "tutti plan\n";
+  out += sfmt("  model: %s parameters x %g B, %s; activations %s per device\n",
+              detail::ledger_impl::count_text(in.params).c_str(), in.bytes_per_param,
+              in.optimizer.c_str(), detail::ledger_impl::bytes_text(in.activation_bytes).c_str());
+  out += sfmt(
+      "  step (one device of a %d-device run): %s = data %s + compute %s + optimizer %s + reduce "
+      "%s exposed of %s; %g samples per device; %s reduced per step\n",
+      s.world_size, detail::ledger_impl::duration_text(s.step_s()).c_str(),
+      detail::ledger_impl::duration_text(s.data_s).c_str(),
+      detail::ledger_impl::duration_text(s.compute_s).c_str(),
+      detail::ledger_impl::duration_text(s.optimizer_s).c_str(),
+      detail::ledger_impl::duration_text(s.reduce_exposed_s).c_str(),
+      detail::ledger_impl::duration_text(s.reduce_total_s).c_str(), s.per_device_batch(),
+      detail::ledger_impl::bytes_text(s.bytes_reduced).c_str());
+  out += "  topology: " + detail::ledger_impl::topology_text(in.projection) + "\n";
+  out += sfmt("  price: %g per device-hour%s\n", in.projection.price_per_device_hour,
+              in.projection.price_per_device_hour == 1.0 ? " (cost columns = device-hours)" : "");
+  out += "\n1. Does the model fit on one device?\n   " + r.fit_answer + "\n";
+  out += "\n2. Is there enough data to need more than one device?\n   " + r.data_answer + "\n";
+  out += "\n3. What does the topology let N devices buy?\n   " + r.topology_answer + "\n";
+  if (!r.proj.rows.empty()) {
+    out += "\n" + format_projection_table(r.proj);
+    out += sfmt("\nlimits: at least %g steps per epoch (a global batch of at most %s)",
+                in.min_steps_per_epoch,
+                detail::ledger_impl::count_text(r.max_batch_from_data).c_str());
+    if (in.max_safe_batch) out += sfmt("; the largest safe batch %.0f", *in.max_safe_batch);
+    if (!in.deadline_s)
+      out += "; no deadline, so a job is reasonable within " +
+             detail::ledger_impl::duration_text(in.reasonable_s);
+    out += "\n" + format_plan_job_table(in, r.proj, r.one_device_s, r.devices);
+  }
+  if (r.other_scaling) {
+    const plan_alternative& a = *r.other_scaling;
+    out +=
+        sfmt("\nunder %s scaling: %s\n", to_string(a.proj.options.scaling), a.verdict_text.c_str());
+    out += format_plan_job_table(in, a.proj, a.one_device_s, a.devices);
+  }
+  out += "\nverdict: " + r.verdict_text + "\n";
+  for (const auto& reason : r.reasons) out += "  - " + reason + "\n";
+  return out;
+}
+
+namespace detail::ledger_impl {
+
+inline std::string reasons_json(const std::vector<plan_reason>& v) {
+  std::string j = "[";
+  for (std::size_t i = 0; i < v.size(); ++i)
+    j += std::string(i ? ", " : "") + "{\"name\": " + json_string(v[i].name) +
+         ", \"text\": " + json_string(v[i].text) + "}";
+  return j + "]";
+}
+
+// A row's whole-job fields: per_device_batch, steps_per_epoch, job_s, time_saved_s, job_cost,
+// extra_cost, beyond[] (the limits it exceeds).
+inline std::string job_json(const plan_inputs& in, const projection& p, const projection_row& x,
+                            double one_s) {
+  const double price = p.options.price_per_device_hour;
+  std::string beyond = "[";
+  for (const auto& name : row_limits(in, p, x))
+    beyond += std::string(beyond.size() > 1 ? ", " : "") + json_string(name);
+  return ", \"per_device_batch\": " + json_number(x.per_device_batch) +
+         ", \"steps_per_epoch\": " + json_number(x.steps_per_epoch) +
+         ", \"job_s\": " + json_number(in.epochs * x.epoch_s) +
+         ", \"time_saved_s\": " + json_number(one_s - in.epochs * x.epoch_s) +
+         ", \"job_cost\": " + json_number(in.epochs * x.cost_per_epoch) +
+         ", \"extra_cost\": " + json_number(in.epochs * x.cost_per_epoch - one_s / 3600.0 * price) +
+         ", \"beyond\": " + beyond + "]";
+}
+
+}  // namespace detail::ledger_impl
+
+/// The plan as JSON: {verdict, devices, verdict_text, reasons[], binding[{name, text}],
+/// cautions[{name, text}], limits{reasonable_s, min_steps_per_epoch, max_batch_from_data,
+/// max_safe_batch, wanted_devices}, batch, questions{fits, data, topology}, rows[{devices, nodes,
+/// algorithm, global_batch, step_s, samples_per_s, speedup, efficiency, reduce_total_s,
+/// reduce_exposed_s, threads_per_rank, host_factor, sync_s, epoch_s, device_hours_per_epoch,
+/// cost_per_epoch, marginal_cost, per_device_batch, steps_per_epoch, job_s, time_saved_s,
+/// job_cost, extra_cost, beyond[]}], other_scaling{scaling, verdict, devices, verdict_text,
+/// binding[], one_device_s, rows[{devices, global_batch, ...whole-job fields}]}, knee,
+/// last_worthwhile, deadline_met_at}. Infinite marginal costs and absent values are null.
+inline std::string plan_to_json(const plan_result& r) {
+  using detail::ledger_impl::json_number;
+  using detail::ledger_impl::json_string;
+  const auto opt_int = [](const std::optional<int>& v) {
+    return v ? std::to_string(*v) : std::string("null");
+  };
+  const plan_inputs& in = r.inputs;
+  std::string j = "{\n";
+  j += "  \"verdict\": " + json_string(to_string(r.verdict)) + ",\n";
+  j += "  \"devices\": " + std::to_string(r.devices) + ",\n";
+  j += "  \"verdict_text\": " + json_string(r.verdict_text) + ",\n";
+  j += "  \"reasons\": [";
+  for (std::size_t i = 0; i < r.reasons.size(); ++i)
+    j += (i ? ", " : "") + json_string(r.reasons[i]);
+  j += "],\n  \"binding\": " + detail::ledger_impl::reasons_json(r.binding);
+  j += ",\n  \"cautions\": " + detail::ledger_impl::reasons_json(r.cautions);
+  j += ",\n  \"limits\": {\"reasonable_s\": " + json_number(in.reasonable_s) +
+       ", \"min_steps_per_epoch\": " + json_number(in.min_steps_per_epoch) +
+       ", \"max_batch_from_data\": " + json_number(r.max_batch_from_data) +
+       ", \"max_safe_batch\": " + (in.max_safe_batch ? json_number(*in.max_safe_batch) : "null") +
+       ", \"wanted_devices\": " + opt_int(r.wanted_devices) + "}";
+  j += ",\n  \"batch\": ";
+  if (in.max_safe_batch)
+    j += "{\"max_safe_batch\": " + json_number(*in.max_safe_batch) +
+         ", \"global_batch\": " + json_number(r.advised_global_batch) +
+         ", \"exceeds\": " + (r.batch_exceeds_safe ? "true" : "false") +
+         ", \"max_devices_within\": " + std::to_string(r.max_devices_within_batch) +
+         ", \"per_device_batch_within\": " + json_number(r.per_device_batch_within) +
+         ", \"answer\": " + json_string(r.batch_answer) + "}";
+  else
+    j += "null";
+  j += ",\n  \"questions\": {\n";
+  j += "    \"fits\": {\"answer\": " + json_string(r.fit_answer) +
+       ", \"fits\": " + (r.fits ? "true" : "false") +
+       ", \"parameter_bytes\": " + json_number(r.parameter_bytes) +
+       ", \"gradient_bytes\": " + json_number(r.gradient_bytes) +
+       ", \"optimizer_bytes\": " + json_number(r.optimizer_bytes) +
+       ", \"activation_bytes\": " + json_number(r.activation_bytes) +
+       ", \"memory_bytes\": " + json_number(r.memory_bytes) +
+       ", \"device_memory_bytes\": " + json_number(in.device_memory_bytes) + "},\n";
+  j += "    \"data\": {\"answer\": " + json_string(r.data_answer) +
+       ", \"needs_more_than_one\": " + (r.needs_more_than_one ? "true" : "false") +
+       ", \"one_device_samples_per_s\": " + json_number(r.one_device_samples_per_s) +
+       ", \"one_device_s\": " + json_number(r.one_device_s) +
+       ", \"deadline_s\": " + (in.deadline_s ? json_number(*in.deadline_s) : "null") +
+       ", \"reasonable_s\": " + json_number(in.reasonable_s) +
+       ", \"samples_per_epoch\": " + json_number(in.step.samples_per_epoch) +
+       ", \"epochs\": " + json_number(in.epochs) + "},\n";
+  const projection_options& o = in.projection;
+  j += "    \"topology\": {\"answer\": " + json_string(r.topology_answer) +
+       ", \"devices_per_node\": " + std::to_string(o.devices_per_node) +
+       ", \"intra\": " + link_profile_json(o.intra) + ", \"inter\": " + link_profile_json(o.inter) +
+       ", \"nics_per_node\": " + std::to_string(o.nics_per_node) +
+       ", \"scaling\": " + json_string(to_string(o.scaling)) +
+       ", \"exposed_ratio\": " + json_number(r.proj.exposed_ratio) +
+       ", \"price_per_device_hour\": " + json_number(o.price_per_device_hour) +
+       ", \"knee_fraction\": " + json_number(o.knee_fraction) + ", \"shared_host\": " +
+       (o.host.enabled()
+            ? "{\"cores\": " + json_number(o.host.cores) + ", \"available_cores\": " +
+                  json_number(o.host.available()) + ", \"measured_threads\": " +
+                  json_number(o.host.measured_threads > 0
+                                  ? o.host.measured_threads
+                                  : o.host.threads_per_rank(
+                                        std::min(in.step.world_size, o.devices_per_node))) +
+                  ", \"thread_speedup\": {\"data\": " + json_number(o.host.thread_speedup.data) +
+                  ", \"compute\": " + json_number(o.host.thread_speedup.compute) +
+                  ", \"optimizer\": " + json_number(o.host.thread_speedup.optimizer) + "}" +
+                  ", \"sync_s\": " + json_number(o.host.sync_s) + "}"
+            : std::string("null")) +
+       "}\n  },\n";
+  j += "  \"rows\": [";
+  for (std::size_t i = 0; i < r.proj.rows.size(); ++i) {
+    const projection_row& x = r.proj.rows[i];
+    j += std::string(i ? "," : "") + "\n    {\"devices\": " + std::to_string(x.devices) +
+         ", \"nodes\": " + std::to_string(x.nodes) +
+         ", \"algorithm\": " + json_string(to_string(x.algorithm)) +
+         ", \"global_batch\": " + json_number(x.global_batch) +
+         ", \"step_s\": " + json_number(x.step_s) +
+         ", \"samples_per_s\": " + json_number(x.samples_per_s) +
+         ", \"speedup\": " + json_number(x.speedup) +
+         ", \"efficiency\": " + json_number(x.efficiency) +
+         ", \"reduce_total_s\": " + json_number(x.reduce_total_s) +
+         ", \"reduce_exposed_s\": " + json_number(x.reduce_exposed_s) +
+         ", \"threads_per_rank\": " + json_number(x.threads_per_rank) +
+         ", \"host_factor\": " + json_number(x.host_factor) +
+         ", \"sync_s\": " + json_number(x.sync_s) + ", \"epoch_s\": " + json_number(x.epoch_s) +
+         ", \"device_hours_per_epoch\": " + json_number(x.device_hours_per_epoch) +
+         ", \"cost_per_epoch\": " + json_number(x.cost_per_epoch) +
+         ", \"marginal_cost\": " + json_number(x.marginal_cost) +
+         detail::ledger_impl::job_json(in, r.proj, x, r.one_device_s) + "}";
+  }
+  j += r.proj.rows.empty() ? "],\n" : "\n  ],\n";
+  j += "  \"other_scaling\": ";
+  if (r.other_scaling) {
+    const plan_alternative& a = *r.other_scaling;
+    j += "{\"scaling\": " + json_string(to_string(a.proj.options.scaling)) +
+         ", \"verdict\": " + json_string(to_string(a.verdict)) +
+         ", \"devices\": " + std::to_string(a.devices) +
+         ", \"verdict_text\": " + json_string(a.verdict_text) +
+         ", \"binding\": " + detail::ledger_impl::reasons_json(a.binding) +
+         ", \"one_device_s\": " + json_number(a.one_device_s) + ", \"rows\": [";
+    for (std::size_t i = 0; i < a.proj.rows.size(); ++i) {
+      const projection_row& x = a.proj.rows[i];
+      j += std::string(i ? ", " : "") + "{\"devices\": " + std::to_string(x.devices) +
+           ", \"global_batch\": " + json_number(x.global_batch) +
+           ", \"step_s\": " + json_number(x.step_s) + ", \"speedup\": " + json_number(x.speedup) +
+           detail::ledger_impl::job_json(in, a.proj, x, a.one_device_s) + "}";
+    }
+    j += "]}";
+  } else
+    j += "null";
+  j += ",\n";
+  j += "  \"knee\": " + opt_int(r.proj.knee) + ",\n";
+  j += "  \"last_worthwhile\": " +
+       (r.proj.rows.empty() ? std::string("null") : std::to_string(r.proj.last_worthwhile)) + ",\n";
+  j += "  \"deadline_met_at\": " + opt_int(r.deadline_met_at) + "\n}\n";
+  return j;
+}
+
+}  // namespace tutti
