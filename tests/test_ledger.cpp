@@ -709,10 +709,9 @@ TEST_CASE("allreduce bench: any reducer's group, emulated steps and the host's f
 
 TEST_CASE("planner: no N whose global batch exceeds the largest safe batch is advised") {
   // 512 samples per device (plan_for), weak scaling: the 1 h deadline needs 4 devices, a global
-  // batch of 2048. With a largest safe batch of 1024 the planner used to advise those 4 devices
-  // anyway and flag them; now it never advises an N past the limit: 2 devices (1024), the
-  // deadline out of reach within it, both limits named, and the way out (a smaller per-device
-  // batch) in the reason.
+  // batch of 2048. With a largest safe batch of 1024 no N past the limit is advised: 2 devices
+  // (1024), the deadline out of reach within it, both limits named, and the way out (a smaller
+  // per-device batch) in the reason.
   auto in = plan_for(25e6, "sgd", 16e9);
   in.deadline_s = 3600.0;
   in.max_safe_batch = 1024.0;
@@ -761,7 +760,7 @@ TEST_CASE("planner: no N whose global batch exceeds the largest safe batch is ad
 TEST_CASE("planner: a job one device finishes in well under a second stays on one device") {
   // `tutti train --ranks 2 --epochs 2`: 215 607 samples, 2 x 2048 per step, a step of 1.4 ms of
   // work plus 1 ms of reduce. Weak scaling to 1024 devices has no knee (the reduce is tiny), so
-  // the planner used to advise 1024 devices, a global batch of 2.1 M: ten times the data.
+  // the knee alone would allow 1024 devices, a global batch of 2.1 M: ten times the data.
   tutti::plan_inputs in;
   in.params = 148501;
   in.optimizer = "adam";

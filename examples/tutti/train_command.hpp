@@ -2,6 +2,7 @@
 // `tutti train`: options, run-time choice of policies, the epoch table and the JSON report.
 #pragma once
 
+#include "progress.hpp"
 #include "run_policies.hpp"
 
 #include <tutti/data/clean.hpp>
@@ -97,6 +98,7 @@ struct train_config {
   std::string log;
   std::size_t log_every = 0;
   bool quiet = false;
+  bool progress = false;           // the progress line even when stderr is not a terminal
   std::string space = "host";      // host, or cuda in a build compiled by nvcc
   std::string nonfinite = "skip";  // skip, stop or off
   std::size_t replica_check_every = 0;
@@ -222,7 +224,10 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--log", c.log, "write per-rank JSON-lines step records to this file");
   app.add_option("--log-every", c.log_every, "steps between log records (0: once per epoch)")
       ->capture_default_str();
-  app.add_flag("--quiet", c.quiet, "print only the final line");
+  app.add_flag("--quiet", c.quiet, "print only the final line (no progress line either)");
+  app.add_flag("--progress", c.progress,
+               "show the progress line (epoch, share done, samples/s, ETA) on stderr even when it "
+               "is not a terminal, a line every 5 s; on a terminal it is on by default");
   app.add_option("--space", c.space, "execution space: host, or cuda (GPU build)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
@@ -355,32 +360,6 @@ inline void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }
-
-/// Draws a progress bar on stderr when it is a terminal; silent otherwise.
-class progress_bar {
- public:
-  progress_bar() : m_enabled(::isatty(2) == 1) {}
-  void update(const step_progress& p) {
-    if (!m_enabled) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (p.step + 1 != p.steps && now - m_last < std::chrono::milliseconds(100)) return;
-    m_last = now;
-    constexpr int width = 30;
-    const double frac = double(p.global_step + 1) / double(p.total_steps);
-    const int filled = static_cast<int>(frac * width);
-    std::fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  epoch %zu  step %zu/%zu  lr %.3g ", filled,
-                 "==============================", width - filled, "", 100 * frac, p.epoch + 1,
-                 p.step + 1, p.steps, p.lr);
-    std::fflush(stderr);
-  }
-  void clear() {
-    if (m_enabled) std::fprintf(stderr, "\r%*s\r", 78, "");
-  }
-
- private:
-  bool m_enabled;
-  std::chrono::steady_clock::time_point m_last{};
-};
 
 namespace detail {
 
@@ -654,7 +633,7 @@ inline nonfinite_policy parse_nonfinite(const std::string& name) {
 /// mean)` builds the model with the training labels' mean as its initial bias.
 template <class Space, class MakeModel, class Reducer>
 void train_rank(const train_config& c, const loaded_data& leader, MakeModel make_model,
-                const Space& space, Reducer reducer, json_lines_log* log, progress_bar& bar,
+                const Space& space, Reducer reducer, json_lines_log* log, progress_line& bar,
                 run_output& out) {
   const int rank = reducer.rank();
   std::optional<loaded_data> own;
@@ -750,7 +729,7 @@ inline std::chrono::milliseconds timeout_of(const train_config& c) {
 /// Runs the ranks of this process on `Space`; `make_model(space, mean)` builds one rank's model.
 template <class Space, class MakeModel>
 void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model,
-               json_lines_log* log, progress_bar& bar, run_output& out) {
+               json_lines_log* log, progress_line& bar, run_output& out) {
   if constexpr (std::is_same_v<Space, host_space>) {
     // With --compress bf16 the reducer is wrapped: gradients travel as bfloat16.
     auto train_with = [&](auto reducer) {
@@ -952,7 +931,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   }
   json_lines_log* log_ptr = log ? &*log : nullptr;
 
-  progress_bar bar;
+  progress_line bar(c.progress, c.quiet, c.batch);
   detail::run_output out;
   const std::int32_t users = d.all.n_users(), items = d.all.n_items();
   auto train_on = [&]<class Space>(Space*) {

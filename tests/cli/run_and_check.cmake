@@ -148,6 +148,35 @@ elseif(CASE STREQUAL "bench")
   else()
     message(STATUS "tutti bench allreduce --reducer nccl -> ${err}")
   endif()
+elseif(CASE STREQUAL "progress")
+  # The progress line: with --progress and stderr a file, rank 0 writes plain lines naming the
+  # epoch, the share done, samples/s and the time left, and every epoch ends with one; never on
+  # stdout or in the JSON report; without --progress (stderr not a terminal) or with --quiet,
+  # none.
+  execute_process(COMMAND ${TUTTI} train --progress --epochs 2 --ranks 2 --json ${WORK}/p.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti train --progress exited ${rc}\n${out}\n${err}")
+  endif()
+  foreach(epoch 1 2)
+    if(NOT err MATCHES "progress: epoch ${epoch}/2, +[0-9.]+% done, [0-9.e+]+ samples/s, ETA [0-9]")
+      message(FATAL_ERROR "--progress: no progress line for epoch ${epoch} on stderr:\n${err}")
+    endif()
+  endforeach()
+  if(NOT err MATCHES "progress: epoch 2/2, 100.0% done")
+    message(FATAL_ERROR "--progress: the last line does not say 100.0% done:\n${err}")
+  endif()
+  file(READ ${WORK}/p.json j)
+  if(out MATCHES "progress:" OR j MATCHES "progress:")
+    message(FATAL_ERROR "--progress: the progress line reached stdout or the JSON report")
+  endif()
+  foreach(args "--epochs;1" "--epochs;1;--progress;--quiet")
+    execute_process(COMMAND ${TUTTI} train ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                    ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0 OR err MATCHES "progress:" OR out MATCHES "progress:")
+      message(FATAL_ERROR "tutti train ${args}: exit ${rc}; expected no progress line:\n${err}")
+    endif()
+  endforeach()
 elseif(CASE STREQUAL "quarantine")
   # A dirty file trains with exact counts by reason, and the quarantine file holds exactly the
   # rejected lines: rows_read = rows_used + rows_rejected.
