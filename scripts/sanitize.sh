@@ -61,10 +61,10 @@ SUPP
 
 run_tsan() {
   build_job tsan "-fsanitize=thread" || return 1
-  # The threaded tests: every test file that runs ranks as threads (run_local, local_ring or
-  # std::thread), so a new one joins this job by itself.
+  # The threaded tests: every test file that runs ranks as threads (run_local, local_ring,
+  # run_comm_group or std::thread), so a new one joins this job by itself.
   local files
-  files=$(grep -l -E 'run_local|local_ring|std::thread' "${root}"/tests/test_*.cpp |
+  files=$(grep -l -E 'run_local|local_ring|run_comm_group|std::thread' "${root}"/tests/test_*.cpp |
     sed 's|.*/|*|' | paste -sd, -)
   echo "== sanitize: tsan runs ${files}"
   # libgomp is not built with ThreadSanitizer, so TSan cannot see the barrier that ends an
