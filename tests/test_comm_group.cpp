@@ -260,14 +260,13 @@ TEST_CASE("comm_group: a rank that never starts a collective ends every rank by 
   fake_world world(w);
   fake_group group(w, "test_ring");
   seen_errors seen(w);
-  std::string late_error;
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(
       run(group, world, 200ms,
           [&](fake_rank& r) {
             r.collective();
             if (r.rank() == late) {
-              // Stuck until the others gave up (at most 10 s, so a bug cannot hang).
+              // Stuck until the others gave up (at most 120 s, so a bug cannot hang).
               while (!group.aborted() && std::chrono::steady_clock::now() - start < 120s)
                 std::this_thread::sleep_for(1ms);
             }
