@@ -23,11 +23,33 @@ struct run_schedule {
   }
 };
 
-/// A `tutti::optimizer` chosen by name: sgd, adam, lars or lamb.
+/// A `tutti::optimizer` chosen by name: sgd, adam, lars, lamb, or the row-sparse lazy-adam,
+/// rowwise-adagrad and row-sparse-sgd.
 struct run_optimizer {
-  std::variant<sgd, adam, lars, lamb> chosen;
+  std::variant<sgd, adam, lars, lamb, lazy_adam, rowwise_adagrad, row_sparse_sgd> chosen;
   std::size_t state_size(std::size_t n) const {
     return std::visit([&](const auto& o) { return o.state_size(n); }, chosen);
+  }
+  std::size_t state_size(const parameter_layout& layout) const {
+    return std::visit(
+        [&](const auto& o) {
+          if constexpr (optimizer_sizes_state_by_layout<std::decay_t<decltype(o)>>)
+            return o.state_size(layout);
+          else
+            return o.state_size(layout.total());
+        },
+        chosen);
+  }
+  /// True for the row-sparse optimizers: the trainer then takes the row-sparse step.
+  bool row_sparse() const {
+    return std::visit(
+        [](const auto& o) {
+          if constexpr (requires { o.row_sparse(); })
+            return o.row_sparse();
+          else
+            return false;
+        },
+        chosen);
   }
   template <class Space>
   void step(const Space& space, std::span<float> p, std::span<const float> g,
@@ -44,6 +66,23 @@ struct run_optimizer {
             o.step(space, layout, p, g, state, lr, t);
           else
             o.step(space, p, g, state, lr, t);
+        },
+        chosen);
+  }
+  /// The row-sparse step; the trainer calls it only when `row_sparse()` is true.
+  template <class Space>
+  requires(Space::host_accessible) void step_rows(const Space& space,
+                                                  const parameter_layout& layout,
+                                                  std::span<float> p, std::span<const float> g,
+                                                  std::span<float> state, row_selection rows,
+                                                  float lr, std::uint64_t t) const {
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (optimizer_steps_rows<std::decay_t<decltype(o)>, Space>)
+            o.step_rows(space, layout, p, g, state, rows, lr, t);
+          else
+            detail::throw_invalid("tutti train",
+                                  "a dense optimizer was asked for a row-sparse step");
         },
         chosen);
   }
@@ -65,8 +104,13 @@ inline run_optimizer make_optimizer(const std::string& name, float momentum, flo
   if (name == "adam") return {adam{.weight_decay = weight_decay}};
   if (name == "lars") return {lars{.momentum = momentum, .weight_decay = weight_decay}};
   if (name == "lamb") return {lamb{.weight_decay = weight_decay}};
-  detail::throw_invalid("tutti train",
-                        "unknown --optimizer '" + name + "'; expected sgd, adam, lars or lamb");
+  if (name == "lazy-adam") return {lazy_adam{.weight_decay = weight_decay}};
+  if (name == "rowwise-adagrad") return {rowwise_adagrad{}};
+  if (name == "row-sparse-sgd")
+    return {row_sparse_sgd{.momentum = momentum, .weight_decay = weight_decay}};
+  detail::throw_invalid("tutti train", "unknown --optimizer '" + name +
+                                           "'; expected sgd, adam, lars, lamb, lazy-adam, "
+                                           "rowwise-adagrad or row-sparse-sgd");
 }
 
 }  // namespace tutti::cli

@@ -207,7 +207,8 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->check(CLI::IsMember({"constant", "step", "cosine", "poly"}))
       ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "optimizer")
-      ->check(CLI::IsMember({"sgd", "adam", "lars", "lamb"}))
+      ->check(CLI::IsMember(
+          {"sgd", "adam", "lars", "lamb", "lazy-adam", "rowwise-adagrad", "row-sparse-sgd"}))
       ->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 0.999))
@@ -1073,6 +1074,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                         {"steps", e.steps},
                         {"test", detail::to_json(e.eval)},
                         {"seconds", e.seconds},
+                        {"step_seconds", e.step_seconds},
                         {"samples_per_second", e.samples_per_second},
                         {"phases_rank0", detail::to_json(e.phases)}});
     j["epochs"] = epochs;

@@ -8,12 +8,15 @@
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/bucket_pipeline.hpp>
+#include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/row_step.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/metrics.hpp>
+#include <tutti/optimizers/row_sparse.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/schedules/constant.hpp>
 #include <tutti/schedules/scaling.hpp>
@@ -395,22 +398,6 @@ struct gather_batch_fn {
   }
 };
 
-/// The bits of a float, on host and device.
-TUTTI_HOST_DEVICE inline std::uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
-#endif
-}
-
-/// False for infinities and NaNs; by the exponent bits, so fast-math cannot fold it away.
-TUTTI_HOST_DEVICE inline bool finite_value(float v) {
-  return (float_bits(v) & 0x7f800000u) != 0x7f800000u;
-}
-
 struct bit_or_fn {
   TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
 };
@@ -566,6 +553,15 @@ concept model_names_row_sparse = requires(const M& m, std::size_t segment) {
   { m.row_sparse(segment) } -> std::convertible_to<bool>;
 };
 
+/// Floats of optimizer state for `layout`: by the layout where the optimizer sizes it so.
+template <class O>
+std::size_t optimizer_state_floats(const O& o, const parameter_layout& layout) {
+  if constexpr (optimizer_sizes_state_by_layout<O>)
+    return o.state_size(layout);
+  else
+    return o.state_size(layout.total());
+}
+
 /// One row-sparse segment of the gradient arena, and this step's plan for it.
 struct sparse_segment {
   std::size_t index = 0;   // in the layout
@@ -640,7 +636,7 @@ class trainer {
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
         m_grads(gradient_arena(m_model.layout().total() + 2)),
-        m_state(m_optimizer.state_size(m_model.layout().total()), m_space),
+        m_state(detail::optimizer_state_floats(m_optimizer, m_model.layout()), m_space),
         m_step_loss(1, m_space),
         m_sticky(1, m_space),
         m_sums(2, m_space) {
@@ -684,6 +680,7 @@ class trainer {
                       "; expected an even number of at least 4 (dense and rows alternate, the "
                       "first pair warms up)");
     plan_sparse_exchange();
+    plan_row_step();
     check_overlap_options();
     fill(m_space, m_params.span(), 0.f);
     m_model.initialize(m_params.span(), m_options.seed);
@@ -905,7 +902,10 @@ class trainer {
         // the gradient of the mean loss over the global batch, whatever the padding. With
         // accumulation the local batch runs as micro-batches whose gradients add up in the
         // arena (models add, never overwrite), and the step still reduces once.
-        fill(m_space, m_grads, 0.f);
+        if (m_row_step)  // the arena is zero but for the flags (see detail::row_step)
+          clear_flags();
+        else
+          fill(m_space, m_grads, 0.f);
         for (auto& rows : m_touched) rows.clear();
         if (pipeline) {
           pipeline->begin_step();
@@ -960,6 +960,7 @@ class trainer {
           timer.reduce_in_background(pipeline->busy_seconds());
         }
         // With the overlapped reduction each bucket was checked before it left.
+        if (m_row_step) m_rows.select(m_touched);
         if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
         timer.mark(account::guard);
 
@@ -975,8 +976,13 @@ class trainer {
           else
             fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
         }
-        const std::uint64_t step_bytes =
+        std::uint64_t step_bytes =
             pipeline ? reduce_flags(wire_bytes) : reduce_gradients(wire_bytes, result);
+        if (m_row_step && world > 1) {
+          // The rows any rank touched: what the optimizer updates and the arena zeroes after.
+          step_bytes += m_rows.merge_ranks(m_reducer, m_touched);
+          m_rows.select(m_touched);
+        }
         timer.mark(account::reduce);
         bool stop_now = false;
         if constexpr (space_type::host_accessible) {
@@ -1023,19 +1029,8 @@ class trainer {
                                                slot_base, start_pos));
           }
         }
-        if (!skip) {
-          const auto grads = std::span<const float>(m_grads.first(arena));
-          // Layout-aware optimizers (LARS, LAMB: a trust ratio per segment) get the layout.
-          if constexpr (requires(const Optimizer& o) {
-                          o.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
-                                 1.f, std::uint64_t{1});
-                        })
-            m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
-                             static_cast<float>(lr), global_step + 1);
-          else
-            m_optimizer.step(m_space, m_params.span(), grads, m_state.span(),
-                             static_cast<float>(lr), global_step + 1);
-        }
+        if (!skip) apply_optimizer(lr, global_step + 1);
+        if (m_row_step) m_rows.zero(m_space, m_grads.data());
         timer.mark(account::optimizer);
         if constexpr (!space_type::host_accessible) {
           if (guarded) {
@@ -1343,11 +1338,75 @@ class trainer {
       return static_cast<std::uint64_t>(floats) * sizeof(float);
   }
 
+  // Applies the optimizer to the reduced gradient: to the touched rows and dense segments on the
+  // row-sparse step; with the layout for layout-aware optimizers (LARS, LAMB: a trust ratio per
+  // segment); else over the arena.
+  void apply_optimizer(double lr, std::uint64_t t) {
+    const auto grads = std::span<const float>(m_grads.first(m_params.size()));
+    const auto rate = static_cast<float>(lr);
+    if constexpr (optimizer_steps_rows<Optimizer, space_type>) {
+      if (m_row_step) {
+        m_optimizer.step_rows(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
+                              m_rows.selection(), rate, t);
+        return;
+      }
+    }
+    if constexpr (requires(const Optimizer& o) {
+                    o.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), 1.f,
+                           std::uint64_t{1});
+                  })
+      m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
+    else
+      m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
+  }
+
+  // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
+  // where the step cannot run, `plan_row_step` says so.
+  bool wants_row_step() const {
+    if constexpr (requires(const Optimizer& o) {
+                    { o.row_sparse() } -> std::convertible_to<bool>;
+                  })
+      return m_optimizer.row_sparse();
+    else
+      return false;
+  }
+
+  // Takes the row-sparse step when the optimizer asks for it, or refuses where it cannot run:
+  // the rows are host memory, and the model must say which rows a step touched. A dense step
+  // would change the optimizer's semantics (lazy Adam would move untouched rows), so there is
+  // no silent fallback.
+  void plan_row_step() {
+    if (!wants_row_step()) return;
+    TUTTI_EXPECTS(space_type::host_accessible, "tutti::trainer",
+                  "the optimizer takes the row-sparse step (it updates only the rows a step "
+                  "touched), which runs on host spaces; expected a host space, or a dense "
+                  "optimizer (sgd, adam) on this one");
+    TUTTI_EXPECTS(detail::model_reports_touched_rows<Model> && !m_sparse.empty(), "tutti::trainer",
+                  "the optimizer takes the row-sparse step, and the model reports no row-sparse "
+                  "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
+                  "const` and an embedding segment); expected such a model, or a dense optimizer");
+    TUTTI_EXPECTS(!m_options.overlap_reduce, "tutti::trainer",
+                  "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
+                  "after backward; expected one of the two");
+    std::vector<std::size_t> sparse;
+    for (const auto& g : m_sparse) sparse.push_back(g.index);
+    m_rows.plan(m_model.layout(), std::move(sparse));
+    m_row_step = true;
+  }
+
+  // The row-sparse step's start: the arena is zero already but for the two flags.
+  void clear_flags() {
+    if constexpr (space_type::host_accessible) {
+      m_grads.data()[m_params.size()] = 0.f;
+      m_grads.data()[m_params.size() + 1] = 0.f;
+    }
+  }
+
   // Finds the row-sparse segments the exchange may send as rows, or refuses `on` where it
   // cannot run: on a device space, or with a model that does not report its touched rows.
   void plan_sparse_exchange() {
     const sparse_exchange_policy policy = m_options.sparse_exchange;
-    if (policy == sparse_exchange_policy::off) return;
+    if (policy == sparse_exchange_policy::off && !wants_row_step()) return;
     if constexpr (!space_type::host_accessible) {
       TUTTI_EXPECTS(policy != sparse_exchange_policy::on, "tutti::trainer",
                     "sparse_exchange = on: the exchange packs rows in host memory, and the "
@@ -1447,7 +1506,8 @@ class trainer {
   // bytes the ledger charges the step.
   std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
     if constexpr (space_type::host_accessible) {
-      if (!m_sparse.empty()) return exchange_sparse(result);
+      if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_sparse.empty())
+        return exchange_sparse(result);
     }
     (void)result;
     m_reducer.all_reduce_mean(m_grads);
@@ -1645,7 +1705,8 @@ class trainer {
     const std::size_t unchecked = arena_checked ? 0 : arena;
     if constexpr (space_type::host_accessible) {
       const bool bad = !detail::finite_value(m_step_loss.data()[0]) || arena_bad ||
-                       detail::any_nonfinite(m_space, m_grads.data(), unchecked);
+                       (m_row_step ? m_rows.any_nonfinite(m_space, m_grads.data())
+                                   : detail::any_nonfinite(m_space, m_grads.data(), unchecked));
       m_grads.data()[arena] = bad ? 1.f : 0.f;
       *local_entry = bad ? 1.f : 0.f;
     } else {
@@ -2014,6 +2075,9 @@ class trainer {
   // Sparse exchange (host spaces; empty when off or unavailable): the row-sparse segments, and
   // per segment the rows this step touched; the rest is scratch kept between steps.
   std::vector<detail::sparse_segment> m_sparse;
+  // The row-sparse step (`optimizer_steps_rows`): taken when the optimizer asks for it.
+  bool m_row_step = false;
+  detail::row_step m_rows;
   std::vector<std::vector<std::int32_t>> m_touched;
   std::vector<std::int32_t> m_union;
   std::vector<std::uint64_t> m_counts, m_all_counts, m_block, m_gathered;

@@ -21,6 +21,10 @@
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/lamb.hpp>
 #include <tutti/optimizers/lars.hpp>
+#include <tutti/optimizers/lazy_adam.hpp>
+#include <tutti/optimizers/row_sparse.hpp>
+#include <tutti/optimizers/row_sparse_sgd.hpp>
+#include <tutti/optimizers/rowwise_adagrad.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/reducers/compressed.hpp>
 #include <tutti/reducers/local_ring.hpp>

@@ -19,14 +19,15 @@
 namespace tutti {
 
 /// Optimizer-state size in units of the parameters: sgd 0, momentum (sgd with momentum) 1,
-/// adam and adamw 2 (first and second moments). Throws `tutti::invalid_argument` otherwise.
+/// adam, adamw and lazy-adam 2 (first and second moments). Throws `tutti::invalid_argument`
+/// otherwise (a train report carries its optimizer's state size itself).
 inline double optimizer_state_factor(std::string_view optimizer) {
   if (optimizer == "sgd") return 0.0;
   if (optimizer == "momentum") return 1.0;
-  if (optimizer == "adam" || optimizer == "adamw") return 2.0;
+  if (optimizer == "adam" || optimizer == "adamw" || optimizer == "lazy-adam") return 2.0;
   detail::throw_invalid(
       "tutti::optimizer_state_factor",
-      "unknown optimizer '" + std::string(optimizer) + "'; expected sgd, momentum, adam or adamw");
+      "unknown optimizer '" + std::string(optimizer) + "'; expected sgd, momentum, adam, adamw or lazy-adam");
 }
 
 /// What the planner is asked about: the model, the data, the deadline and a measured (or

@@ -134,6 +134,19 @@ struct adam {
     detail::check_optimizer_step("tutti::adam::step", n, grads.size(), state.size(), state_size(n),
                                  lr);
     detail::check_one_based_step("tutti::adam::step", step);
+    const detail::adam_kernel kernel = make_kernel(params, grads, state, lr, step);
+    if constexpr (Space::host_accessible)
+      detail::parallel_blocks(space, n, kernel);  // vectorised: 3-4x the scalar loop
+    else
+      parallel_for(space, n, kernel);
+  }
+
+  /// The element kernel of step `step` (1-based) over `params` with state `state` (the first
+  /// moments, then the second): what `step` runs over the arena, and `tutti::lazy_adam` over the
+  /// rows a step touched.
+  detail::adam_kernel make_kernel(std::span<float> params, std::span<const float> grads,
+                                  std::span<float> state, float lr, std::uint64_t step) const {
+    const std::size_t n = params.size();
     // Folded in double so that large step counts and betas near 1 keep their precision.
     const double t = static_cast<double>(step);
     const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), t);
@@ -152,10 +165,7 @@ struct adam {
         decoupled ? 0.f : weight_decay,
         static_cast<float>(decoupled ? 1.0 - static_cast<double>(lr) * wd : 1.0),
         decoupled};
-    if constexpr (Space::host_accessible)
-      detail::parallel_blocks(space, n, kernel);  // vectorised: 3-4x the scalar loop
-    else
-      parallel_for(space, n, kernel);
+    return kernel;
   }
 };
 

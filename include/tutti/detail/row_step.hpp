@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file detail/row_step.hpp
+/// @brief The trainer's row-sparse step: the rows a step touched, per segment, on this rank and
+/// over all ranks; the finite check and the zeroing over those rows and the dense segments.
+#pragma once
+
+#include <tutti/detail/finite.hpp>
+#include <tutti/detail/host_simd.hpp>
+#include <tutti/layout.hpp>
+#include <tutti/optimizers/row_sparse.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tutti::detail {
+
+/// Host: 1 when a run of rows of the gradient holds an infinity or a NaN.
+struct nonfinite_run_fn {
+  const float* g;
+  const segment* segments;
+  std::atomic<unsigned>* bad;
+  void operator()(const row_run& r) const {
+    const segment& s = segments[r.segment];
+    const std::size_t lo = s.offset + static_cast<std::size_t>(r.first) * s.cols;
+    const std::size_t hi = s.offset + static_cast<std::size_t>(r.last) * s.cols;
+    unsigned found = 0;
+    for (std::size_t i = lo; i < hi; ++i) found |= finite_value(g[i]) ? 0u : 1u;
+    if (found) bad->store(1u, std::memory_order_relaxed);
+  }
+};
+
+/// Host: zeroes a run of rows of the gradient.
+struct zero_run_fn {
+  float* g;
+  const segment* segments;
+  void operator()(const row_run& r) const {
+    const segment& s = segments[r.segment];
+    std::fill(g + s.offset + static_cast<std::size_t>(r.first) * s.cols,
+              g + s.offset + static_cast<std::size_t>(r.last) * s.cols, 0.f);
+  }
+};
+
+/// What the row-sparse step keeps between its phases. The gradient arena is all zeros between
+/// steps: the model adds into it, and after the optimizer the rows it touched (on any rank) and
+/// the dense segments are zeroed again, so no step pays for the whole table.
+class row_step {
+ public:
+  /// `sparse[k]` is the layout index of the k-th row-sparse segment.
+  void plan(const parameter_layout& layout, std::vector<std::size_t> sparse) {
+    m_layout = layout;
+    m_sparse = std::move(sparse);
+    m_selection.assign(layout.segments().size(), segment_rows{});
+  }
+
+  /// The selection of `touched[k]` for the k-th row-sparse segment, whole dense segments; its
+  /// runs are built once here for the check, the optimizer's caller and the zeroing.
+  row_selection select(std::span<const std::vector<std::int32_t>> touched) {
+    for (std::size_t k = 0; k < m_sparse.size(); ++k)
+      m_selection[m_sparse[k]] = segment_rows{false, touched[k]};
+    m_runs.build(m_layout, m_selection);
+    return m_selection;
+  }
+
+  /// The current selection.
+  row_selection selection() const noexcept { return m_selection; }
+
+  /// Values the current selection covers.
+  std::size_t values() const noexcept { return m_runs.values(); }
+
+  /// True when the current selection's gradient values hold an infinity or a NaN.
+  template <class Space>
+  bool any_nonfinite(const Space& space, const float* grads) const {
+    std::atomic<unsigned> bad{0};
+    m_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
+    return bad.load() != 0;
+  }
+
+  /// Zeroes the current selection's gradient values.
+  template <class Space>
+  void zero(const Space& space, float* grads) const {
+    m_runs.for_each(space, zero_run_fn{grads, m_layout.segments().data()});
+  }
+
+  /// Replaces `touched` by the union of every rank's touched rows (one all_gather of the counts,
+  /// one of the ids, padded to the largest count); returns the bytes in the ledger's convention
+  /// (a gather of b bytes per rank counts as an allreduce of W·b/2).
+  template <class Reducer>
+  std::uint64_t merge_ranks(Reducer& reducer, std::vector<std::vector<std::int32_t>>& touched) {
+    const auto world = static_cast<std::size_t>(reducer.world_size());
+    const std::size_t segs = touched.size();
+    if (world == 1 || segs == 0) return 0;
+    m_counts.resize(segs);
+    m_all_counts.resize(segs * world);
+    for (std::size_t k = 0; k < segs; ++k) m_counts[k] = touched[k].size();
+    reducer.all_gather(std::span<const std::uint64_t>(m_counts),
+                       std::span<std::uint64_t>(m_all_counts));
+    m_width.assign(segs + 1, 0);
+    for (std::size_t k = 0; k < segs; ++k) {
+      std::uint64_t most = 0;
+      for (std::size_t r = 0; r < world; ++r) most = std::max(most, m_all_counts[r * segs + k]);
+      m_width[k + 1] = m_width[k] + static_cast<std::size_t>(most);
+    }
+    const std::size_t block = m_width[segs];
+    std::uint64_t bytes = world * segs * sizeof(std::uint64_t) / 2;
+    if (block == 0) return bytes;
+    m_mine.assign(block, 0);
+    for (std::size_t k = 0; k < segs; ++k)
+      std::copy(touched[k].begin(), touched[k].end(), m_mine.begin() + std::ptrdiff_t(m_width[k]));
+    m_all.resize(block * world);
+    reducer.all_gather(std::span<const std::uint64_t>(m_mine), std::span<std::uint64_t>(m_all));
+    bytes += world * block * sizeof(std::uint64_t) / 2;
+    for (std::size_t k = 0; k < segs; ++k) {
+      std::vector<std::int32_t>& out = touched[k];
+      out.clear();
+      for (std::size_t r = 0; r < world; ++r) {
+        const std::uint64_t* from = m_all.data() + r * block + m_width[k];
+        for (std::uint64_t j = 0; j < m_all_counts[r * segs + k]; ++j)
+          out.push_back(static_cast<std::int32_t>(from[j]));
+      }
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
+    return bytes;
+  }
+
+ private:
+  parameter_layout m_layout;
+  std::vector<std::size_t> m_sparse;
+  std::vector<segment_rows> m_selection;
+  row_runs m_runs;
+  std::vector<std::uint64_t> m_counts, m_all_counts, m_mine, m_all;
+  std::vector<std::size_t> m_width;
+};
+
+}  // namespace tutti::detail

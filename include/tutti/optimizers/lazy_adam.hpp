@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file optimizers/lazy_adam.hpp
+/// @brief `tutti::lazy_adam`: Adam whose moments move only on the rows a step touched.
+#pragma once
+
+#include <tutti/optimizers/adam.hpp>
+#include <tutti/optimizers/row_sparse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace tutti {
+
+/// Lazy Adam, PyTorch's `SparseAdam` for the embedding tables and Adam for the rest: on a
+/// row-sparse step (see optimizers/row_sparse.hpp) each touched row, and every value of the
+/// dense segments, takes exactly `tutti::adam`'s update (same formulas, same bias correction by
+/// the global step, same bits); a row the step did not touch keeps its value **and its moments**.
+///
+/// Where it differs from dense Adam: dense Adam moves an untouched row too, by its decaying
+/// momentum (m·β1 each step, with a gradient of 0), and decays its second moment; lazy Adam
+/// leaves the row where it is until the row is read again, then resumes from its old moments.
+/// That is what makes the step cost O(batch) instead of O(table), and it is the semantics of
+/// TensorFlow's LazyAdam and PyTorch's SparseAdam. Weight decay, when set, also applies to the
+/// touched rows only.
+///
+/// State is `adam`'s: 2n floats, first moments then second. Outside a row-sparse step (a device
+/// space, a model that does not report its touched rows) `step` is dense Adam; the trainer
+/// refuses that combination rather than change the semantics silently.
+struct lazy_adam {
+  float beta1 = 0.9f;        ///< decay of the first-moment average, in [0, 1)
+  float beta2 = 0.999f;      ///< decay of the second-moment average, in [0, 1)
+  float eps = 1e-8f;         ///< added to the denominator; finite and > 0
+  float weight_decay = 0.f;  ///< finite and >= 0; on touched rows only
+  bool decoupled = false;    ///< AdamW's decoupled weight decay
+
+  /// The dense Adam these hyper-parameters describe.
+  adam dense() const { return adam{beta1, beta2, eps, weight_decay, decoupled}; }
+
+  void validate() const { dense().validate(); }
+  std::size_t state_size(std::size_t parameters) const { return 2 * parameters; }
+  /// Wants the row-sparse step.
+  bool row_sparse() const noexcept { return true; }
+
+  /// Dense Adam over the whole arena (every row touched).
+  template <execution_space Space>
+  void step(const Space& space, std::span<float> params, std::span<const float> grads,
+            std::span<float> state, float lr, std::uint64_t step) const {
+    dense().step(space, params, grads, state, lr, step);
+  }
+
+  /// Adam on the selected rows and whole segments of `layout`; nothing else is read or written.
+  template <execution_space Space>
+  requires(Space::host_accessible) void step_rows(const Space& space,
+                                                  const parameter_layout& layout,
+                                                  std::span<float> params,
+                                                  std::span<const float> grads,
+                                                  std::span<float> state, row_selection rows,
+                                                  float lr, std::uint64_t step) const {
+    const adam a = dense();
+    a.validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::lazy_adam::step_rows", n, grads.size(), state.size(),
+                                 state_size(n), lr);
+    detail::check_one_based_step("tutti::lazy_adam::step_rows", step);
+    detail::check_row_step("tutti::lazy_adam::step_rows", layout, n, rows);
+    detail::row_runs runs;
+    runs.build(layout, rows);
+    runs.for_each(space,
+                  detail::elementwise_rows_fn<detail::adam_kernel>{
+                      a.make_kernel(params, grads, state, lr, step), layout.segments().data()});
+  }
+};
+
+}  // namespace tutti

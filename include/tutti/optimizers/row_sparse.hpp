@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file optimizers/row_sparse.hpp
+/// @brief The row-sparse step: which rows of each segment a step touched (`tutti::row_selection`),
+/// the optional optimizer capability that updates only those (`tutti::optimizer_steps_rows`), and
+/// the one parallel pass over them that the row-sparse optimizers share.
+///
+/// A step of a recommender reads a few thousand rows of tables of millions. A dense optimizer
+/// pays for the whole table every step; a row-sparse one (`tutti::lazy_adam`,
+/// `tutti::rowwise_adagrad`, `tutti::row_sparse_sgd`) visits the rows the step touched and every
+/// row of the dense segments, so a step costs O(batch), not O(table). See docs/optimizers.md.
+#pragma once
+
+#include <tutti/detail/host_simd.hpp>
+#include <tutti/error.hpp>
+#include <tutti/layout.hpp>
+#include <tutti/space/traits.hpp>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tutti {
+
+/// The rows of one layout segment that a step updates.
+struct segment_rows {
+  /// Every row: a dense segment (or a table the trainer treats whole).
+  bool whole = true;
+  /// When not `whole`: the rows, unique and ascending, in host memory.
+  std::span<const std::int32_t> rows;
+};
+
+/// What a row-sparse step touched: one entry per segment of the layout, in layout order.
+using row_selection = std::span<const segment_rows>;
+
+/// Optional capability of an optimizer: `step_rows` updates only the selected rows (their
+/// gradients hold the step's values; every other row's gradient is zero and is not read), and
+/// `row_sparse()` says whether this optimizer wants the row-sparse step (a run-time choice, so
+/// a policy that picks an optimizer by name can hold dense and row-sparse ones). The trainer
+/// takes the row-sparse step on a host space with a model that reports its touched rows.
+template <class O, class Space>
+concept optimizer_steps_rows = requires(const O& o, const Space& space,
+                                        const parameter_layout& layout, std::span<float> p,
+                                        std::span<const float> g, std::span<float> state,
+                                        row_selection rows, float lr, std::uint64_t t) {
+  { o.row_sparse() } -> std::convertible_to<bool>;
+  o.step_rows(space, layout, p, g, state, rows, lr, t);
+};
+
+/// Optional capability of an optimizer: a state size that depends on the layout (row-wise
+/// Adagrad keeps one float per embedding row). Without it the trainer asks `state_size(n)`.
+template <class O>
+concept optimizer_sizes_state_by_layout = requires(const O& o, const parameter_layout& layout) {
+  { o.state_size(layout) } -> std::convertible_to<std::size_t>;
+};
+
+namespace detail {
+
+/// A run of rows [first, last) of one segment.
+struct row_run {
+  std::uint32_t segment;
+  std::int32_t first;
+  std::int32_t last;
+};
+
+/// The runs of rows a selection covers (adjacent rows merged, whole segments cut into pieces of
+/// about `host_block` values), grouped so that one parallel pass over the groups visits each
+/// run once with about `host_block` values per group.
+class row_runs {
+ public:
+  void build(const parameter_layout& layout, row_selection sel) {
+    const auto& segs = layout.segments();
+    TUTTI_EXPECTS(sel.size() == segs.size(), "tutti::row_selection",
+                  "the selection has " + std::to_string(sel.size()) + " entries for a layout of " +
+                      std::to_string(segs.size()) + " segments; expected one per segment");
+    m_runs.clear();
+    m_groups.assign(1, 0);
+    m_values = 0;
+    std::size_t in_group = 0;
+    auto push = [&](std::uint32_t s, std::int32_t first, std::int32_t last, std::size_t cols) {
+      m_runs.push_back({s, first, last});
+      const std::size_t v = static_cast<std::size_t>(last - first) * cols;
+      m_values += v;
+      in_group += v;
+      if (in_group >= host_block) {
+        m_groups.push_back(m_runs.size());
+        in_group = 0;
+      }
+    };
+    for (std::size_t s = 0; s < segs.size(); ++s) {
+      const auto seg = static_cast<std::uint32_t>(s);
+      const std::size_t cols = segs[s].cols;
+      const auto rows = static_cast<std::int32_t>(segs[s].rows);
+      if (sel[s].whole) {
+        const auto piece = static_cast<std::int32_t>(
+            std::max<std::size_t>(1, host_block / std::max<std::size_t>(cols, 1)));
+        for (std::int32_t r = 0; r < rows; r += piece)
+          push(seg, r, std::min(rows, r + piece), cols);
+        continue;
+      }
+      const std::span<const std::int32_t> ids = sel[s].rows;
+      for (std::size_t j = 0; j < ids.size();) {
+        std::size_t k = j + 1;
+        while (k < ids.size() && ids[k] == ids[k - 1] + 1) ++k;
+        push(seg, ids[j], ids[k - 1] + 1, cols);
+        j = k;
+      }
+    }
+    if (m_groups.back() != m_runs.size()) m_groups.push_back(m_runs.size());
+  }
+
+  /// Values (rows × cols) the runs cover.
+  std::size_t values() const noexcept { return m_values; }
+  std::span<const row_run> runs() const noexcept { return m_runs; }
+
+  /// Calls `fn(run)` for every run: one parallel pass over the groups on a host space's policy
+  /// (on the calling thread when there is one group, or fewer values than the space runs
+  /// serially).
+  template <class Space, class Fn>
+  void for_each(const Space& space, const Fn& fn) const {
+    const std::size_t groups = m_groups.size() - 1;
+    bool serial = groups <= 1;
+    if constexpr (requires { Space::serial_below; })
+      serial = serial || m_values < Space::serial_below;
+    if (serial) {
+      for (const row_run& r : m_runs) fn(r);
+      return;
+    }
+    thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), groups,
+                       group_fn<Fn>{fn, m_runs.data(), m_groups.data()});
+  }
+
+ private:
+  template <class Fn>
+  struct group_fn {
+    Fn fn;
+    const row_run* runs;
+    const std::size_t* groups;
+    void operator()(std::size_t g) const {
+      for (std::size_t i = groups[g]; i < groups[g + 1]; ++i) fn(runs[i]);
+    }
+  };
+
+  std::vector<row_run> m_runs;
+  std::vector<std::size_t> m_groups;  // run index where each group starts, then the end
+  std::size_t m_values = 0;
+};
+
+/// Runs an element-wise kernel (`run(lo, hi)` over arena positions) on the values of a run.
+template <class Kernel>
+struct elementwise_rows_fn {
+  Kernel kernel;
+  const segment* segments;
+  void operator()(const row_run& r) const {
+    const segment& s = segments[r.segment];
+    kernel.run(s.offset + static_cast<std::size_t>(r.first) * s.cols,
+               s.offset + static_cast<std::size_t>(r.last) * s.cols);
+  }
+};
+
+/// Checks a `step_rows` call's spans against the layout; `fn` names the caller.
+inline void check_row_step(const char* fn, const parameter_layout& layout, std::size_t params,
+                           row_selection rows) {
+  TUTTI_EXPECTS(params == layout.total(), fn,
+                "params has " + std::to_string(params) + " values for a layout of " +
+                    std::to_string(layout.total()) + "; expected the layout's arena");
+  TUTTI_EXPECTS(rows.size() == layout.segments().size(), fn,
+                "the row selection has " + std::to_string(rows.size()) +
+                    " entries for a layout of " + std::to_string(layout.segments().size()) +
+                    " segments; expected one per segment");
+}
+
+}  // namespace detail
+}  // namespace tutti

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file optimizers/row_sparse_sgd.hpp
+/// @brief `tutti::row_sparse_sgd`: SGD that visits only the rows a step touched.
+#pragma once
+
+#include <tutti/optimizers/row_sparse.hpp>
+#include <tutti/optimizers/sgd.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace tutti {
+
+/// SGD on a row-sparse step (see optimizers/row_sparse.hpp): each touched row, and every value of
+/// the dense segments, takes exactly `tutti::sgd`'s update; untouched rows are not visited.
+///
+/// Without momentum and weight decay this *is* dense SGD, bit for bit: an untouched row's
+/// gradient is 0 and `p - lr·0 = p`. With momentum, a row's velocity is lazy: it decays and is
+/// applied only on the steps that touch the row (dense SGD keeps moving an untouched row by
+/// `momentum · v` every step); weight decay likewise applies to touched rows only.
+///
+/// State is `sgd`'s: n floats of velocity with momentum, none without.
+struct row_sparse_sgd {
+  float momentum = 0.f;      ///< in [0, 1); 0 disables momentum (and its state)
+  bool nesterov = false;     ///< Nesterov momentum; requires momentum > 0
+  float weight_decay = 0.f;  ///< finite and >= 0; on touched rows only
+
+  /// The dense SGD these hyper-parameters describe.
+  sgd dense() const { return sgd{momentum, nesterov, weight_decay}; }
+
+  void validate() const { dense().validate(); }
+  std::size_t state_size(std::size_t parameters) const { return dense().state_size(parameters); }
+  /// Wants the row-sparse step.
+  bool row_sparse() const noexcept { return true; }
+
+  /// Dense SGD over the whole arena (every row touched).
+  template <execution_space Space>
+  void step(const Space& space, std::span<float> params, std::span<const float> grads,
+            std::span<float> state, float lr, std::uint64_t step) const {
+    dense().step(space, params, grads, state, lr, step);
+  }
+
+  /// SGD on the selected rows and whole segments of `layout`; nothing else is read or written.
+  template <execution_space Space>
+  requires(Space::host_accessible) void step_rows(const Space& space,
+                                                  const parameter_layout& layout,
+                                                  std::span<float> params,
+                                                  std::span<const float> grads,
+                                                  std::span<float> state, row_selection rows,
+                                                  float lr, std::uint64_t /*step*/) const {
+    validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::row_sparse_sgd::step_rows", n, grads.size(), state.size(),
+                                 state_size(n), lr);
+    detail::check_row_step("tutti::row_sparse_sgd::step_rows", layout, n, rows);
+    detail::row_runs runs;
+    runs.build(layout, rows);
+    const detail::sgd_kernel kernel{
+        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
+        weight_decay,  nesterov};
+    runs.for_each(
+        space, detail::elementwise_rows_fn<detail::sgd_kernel>{kernel, layout.segments().data()});
+  }
+};
+
+}  // namespace tutti

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: Apache-2.0
+// The row-sparse step: optimizers that visit only the rows a step touched (lazy_adam,
+// rowwise_adagrad, row_sparse_sgd) and the trainer's step that costs O(batch). Each optimizer
+// matches its dense formula on the rows it visits and leaves the others alone, bit for bit; the
+// trainer's row-sparse SGD is dense SGD bit for bit on 1 to 3 ranks, sparse exchange or not,
+// through a skipped non-finite step; lazy Adam never moves a row after its last touch.
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include "rank_runs.hpp"
+#include "wrapped_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tutti_test::count_differing;
+using tutti_test::rank_run;
+using tutti_test::train_ranks;
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+using tutti::segment_kind;
+using tutti::segment_rows;
+using tutti::sparse_exchange_policy;
+
+// An embedding table of odd width (rows straddle vector lanes), a bias vector, a dense matrix.
+tutti::parameter_layout small_layout() {
+  tutti::parameter_layout l;
+  l.add("table", 300, 7, segment_kind::embedding);
+  l.add("bias", 300, 1, segment_kind::bias);
+  l.add("weight", 5, 3, segment_kind::dense);
+  return l;
+}
+
+std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// A gradient that is zero outside `rows` of segments 0 and 1 (the sparse ones), random inside
+// them and over segment 2.
+std::vector<float> gradient_on(const tutti::parameter_layout& l,
+                               const std::vector<std::int32_t>& rows, unsigned seed) {
+  std::vector<float> g(l.total(), 0.f);
+  const auto r = random_values(l.total(), seed);
+  for (std::size_t s = 0; s < 2; ++s)
+    for (auto row : rows)
+      for (std::size_t c = 0; c < l[s].cols; ++c) {
+        const std::size_t i = l[s].offset + static_cast<std::size_t>(row) * l[s].cols + c;
+        g[i] = r[i];
+      }
+  for (std::size_t i = l[2].offset; i < l[2].offset + l[2].size(); ++i) g[i] = r[i];
+  return g;
+}
+
+std::vector<segment_rows> select(const std::vector<std::int32_t>& rows) {
+  return {segment_rows{false, rows}, segment_rows{false, rows}, segment_rows{}};
+}
+
+bool in(const std::vector<std::int32_t>& rows, std::size_t r) {
+  return std::binary_search(rows.begin(), rows.end(), static_cast<std::int32_t>(r));
+}
+
+}  // namespace
+
+TEST_CASE("lazy_adam: the touched rows take Adam's bits, the others keep value and moments") {
+  const tutti::host_space space;
+  const auto l = small_layout();
+  const std::size_t n = l.total();
+  // Contiguous runs, single rows, the first and the last row.
+  const std::vector<std::int32_t> rows = {0, 1, 2, 3, 17, 40, 41, 150, 298, 299};
+  std::vector<float> p_dense = random_values(n, 1), p_lazy = p_dense;
+  std::vector<float> s_dense(2 * n, 0.f), s_lazy(2 * n, 0.f);
+  // Three steps: the moments of the earlier steps must survive the later ones untouched.
+  for (std::uint64_t t = 1; t <= 3; ++t) {
+    const auto step_rows = t == 2 ? std::vector<std::int32_t>{5, 6, 299} : rows;
+    const auto g = gradient_on(l, step_rows, 10 + unsigned(t));
+    const std::vector<float> before_p = p_lazy, before_s = s_lazy;
+    const auto sel = select(step_rows);
+    tutti::lazy_adam{}.step_rows(space, l, std::span<float>(p_lazy), std::span<const float>(g),
+                                 std::span<float>(s_lazy), sel, 0.01f, t);
+    // Dense Adam on a copy: what a touched row must equal.
+    std::vector<float> p_ref = before_p, s_ref = before_s;
+    tutti::adam{}.step(space, std::span<float>(p_ref), std::span<const float>(g),
+                       std::span<float>(s_ref), 0.01f, t);
+    std::size_t checked_rows = 0;
+    for (std::size_t s = 0; s < 3; ++s)
+      for (std::size_t r = 0; r < l[s].rows; ++r) {
+        const bool touched = s == 2 || in(step_rows, r);
+        checked_rows += touched;
+        for (std::size_t c = 0; c < l[s].cols; ++c) {
+          const std::size_t i = l[s].offset + r * l[s].cols + c;
+          const auto& want_p = touched ? p_ref : before_p;
+          const auto& want_s = touched ? s_ref : before_s;
+          REQUIRE(p_lazy[i] == want_p[i]);
+          REQUIRE(s_lazy[i] == want_s[i]);
+          REQUIRE(s_lazy[n + i] == want_s[n + i]);
+        }
+      }
+    CHECK(checked_rows == 2 * step_rows.size() + l[2].rows);
+  }
+  // Every row selected: dense Adam, bit for bit.
+  const std::vector<float> g = random_values(n, 99);
+  std::vector<float> p_all = p_lazy, s_all = s_lazy;
+  const std::vector<segment_rows> whole(3);
+  tutti::lazy_adam{}.step_rows(space, l, std::span<float>(p_all), std::span<const float>(g),
+                               std::span<float>(s_all), whole, 0.01f, 4);
+  // The padding after each segment is not a row: dense Adam with a zero gradient leaves it too.
+  std::vector<float> g_no_pad(n, 0.f);
+  for (std::size_t s = 0; s < 3; ++s)
+    std::copy(g.begin() + std::ptrdiff_t(l[s].offset),
+              g.begin() + std::ptrdiff_t(l[s].offset + l[s].size()),
+              g_no_pad.begin() + std::ptrdiff_t(l[s].offset));
+  std::vector<float> p_all_lazy(p_lazy), s_all_lazy(s_lazy);
+  tutti::lazy_adam{}.step_rows(space, l, std::span<float>(p_all_lazy),
+                               std::span<const float>(g_no_pad), std::span<float>(s_all_lazy),
+                               whole, 0.01f, 4);
+  tutti::adam{}.step(space, std::span<float>(p_lazy), std::span<const float>(g_no_pad),
+                     std::span<float>(s_lazy), 0.01f, 4);
+  CHECK(count_differing(p_all_lazy, p_lazy) == 0);
+  CHECK(count_differing(s_all_lazy, s_lazy) == 0);
+}
+
+TEST_CASE("rowwise_adagrad: one accumulator per embedding row, Adagrad elsewhere") {
+  const tutti::host_space space;
+  const auto l = small_layout();
+  const tutti::rowwise_adagrad opt{.eps = 1e-8f};
+  // 300 table rows + 300 biases + 15 dense values.
+  REQUIRE(opt.state_size(l) == 300 + 300 + 15);
+  const std::vector<std::int32_t> rows = {2, 3, 4, 100, 299};
+  std::vector<float> p = random_values(l.total(), 3), state(opt.state_size(l), 0.f);
+  const std::vector<float> p0 = p;
+  std::vector<float> acc_table(300, 0.f), acc_bias(300, 0.f), acc_dense(15, 0.f);
+  std::vector<float> want = p0;
+  for (std::uint64_t t = 1; t <= 2; ++t) {
+    const auto g = gradient_on(l, rows, 20 + unsigned(t));
+    const auto sel = select(rows);
+    opt.step_rows(space, l, std::span<float>(p), std::span<const float>(g), std::span<float>(state),
+                  sel, 0.1f, t);
+    // The reference, written out from the formulas.
+    for (auto r : rows) {
+      const std::size_t at = l[0].offset + std::size_t(r) * 7;
+      float sq = 0.f;
+      for (std::size_t c = 0; c < 7; ++c) sq += g[at + c] * g[at + c];
+      acc_table[std::size_t(r)] += sq / 7.f;
+      const float rate = 0.1f / (std::sqrt(acc_table[std::size_t(r)]) + 1e-8f);
+      for (std::size_t c = 0; c < 7; ++c) want[at + c] -= rate * g[at + c];
+      const std::size_t b = l[1].offset + std::size_t(r);
+      acc_bias[std::size_t(r)] += g[b] * g[b];
+      want[b] -= 0.1f * g[b] / (std::sqrt(acc_bias[std::size_t(r)]) + 1e-8f);
+    }
+    for (std::size_t i = 0; i < 15; ++i) {
+      const std::size_t at = l[2].offset + i;
+      acc_dense[i] += g[at] * g[at];
+      want[at] -= 0.1f * g[at] / (std::sqrt(acc_dense[i]) + 1e-8f);
+    }
+  }
+  CHECK(count_differing(p, want) == 0);
+  for (std::size_t r = 0; r < 300; ++r) {
+    CHECK(state[r] == acc_table[r]);
+    CHECK(state[300 + r] == acc_bias[r]);
+  }
+  for (std::size_t i = 0; i < 15; ++i) CHECK(state[600 + i] == acc_dense[i]);
+
+  // The dense layout step over every row equals the row step with every row selected.
+  const auto g = random_values(l.total(), 77);
+  std::vector<float> p_dense = p, s_dense = state;
+  opt.step(space, l, std::span<float>(p_dense), std::span<const float>(g),
+           std::span<float>(s_dense), 0.1f, 3);
+  const std::vector<segment_rows> whole(3);
+  opt.step_rows(space, l, std::span<float>(p), std::span<const float>(g), std::span<float>(state),
+                whole, 0.1f, 3);
+  CHECK(count_differing(p, p_dense) == 0);
+  CHECK(count_differing(state, s_dense) == 0);
+}
+
+TEST_CASE("row-sparse optimizers: a selection that does not match the layout is refused") {
+  const tutti::host_space space;
+  const auto l = small_layout();
+  std::vector<float> p(l.total()), g(l.total()), s(2 * l.total());
+  const std::vector<segment_rows> two(2);
+  CHECK_THROWS_WITH_AS(
+      tutti::lazy_adam{}.step_rows(space, l, std::span<float>(p), std::span<const float>(g),
+                                   std::span<float>(s), two, 0.1f, 1),
+      doctest::Contains("the row selection has 2 entries for a layout of 3 segments"),
+      tutti::invalid_argument);
+}
+
+namespace {
+
+tutti::data::split_result course_data(std::int32_t learners, std::int32_t courses) {
+  auto all = tutti::data::synthetic_courses({.learners = learners,
+                                             .courses = courses,
+                                             .interactions_per_learner = 6,
+                                             .implicit = true,
+                                             .seed = 23});
+  return tutti::data::split(all, {.test_fraction = 0.1, .seed = 5});
+}
+
+mf make_mf(const tutti::data::interactions& d) {
+  return mf({.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, d.n_users(), d.n_items());
+}
+
+template <class Optimizer, class Model = mf>
+std::vector<rank_run> train_with(int world, const tutti::data::interactions& train,
+                                 tutti::train_options opt, Optimizer optimizer) {
+  return train_ranks<Model>(
+      world, train, opt, [&] { return make_mf(train); }, optimizer);
+}
+
+}  // namespace
+
+TEST_CASE("row-sparse step: row_sparse_sgd is sgd bit for bit on 1, 2 and 3 ranks") {
+  const auto parts = course_data(900, 300);
+  for (int world : {1, 2, 3})
+    for (auto policy : {sparse_exchange_policy::off, sparse_exchange_policy::on}) {
+      CAPTURE(world);
+      CAPTURE(to_string(policy));
+      const tutti::train_options opt{.batch = 96,
+                                     .epochs = 2,
+                                     .base_lr = 0.1,
+                                     .seed = 3,
+                                     .evaluate_each_epoch = false,
+                                     .sparse_exchange = policy};
+      const auto dense = train_with(world, parts.train, opt, tutti::sgd{});
+      const auto rows = train_with(world, parts.train, opt, tutti::row_sparse_sgd{});
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        CHECK(count_differing(rows[r].params, dense[r].params) == 0);
+        CHECK(rows[r].result.epochs.back().train_loss == dense[r].result.epochs.back().train_loss);
+      }
+    }
+}
+
+namespace {
+
+// Matrix factorisation whose gradient turns NaN at one call, in the first touched user row.
+class poisoned_mf : public tutti_test::wrapped_model<mf> {
+ public:
+  poisoned_mf(mf inner, std::size_t poison_call)
+      : wrapped_model(std::move(inner)), m_call(poison_call) {}
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum) {
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+    if (m_calls++ == m_call) {
+      const auto rows = m_inner.touched_rows(0);
+      grads[layout()[0].offset + static_cast<std::size_t>(rows.back()) * layout()[0].cols] =
+          std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  bool row_sparse(std::size_t segment) const { return m_inner.row_sparse(segment); }
+  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
+    return m_inner.touched_rows(segment);
+  }
+
+ private:
+  std::size_t m_call;
+  std::size_t m_calls = 0;
+};
+
+}  // namespace
+
+TEST_CASE("row-sparse step: a skipped non-finite step leaves no trace in the next steps") {
+  const auto parts = course_data(600, 200);
+  const tutti::train_options opt{
+      .batch = 64, .epochs = 1, .base_lr = 0.1, .seed = 4, .evaluate_each_epoch = false};
+  auto run = [&](auto optimizer) {
+    tutti::trainer<poisoned_mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
+                   decltype(optimizer)>
+        t(poisoned_mf(make_mf(parts.train), 5), {}, {}, {}, optimizer, opt);
+    auto r = t.fit(parts.train, {});
+    return rank_run{t.parameters_on_host(), std::move(r)};
+  };
+  const auto dense = run(tutti::sgd{});
+  const auto rows = run(tutti::row_sparse_sgd{});
+  REQUIRE(rows.result.skipped_steps == 1);
+  CHECK(rows.result.nonfinite.at(0).global_step == 5);
+  CHECK(std::all_of(rows.params.begin(), rows.params.end(),
+                    [](float v) { return std::isfinite(v); }));
+  // The NaN row was zeroed with the rest: every later step is dense SGD's.
+  CHECK(count_differing(rows.params, dense.params) == 0);
+}
+
+TEST_CASE("row-sparse step: lazy Adam leaves a row where its last touch put it") {
+  // User 0's only samples are in the first step (contiguous shards, no shuffling); a run on the
+  // whole data and a run on that first step alone must end with the same row 0, bit for bit.
+  auto all = course_data(400, 150).train;
+  std::vector<std::size_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(),
+                        [&](std::size_t i) { return all.users[i] == 0; });
+  tutti::data::interactions d = all;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    d.users[k] = all.users[order[k]];
+    d.items[k] = all.items[order[k]];
+    d.labels[k] = all.labels[order[k]];
+  }
+  const std::size_t batch = 32;
+  std::size_t zeros = 0;
+  while (zeros < d.size() && d.users[zeros] == 0) ++zeros;
+  REQUIRE(zeros > 0);
+  REQUIRE(zeros <= batch);
+  tutti::data::interactions first = d;
+  first.users.resize(batch);
+  first.items.resize(batch);
+  first.labels.resize(batch);
+  first.timestamps.clear();
+  d.timestamps.clear();
+  const tutti::train_options opt{
+      .batch = batch, .epochs = 1, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
+  auto row0 = [&](const tutti::data::interactions& train, auto optimizer) {
+    // The same table sizes for both runs: the model is sized by the whole data.
+    tutti::trainer<mf, tutti::contiguous_shards, tutti::no_op_reducer, tutti::constant,
+                   decltype(optimizer)>
+        t(make_mf(d), tutti::contiguous_shards{.shuffle_within = false}, {}, {}, optimizer, opt);
+    t.fit(train, {});
+    const auto p = t.parameters_on_host();
+    const auto& seg = make_mf(d).layout()[0];
+    return std::vector<float>(p.begin() + std::ptrdiff_t(seg.offset),
+                              p.begin() + std::ptrdiff_t(seg.offset + seg.cols));
+  };
+  CHECK(row0(d, tutti::lazy_adam{}) == row0(first, tutti::lazy_adam{}));
+  // Dense Adam keeps moving the row by its momentum: the property is not a tautology.
+  CHECK(row0(d, tutti::adam{}) != row0(first, tutti::adam{}));
+}
+
+TEST_CASE("row-sparse step: W ranks train as one rank at the same global batch (lazy Adam)") {
+  const auto parts = course_data(900, 300);
+  const tutti::train_options opt{
+      .batch = 96, .epochs = 2, .base_lr = 0.01, .seed = 8, .evaluate_each_epoch = false};
+  const auto one = train_with(1, parts.train, opt, tutti::lazy_adam{});
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    const auto many = train_with(world, parts.train, opt, tutti::lazy_adam{});
+    tutti_test::check_replicas_agree(many);
+    // Different sums (rank shares of the batch) of the same gradient: rounding only.
+    CHECK(tutti_test::relative_difference(many[0].params, one[0].params) < 1e-5);
+  }
+}
+
+namespace {
+
+// Matrix factorisation that does not say which rows it touched.
+class silent_mf : public tutti_test::wrapped_model<mf> {
+ public:
+  explicit silent_mf(mf inner) : wrapped_model(std::move(inner)) {}
+  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
+                         std::span<float> grads, float scale, float* loss_sum) {
+    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("row-sparse step: refused where it cannot run, with the reason") {
+  const auto parts = course_data(200, 50);
+  tutti::train_options opt{.batch = 32, .epochs = 1};
+  opt.overlap_reduce = true;
+  CHECK_THROWS_WITH_AS(
+      (tutti::trainer<mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
+                      tutti::lazy_adam>(make_mf(parts.train), {}, {}, {}, {}, opt)),
+      doctest::Contains("overlap_reduce with a row-sparse optimizer"), tutti::invalid_argument);
+  opt.overlap_reduce = false;
+  CHECK_THROWS_WITH_AS((tutti::trainer<silent_mf, tutti::shuffled_shards, tutti::no_op_reducer,
+                                       tutti::constant, tutti::rowwise_adagrad>(
+                           silent_mf(make_mf(parts.train)), {}, {}, {}, {}, opt)),
+                       doctest::Contains("the model reports no row-sparse segment"),
+                       tutti::invalid_argument);
+}
