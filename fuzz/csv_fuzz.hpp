@@ -11,7 +11,8 @@
 ///   bits 2-3: timestamp column "", "auto", "timestamp", ""        bits 4-5: duplicate policy
 ///   bit 6: label domain [1, 5]                                    bit 7: max ids 1000
 /// A `tutti::error` from either loader is an answer; any other exception, or a broken
-/// property, is a bug.
+/// property, is a bug. Quoted fields reach the quoting tokenizer; a file that loads and holds no
+/// '"' is loaded once more with every field quoted, which must change nothing.
 #pragma once
 
 #include <tutti/data/clean.hpp>
@@ -93,6 +94,35 @@ inline std::string_view without_terminator(std::string_view raw) {
   if (!raw.empty() && raw.back() == '\n') raw.remove_suffix(1);
   if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
   return raw;
+}
+
+/// `text` (which holds no '"') with every field of every non-blank line quoted, blanks around a
+/// field moved out of its quotes; the BOM and line terminators stay where they were.
+inline std::string quote_every_field(std::string_view text, char delim) {
+  std::string out;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") {
+    out += text.substr(0, 3);
+    text.remove_prefix(3);
+  }
+  for (std::string_view raw : raw_lines(text)) {
+    const std::string_view line = without_terminator(raw);
+    if (tutti::detail::csv_all_blank(line)) {
+      out += raw;
+      continue;
+    }
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t end = line.find(delim, pos);
+      out += '"';
+      out += tutti::detail::csv_trim_field(line.substr(pos, end - pos), delim);
+      out += '"';
+      if (end == std::string_view::npos) break;
+      out += delim;
+      pos = end + 1;
+    }
+    out += raw.substr(line.size());
+  }
+  return out;
 }
 
 /// Runs one input; "" when every property holds, else a description of the first that broke.
@@ -222,6 +252,23 @@ inline std::string csv_check(const std::uint8_t* data, std::size_t size) {
       if (e.report().rows_rejected != rep.rows_rejected) return "the refusal's counts differ";
     }
     if (refused != (rep.rejected_share() > 0.05)) return "the share limit misfired";
+
+    // 7. Quoting every field of a file that loads changes neither loader's result.
+    if (strict_ok && text.find('"') == std::string_view::npos) {
+      const std::string quoted = quote_every_field(text, c.source == "fuzz.tsv" ? '\t' : ',');
+      interactions again;
+      try {
+        again = tutti::data::parse_csv(quoted, c.csv, c.source);
+      } catch (const tutti::data_error& e) {
+        return "parse_csv refused the file with every field quoted: " + std::string(e.what());
+      }
+      if (again.digest() != strict.digest() || again.timestamps != strict.timestamps ||
+          again.user_ids != strict.user_ids || again.item_ids != strict.item_ids)
+        return "quoting every field changed what parse_csv reads";
+      const cleaned_data cq = tutti::data::parse_csv_clean(quoted, c.csv, c.clean, c.source);
+      if (cq.report.rejected != rep.rejected || cq.data.digest() != cl.data.digest())
+        return "quoting every field changed what parse_csv_clean reads";
+    }
   } catch (const tutti::error& e) {
     return std::string("an unexpected tutti::error: ") + e.what();
   } catch (const std::exception& e) {

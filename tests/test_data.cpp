@@ -341,6 +341,127 @@ TEST_CASE("parse_csv: non-integer timestamp") {
   CHECK(contains(e.what(), "column 'timestamp': expected an integer timestamp"));
 }
 
+TEST_CASE("parse_csv: quoted fields read like unquoted ones (RFC 4180)") {
+  const interactions plain =
+      tutti::data::parse_csv("userId,movieId,rating\n1,31,2.5\n2,7,4\n1,7,3\n", {}, "p.csv");
+  SUBCASE("quoted ids and labels, blanks inside the quotes as around a number") {
+    interactions q = tutti::data::parse_csv(
+        "\"userId\",\"movieId\",\"rating\"\n\"1\",31,2.5\n2,\"+7\",\" 4 \"\n"
+        "  \"1\" ,\"7\",\"3.0\"\n",
+        {}, "q.csv");
+    CHECK(q.digest() == plain.digest());
+    CHECK(q.user_ids == plain.user_ids);
+    CHECK(q.item_ids == plain.item_ids);
+  }
+  SUBCASE("separator and doubled quotes inside an extra column, an empty quoted extra field") {
+    interactions q = tutti::data::parse_csv(
+        "userId,note,movieId,rating\n1,\"said \"\"hi\"\", twice\",31,2.5\n2,\"\",7,4\n"
+        "1,\"a,b,c\",7,3\n",
+        {}, "q.csv");
+    CHECK(q.digest() == plain.digest());
+  }
+  SUBCASE("quoted header names, doubled quotes unescaped; inner blanks kept") {
+    csv_options opt{.user_col = "user", .item_col = "item", .label_col = "the \"rating\""};
+    interactions q = tutti::data::parse_csv(
+        "\"user\",\"item\",\"the \"\"rating\"\"\"\n1,31,2.5\n2,7,4\n1,7,3\n", opt, "q.csv");
+    CHECK(q.digest() == plain.digest());
+    auto e = parse_error("\" userId\",movieId,rating\n1,31,2.5\n");
+    CHECK(contains(e.what(), "ratings.csv:1:0: header has no column 'userId'"));
+    CHECK(contains(e.what(), "' userId', 'movieId', 'rating'"));
+  }
+  SUBCASE("an empty quoted id is an empty field; a doubled quote in a number is not a number") {
+    auto e = parse_error("userId,movieId,rating\n1,\"\",2.5\n");
+    CHECK(contains(e.what(),
+                   "ratings.csv:2:2: column 'movieId': expected an integer id, got an "
+                   "empty field"));
+    auto d = parse_error("userId,movieId,rating\n1,2,\"4\"\"5\"\n");
+    CHECK(contains(d.what(), "ratings.csv:2:3: column 'rating': expected a number, got '4\"\"5'"));
+  }
+  SUBCASE("CRLF, a UTF-8 BOM and quotes together") {
+    interactions q = tutti::data::parse_csv(
+        "\xEF\xBB\xBF\"userId\",\"movieId\",\"rating\"\r\n\"1\",\"31\",\"2.5\"\r\n"
+        "2,\"7\",4\r\n\"1\",7,\"3\"\r\n\r\n",
+        {}, "q.csv");
+    CHECK(q.digest() == plain.digest());
+  }
+  SUBCASE("tab-separated with quotes: a tab inside quotes, quoted numbers") {
+    interactions q = tutti::data::parse_csv(
+        "\"userId\"\tnote\tmovieId\trating\n\"1\"\t\"a\tb\"\t31\t\"2.5\"\n"
+        "2\t\"x \"\"y\"\"\"\t\"7\"\t4\n1\t\t7\t3\n",
+        {}, "q.tsv");
+    CHECK(q.digest() == plain.digest());
+  }
+  SUBCASE("a NUL after a separator inside quotes is reported at its field") {
+    std::string text = "userId,movieId,note,rating\n1,31,\"a,b\",2.5\n1,7,\"c,d\",";
+    text += '\0';
+    text += "\n";
+    auto e = parse_error(text);
+    CHECK(e.line() == 3);
+    CHECK(e.column() == 4);
+  }
+  SUBCASE("the quote character cannot be the delimiter") {
+    CHECK_THROWS_AS(tutti::data::parse_csv("userId\"movieId\"rating\n", {.delimiter = '"'}, "q"),
+                    tutti::invalid_argument);
+  }
+}
+
+TEST_CASE("parse_csv: bad quoting names file, line and field") {
+  const std::string header = "userId,movieId,rating\n1,31,2.5\n\"2\",\"7\",\"4\"\n";
+  SUBCASE("an unterminated quote") {
+    auto e = parse_error(header + "1,\"7,3\n");
+    CHECK(e.line() == 4);
+    CHECK(e.column() == 2);
+    CHECK(contains(e.what(),
+                   "ratings.csv:4:2: unterminated quoted field: expected a closing '\"' "
+                   "on the same line (line breaks inside quoted fields are not "
+                   "supported), got '\"7,3'"));
+  }
+  SUBCASE("a line break inside quotes is refused at the line the quote opens") {
+    auto e = parse_error("userId,movieId,rating,note\n1,31,2.5,\"two\nlines\"\n2,7,4,x\n");
+    CHECK(contains(e.what(), "ratings.csv:2:4: unterminated quoted field"));
+    CHECK(contains(e.what(), "got '\"two'"));
+  }
+  SUBCASE("text after the closing quote") {
+    auto e = parse_error(header + "1,\"7\"x,3\n");
+    CHECK(e.line() == 4);
+    CHECK(e.column() == 2);
+    CHECK(contains(e.what(),
+                   "ratings.csv:4:2: text after a closing quote: expected ',' or the "
+                   "end of the line, got '\"7\"x'"));
+    auto two = parse_error(header + "1,7,\"3\" \"4\"\n");
+    CHECK(contains(two.what(),
+                   "ratings.csv:4:3: text after a closing quote: expected ',' or the "
+                   "end of the line, got '\"3\" \"4\"'"));
+  }
+  SUBCASE("a quote in the middle of an unquoted field") {
+    auto e = parse_error(header + "1,7\",3\n");
+    CHECK(e.line() == 4);
+    CHECK(e.column() == 2);
+    CHECK(contains(e.what(),
+                   "ratings.csv:4:2: quote inside an unquoted field: expected the whole "
+                   "field in quotes, with each '\"' in it doubled, got '7\"'"));
+    auto mid = parse_error(header + "1,7,3 \"x\"\n");
+    CHECK(contains(mid.what(), "ratings.csv:4:3: quote inside an unquoted field"));
+  }
+  SUBCASE("in the header") {
+    auto e = parse_error("userId,\"movieId,rating\n1,31,2.5\n");
+    CHECK(e.line() == 1);
+    CHECK(e.column() == 2);
+    CHECK(contains(e.what(), "ratings.csv:1:2: unterminated quoted field"));
+  }
+  SUBCASE("tab-separated: the separator is named") {
+    auto e = parse_error("userId\tmovieId\trating\n1\t\"31\",\t2.5\n", {}, "r.tsv");
+    CHECK(contains(e.what(),
+                   "r.tsv:2:2: text after a closing quote: expected a tab or the end of "
+                   "the line, got '\"31\",'"));
+  }
+  SUBCASE("CRLF: the line's '\\r' is not part of the last field") {
+    auto e = parse_error("userId,movieId,rating\r\n1,31,\"2.5\r\n");
+    CHECK(contains(e.what(), "ratings.csv:2:3: unterminated quoted field"));
+    CHECK(contains(e.what(), "got '\"2.5'"));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Synthetic course data
 
@@ -571,7 +692,8 @@ TEST_CASE("split: edge fractions and validation") {
 TEST_CASE("parse_csv: corrupted input either parses whole or raises data_error") {
   const std::string plain = read_all(sample_csv);
   REQUIRE(!plain.empty());
-  const char alphabet[] = {',', '\n', '\r', '\0', '.', '-', '+', 'e', 'x', ' ', '\t', '9', '0'};
+  const char alphabet[] = {',', '\n', '\r', '\0', '.', '-', '+',
+                           'e', 'x',  ' ',  '\t', '9', '0', '"'};
   tutti::detail::splitmix rng(11);
   std::size_t parsed = 0, rejected = 0;
   for (int trial = 0; trial < 3000; ++trial) {

@@ -3,8 +3,18 @@
 /// @brief `tutti::data::load_csv`: reads (user, item, label[, timestamp]) rows from CSV or TSV.
 ///
 /// The whole file is read into memory and parsed with `std::from_chars`; a malformed row stops
-/// the load with a `tutti::data_error` naming file, line and column. Quoting is not supported:
-/// the formats this reads (MovieLens ratings, InstEval, exported logs) never quote numbers.
+/// the load with a `tutti::data_error` naming file, line and column.
+///
+/// Quoting follows RFC 4180 within a line, as spreadsheet and database exports write it: a field
+/// whose first non-blank character is '"' runs to the matching closing quote, `""` inside it is
+/// one quote, and the separator may appear inside it. Blanks outside the quotes are trimmed, those
+/// inside kept (a number still reads with blanks around it, quoted or not). A line break inside a
+/// quoted field is refused, as an unterminated quote: every row is one physical line, so line
+/// numbers stay those of the file and the cleaning loader can quarantine a row as its line. An
+/// unterminated quote, text between a closing quote and the separator, and a '"' inside an
+/// unquoted field are errors at their line and field. A line without '"' is split by `memchr`
+/// alone, and a file without one after its header (MovieLens ratings, InstEval, exported logs)
+/// does not even look for one per line.
 #pragma once
 
 #include <tutti/data/interactions.hpp>
@@ -102,13 +112,15 @@ inline std::string csv_show_field(std::string_view s) {
   return out + "'";
 }
 
+/// True for a blank around a field: a space, or a tab unless tab is the delimiter.
+constexpr bool csv_is_blank(char c, char delimiter) noexcept {
+  return (c == ' ' || c == '\t') && c != delimiter;
+}
+
 /// `s` without leading and trailing blanks (spaces; tabs too unless tab is the delimiter).
 inline std::string_view csv_trim_field(std::string_view s, char delimiter) {
-  auto blank = [delimiter](char c) {
-    return c == ' ' || (c == '\t' && delimiter != '\t');
-  };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
+  while (!s.empty() && csv_is_blank(s.front(), delimiter)) s.remove_prefix(1);
+  while (!s.empty() && csv_is_blank(s.back(), delimiter)) s.remove_suffix(1);
   return s;
 }
 
@@ -173,6 +185,9 @@ inline char csv_check_options(const data::csv_options& opt, const std::string& s
   TUTTI_EXPECTS(
       delim != '\n' && delim != '\r', fn,
       "the delimiter is a line terminator; expected a field separator such as ',' or '\\t'");
+  TUTTI_EXPECTS(delim != '"', fn,
+                "the delimiter is '\"', the quote character; expected a field separator such as "
+                "',' or '\\t'");
   TUTTI_EXPECTS(!opt.user_col.empty() && !opt.item_col.empty() && !opt.label_col.empty(), fn,
                 "a user, item or label column name is empty; expected the header names to read");
   return delim;
@@ -194,8 +209,136 @@ inline void csv_reject_nul(std::string_view text, char delim, const std::string&
   std::size_t line_no = 1;
   for (std::size_t i = 0; i < line_start; ++i) line_no += text[i] == '\n';
   std::size_t column = 1;
-  for (std::size_t i = line_start; i < at; ++i) column += text[i] == delim;
+  bool in_quotes = false;  // a doubled quote toggles twice, so this tracks RFC 4180 quoting
+  for (std::size_t i = line_start; i < at; ++i) {
+    in_quotes ^= text[i] == '"';
+    column += !in_quotes && text[i] == delim;
+  }
   throw data_error(source, line_no, column, "embedded NUL byte; expected text");
+}
+
+/// Why a row could not be read: the strict loader turns it into a message, the cleaning loader
+/// into a rejection reason.
+enum class csv_fault : unsigned char {
+  none,                ///< the row was read
+  too_few_fields,      ///< fewer fields than the header
+  too_many_fields,     ///< more fields than the header
+  empty_field,         ///< a field that is read is empty (or blank)
+  not_integer,         ///< an id or timestamp is not an integer
+  integer_range,       ///< an id or timestamp is an integer outside the 64-bit range
+  not_number,          ///< the label is not a number
+  non_finite_label,    ///< the label is NaN, infinite or beyond the float range
+  implicit_label,      ///< an implicit-feedback label other than 0 or 1
+  unterminated_quote,  ///< a quoted field without its closing quote on the line
+  text_after_quote,    ///< something other than blanks between a closing quote and the separator
+  stray_quote,         ///< a '"' inside a field that does not start with one
+};
+
+/// Which of the columns read a fault is in.
+enum class csv_role : unsigned char { none, user, item, label, time };
+
+/// The outcome of reading one row.
+struct csv_row_status {
+  csv_fault fault = csv_fault::none;  ///< none when the row was read
+  csv_role role = csv_role::none;     ///< column at fault
+  std::size_t field = 0;  ///< 0-based field at fault; the field count for a field-count fault
+  /// True when the row was read.
+  explicit operator bool() const noexcept { return fault == csv_fault::none; }
+};
+
+/// Splits one line (without its terminator) holding a '"' at `delimiter`, quoted fields as RFC
+/// 4180 has them. A quoted field's entry in `out` is the text between its quotes, untrimmed and
+/// with doubled quotes as written (`csv_unquote` undoes them); an unquoted field's is its raw
+/// text, as `csv_split_fields` gives it. `quoted`, when given, receives 1 per quoted field.
+/// @return the quoting fault and its 0-based field, whose raw text then ends `out`; or none.
+inline csv_row_status csv_split_quoted(std::string_view line, char delimiter,
+                                       std::vector<std::string_view>& out,
+                                       std::vector<char>* quoted) {
+  out.clear();
+  if (quoted != nullptr) quoted->clear();
+  const std::size_t n = line.size();
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t field = out.size();
+    std::size_t open = at;
+    while (open < n && csv_is_blank(line[open], delimiter)) ++open;
+    if (open < n && line[open] == '"') {
+      std::size_t close = open + 1;
+      while (true) {
+        close = line.find('"', close);
+        if (close == std::string_view::npos) {
+          out.push_back(line.substr(open));
+          return {csv_fault::unterminated_quote, csv_role::none, field};
+        }
+        if (close + 1 < n && line[close + 1] == '"') {
+          close += 2;
+          continue;
+        }
+        break;
+      }
+      std::size_t after = close + 1;
+      while (after < n && csv_is_blank(line[after], delimiter)) ++after;
+      if (after < n && line[after] != delimiter) {
+        out.push_back(line.substr(open, line.find(delimiter, after) - open));
+        return {csv_fault::text_after_quote, csv_role::none, field};
+      }
+      out.push_back(line.substr(open + 1, close - open - 1));
+      if (quoted != nullptr) quoted->push_back(1);
+      if (after == n) return {};
+      at = after + 1;
+    } else {
+      std::size_t end = line.find(delimiter, at);
+      std::string_view raw = line.substr(at, end == std::string_view::npos ? n - at : end - at);
+      out.push_back(raw);
+      if (raw.find('"') != std::string_view::npos)
+        return {csv_fault::stray_quote, csv_role::none, field};
+      if (quoted != nullptr) quoted->push_back(0);
+      if (end == std::string_view::npos) return {};
+      at = end + 1;
+    }
+  }
+}
+
+/// Splits one line (without its terminator) at `delimiter`: by `memchr` alone when it holds no
+/// '"', which is nearly every line of a large file, else by `csv_split_quoted` (same results).
+inline csv_row_status csv_split_line(std::string_view line, char delimiter,
+                                     std::vector<std::string_view>& out,
+                                     std::vector<char>* quoted = nullptr) {
+  if (std::memchr(line.data(), '"', line.size()) != nullptr)
+    return csv_split_quoted(line, delimiter, out, quoted);
+  csv_split_fields(line, delimiter, out);
+  if (quoted != nullptr) quoted->assign(out.size(), 0);
+  return {};
+}
+
+/// The text between a quoted field's quotes with each doubled quote made one.
+inline std::string csv_unquote(std::string_view inner) {
+  std::string out;
+  out.reserve(inner.size());
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    out += inner[i];
+    if (inner[i] == '"') ++i;  // the second quote of a pair
+  }
+  return out;
+}
+
+/// The message of a quoting fault in the field whose raw text is `raw`.
+inline std::string csv_quote_message(csv_fault fault, char delimiter, std::string_view raw) {
+  const std::string got = ", got " + csv_show_field(csv_trim_field(raw, delimiter));
+  std::string sep = "a tab";
+  if (delimiter != '\t') sep = {'\'', delimiter, '\''};
+  switch (fault) {
+    case csv_fault::unterminated_quote:
+      return "unterminated quoted field: expected a closing '\"' on the same line (line breaks "
+             "inside quoted fields are not supported)" +
+             got;
+    case csv_fault::text_after_quote:
+      return "text after a closing quote: expected " + sep + " or the end of the line" + got;
+    default:  // stray_quote
+      return "quote inside an unquoted field: expected the whole field in quotes, with each '\"' "
+             "in it doubled" +
+             got;
+  }
 }
 
 /// Where the requested columns sit, as the header line names them.
@@ -208,6 +351,8 @@ struct csv_layout {
   std::size_t time_at = 0;     ///< 0-based field of the timestamp; n_cols when there is none
   std::string time_name;       ///< header name of the timestamp column
   std::size_t header_len = 0;  ///< characters in the header line
+  /// True when a '"' follows the header; else rows skip even the per-line look for one.
+  bool body_has_quote = true;
   /// True when rows carry a timestamp.
   bool with_time() const noexcept { return time_at < n_cols; }
 };
@@ -224,11 +369,17 @@ inline csv_layout csv_read_header(std::string_view text, const data::csv_options
   lay.delim = delim;
   std::string_view header_line = csv_next_line(text, 0, body);
   lay.header_len = header_line.size();
+  lay.body_has_quote = std::memchr(text.data() + body, '"', text.size() - body) != nullptr;
   std::vector<std::string_view> fields;
-  csv_split_fields(header_line, delim, fields);
-  std::vector<std::string_view> header;
+  std::vector<char> quoted;
+  if (auto st = csv_split_line(header_line, delim, fields, &quoted); !st)
+    throw data_error(source, 1, st.field + 1, csv_quote_message(st.fault, delim, fields.back()));
+  // A quoted name keeps its blanks: `" user"` is not `user`.
+  std::vector<std::string> header;
   header.reserve(fields.size());
-  for (auto f : fields) header.push_back(csv_trim_field(f, delim));
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    header.push_back(quoted[i] ? csv_unquote(fields[i])
+                               : std::string(csv_trim_field(fields[i], delim)));
   const std::size_t n_cols = header.size();
   lay.n_cols = n_cols;
 
@@ -272,32 +423,6 @@ inline csv_layout csv_read_header(std::string_view text, const data::csv_options
   return lay;
 }
 
-/// Why a row could not be read: the strict loader turns it into a message, the cleaning loader
-/// into a rejection reason.
-enum class csv_fault : unsigned char {
-  none,              ///< the row was read
-  too_few_fields,    ///< fewer fields than the header
-  too_many_fields,   ///< more fields than the header
-  empty_field,       ///< a field that is read is empty (or blank)
-  not_integer,       ///< an id or timestamp is not an integer
-  integer_range,     ///< an id or timestamp is an integer outside the 64-bit range
-  not_number,        ///< the label is not a number
-  non_finite_label,  ///< the label is NaN, infinite or beyond the float range
-  implicit_label,    ///< an implicit-feedback label other than 0 or 1
-};
-
-/// Which of the columns read a fault is in.
-enum class csv_role : unsigned char { none, user, item, label, time };
-
-/// The outcome of reading one row.
-struct csv_row_status {
-  csv_fault fault = csv_fault::none;  ///< none when the row was read
-  csv_role role = csv_role::none;     ///< column at fault
-  std::size_t field = 0;  ///< 0-based field at fault; the field count for a field-count fault
-  /// True when the row was read.
-  explicit operator bool() const noexcept { return fault == csv_fault::none; }
-};
-
 /// One row's values as the source spells them (ids not yet remapped).
 struct csv_row {
   std::int64_t user = 0;  ///< source user id
@@ -306,7 +431,7 @@ struct csv_row {
   std::int64_t time = 0;  ///< timestamp, 0 when the layout has none
 };
 
-/// Reads one integer field (blanks and one leading '+' allowed).
+/// Reads one integer field (blanks and one leading '+' allowed; a quoted field's blanks too).
 inline csv_fault csv_parse_int(std::string_view raw, char delim, std::int64_t& v) {
   std::string_view s = csv_trim_field(raw, delim);
   if (s.empty()) return csv_fault::empty_field;
@@ -322,7 +447,10 @@ inline csv_fault csv_parse_int(std::string_view raw, char delim, std::int64_t& v
 /// loader, so they cannot disagree about what a well-formed row is.
 inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay, bool implicit,
                                     std::vector<std::string_view>& fields, csv_row& row) {
-  csv_split_fields(line, lay.delim, fields);
+  if (!lay.body_has_quote)
+    csv_split_fields(line, lay.delim, fields);
+  else if (auto st = csv_split_line(line, lay.delim, fields); !st)
+    return st;
   if (fields.size() != lay.n_cols)
     return {fields.size() < lay.n_cols ? csv_fault::too_few_fields : csv_fault::too_many_fields,
             csv_role::none, fields.size()};
@@ -364,6 +492,9 @@ inline std::size_t csv_fault_column(const csv_row_status& st, const csv_layout& 
 inline std::string csv_fault_message(const csv_row_status& st, const csv_layout& lay,
                                      const data::csv_options& opt,
                                      const std::vector<std::string_view>& fields) {
+  if (st.fault == csv_fault::unterminated_quote || st.fault == csv_fault::text_after_quote ||
+      st.fault == csv_fault::stray_quote)
+    return csv_quote_message(st.fault, lay.delim, fields[st.field]);
   if (st.fault == csv_fault::too_few_fields || st.fault == csv_fault::too_many_fields)
     return std::string(st.fault == csv_fault::too_few_fields ? "too few" : "too many") +
            " fields: expected " + std::to_string(lay.n_cols) + " (as in the header), got " +
