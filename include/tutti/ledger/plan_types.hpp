@@ -25,9 +25,9 @@ inline double optimizer_state_factor(std::string_view optimizer) {
   if (optimizer == "sgd") return 0.0;
   if (optimizer == "momentum") return 1.0;
   if (optimizer == "adam" || optimizer == "adamw" || optimizer == "lazy-adam") return 2.0;
-  detail::throw_invalid(
-      "tutti::optimizer_state_factor",
-      "unknown optimizer '" + std::string(optimizer) + "'; expected sgd, momentum, adam, adamw or lazy-adam");
+  detail::throw_invalid("tutti::optimizer_state_factor",
+                        "unknown optimizer '" + std::string(optimizer) +
+                            "'; expected sgd, momentum, adam, adamw or lazy-adam");
 }
 
 /// What the planner is asked about: the model, the data, the deadline and a measured (or
