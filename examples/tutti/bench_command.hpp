@@ -302,6 +302,11 @@ inline void print_banner(const bench_config& c) {
   std::fflush(stdout);
 }
 
+#if defined(TUTTI_CLI_CUDA) && TUTTI_HAS_NCCL
+// `--reducer nccl`, defined in the program's CUDA translation unit (cuda_parts.cu).
+int run_bench_nccl_cuda(const bench_config& c);
+#endif
+
 #if defined(TUTTI_HAS_CUDA) && TUTTI_HAS_NCCL
 // `--reducer nccl`: one world size's sweep on `ring`, one rank of `run_nccl`. The message lives
 // in device memory, filled on the host and copied; each timed `all_reduce_mean` (which returns
@@ -419,8 +424,8 @@ inline int run_bench_allreduce(const bench_config& c) {
 #endif
   }
   if (c.reducer == "nccl") {
-#if defined(TUTTI_HAS_CUDA) && TUTTI_HAS_NCCL
-    return bench_detail::run_bench_nccl(c);
+#if defined(TUTTI_CLI_CUDA) && TUTTI_HAS_NCCL
+    return bench_detail::run_bench_nccl_cuda(c);
 #else
     tutti::detail::throw_invalid("tutti bench allreduce",
                                  "--reducer nccl: this tutti was built without CUDA and NCCL; "

@@ -81,8 +81,8 @@ struct run_optimizer {
           if constexpr (optimizer_steps_rows<std::decay_t<decltype(o)>, Space>)
             o.step_rows(space, layout, p, g, state, rows, lr, t);
           else
-            detail::throw_invalid("tutti train",
-                                  "a dense optimizer was asked for a row-sparse step");
+            tutti::detail::throw_invalid("tutti train",
+                                         "a dense optimizer was asked for a row-sparse step");
         },
         chosen);
   }
@@ -94,7 +94,7 @@ inline run_schedule make_schedule(const std::string& name, std::size_t warmup_st
   if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}, warmup_steps};
   if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}, warmup_steps};
   if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}, warmup_steps};
-  detail::throw_invalid(
+  tutti::detail::throw_invalid(
       "tutti train", "unknown --schedule '" + name + "'; expected constant, step, cosine or poly");
 }
 
@@ -108,9 +108,9 @@ inline run_optimizer make_optimizer(const std::string& name, float momentum, flo
   if (name == "rowwise-adagrad") return {rowwise_adagrad{}};
   if (name == "row-sparse-sgd")
     return {row_sparse_sgd{.momentum = momentum, .weight_decay = weight_decay}};
-  detail::throw_invalid("tutti train", "unknown --optimizer '" + name +
-                                           "'; expected sgd, adam, lars, lamb, lazy-adam, "
-                                           "rowwise-adagrad or row-sparse-sgd");
+  tutti::detail::throw_invalid("tutti train", "unknown --optimizer '" + name +
+                                                  "'; expected sgd, adam, lars, lamb, lazy-adam, "
+                                                  "rowwise-adagrad or row-sparse-sgd");
 }
 
 }  // namespace tutti::cli

@@ -4,6 +4,7 @@
 
 #include "progress.hpp"
 #include "run_policies.hpp"
+#include "trace.hpp"
 
 #include <tutti/data/clean.hpp>
 #include <tutti/tutti.hpp>
@@ -85,6 +86,7 @@ struct train_config {
   std::size_t epochs = 8;
   std::size_t batch = 4096;
   double lr = 0.01;
+  bool lr_given = false;  // --lr was on the command line (else the optimizer's default)
   std::string scaling = "none";
   std::size_t reference_batch = 4096;  // the defaults (lr 0.01, adam) were tuned at batch 4096
   std::size_t warmup_steps = 0;
@@ -99,6 +101,10 @@ struct train_config {
   std::size_t log_every = 0;
   bool quiet = false;
   bool progress = false;           // the progress line even when stderr is not a terminal
+  std::string trace;               // Chrome trace-event file of the step phases, or none
+  std::size_t trace_first = 1;     // first traced global step, 1-based
+  std::size_t trace_steps = 100;   // traced steps
+  std::size_t trace_every = 1;     // every K-th step from the first
   std::string space = "host";      // host, or cuda in a build compiled by nvcc
   std::string nonfinite = "skip";  // skip, stop or off
   std::size_t replica_check_every = 0;
@@ -193,8 +199,9 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--batch", c.batch, "global batch (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--lr", c.lr, "base learning rate")
+  app.add_option("--lr", c.lr, "base learning rate (default 0.1 for rowwise-adagrad)")
       ->check(CLI::PositiveNumber)
+      ->each([&c](const std::string&) { c.lr_given = true; })
       ->capture_default_str();
   app.add_option("--scaling", c.scaling, "learning-rate scaling rule for the global batch")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}))
@@ -229,6 +236,19 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_flag("--progress", c.progress,
                "show the progress line (epoch, share done, samples/s, ETA) on stderr even when it "
                "is not a terminal, a line every 5 s; on a terminal it is on by default");
+  app.add_option("--trace", c.trace,
+                 "write the step phases of every rank (data, compute, guard, wait, reduce, "
+                 "optimizer, other) to FILE as Chrome trace events (Perfetto, chrome://tracing); "
+                 "host space");
+  app.add_option("--trace-from", c.trace_first, "first traced global step (1-based)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--trace-steps", c.trace_steps, "how many steps the trace holds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--trace-every", c.trace_every, "trace every K-th step from --trace-from")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--space", c.space, "execution space: host, or cuda (GPU build)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
@@ -539,6 +559,7 @@ struct run_output {
   data_stats stats;
   bool shared_arena = false;  // rank 0's gradient arena was the reducer's shared memory
   std::mutex mutex;
+  trace_recorder* trace = nullptr;  // --trace: every rank's step phases
 };
 
 #if TUTTI_HAS_SODIUM
@@ -687,6 +708,10 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.on_step = [&bar](const step_progress& p) {
     if (p.rank == 0) bar.update(p);
   };
+  if (out.trace)
+    opt.on_phase = [trace = out.trace](const phase_event& e) {
+      trace->add(e);
+    };
   opt.on_epoch = [&](int r, const epoch_record& e) {
 #if TUTTI_HAS_SODIUM
     if (audit) audit->end_epoch(e.epoch - 1);
@@ -787,6 +812,56 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #endif
 }
 
+/// Trains the model `c.model` on `Space` with `c.ranks` ranks (the model dispatch of `tutti
+/// train`).
+template <class Space>
+void train_models(const train_config& c, const loaded_data& d, loss_kind loss,
+                  json_lines_log* log_ptr, progress_line& bar, run_output& out) {
+  const std::int32_t users = d.all.n_users(), items = d.all.n_items();
+  if (c.model == "mf") {
+    using model_t = models::matrix_factorization<Space>;
+    auto make = [&](const Space& space, float mean) {
+      return model_t({.dim = c.dim,
+                      .l2 = c.l2,
+                      .loss = loss,
+                      .global_bias_init = loss == loss_kind::squared ? mean : 0.f},
+                     users, items, space);
+    };
+    run_ranks<Space>(c, d, make, log_ptr, bar, out);
+  } else if (c.model == "ncf") {
+#if TUTTI_HAS_BLAS
+    using model_t = models::neural_cf<Space>;
+    auto make = [&](const Space& space, float mean) {
+      return model_t({.gmf_dim = static_cast<std::size_t>(c.dim),
+                      .layers = c.layers,
+                      .l2 = c.l2,
+                      .loss = loss,
+                      .output_bias_init = loss == loss_kind::squared ? mean : 0.f},
+                     users, items, space);
+    };
+    run_ranks<Space>(c, d, make, log_ptr, bar, out);
+#else
+    tutti::detail::throw_invalid("tutti train",
+                                 "--model ncf: this tutti was built without a CBLAS; expected a "
+                                 "build that found one (Debian's libopenblas-dev)");
+#endif
+  } else {
+    using model_t = models::logistic_regression<Space>;
+    auto make = [&](const Space& space, float) {
+      return model_t({.l2 = c.l2, .loss = loss}, users, items, space);
+    };
+    run_ranks<Space>(c, d, make, log_ptr, bar, out);
+  }
+}
+
+#if defined(TUTTI_CLI_CUDA)
+// The CUDA part of the program, in a translation unit of its own compiled by nvcc
+// (cuda_parts.cu), so that the rest is compiled by the host compiler with its vector kernels.
+void train_models_cuda(const train_config& c, const loaded_data& d, loss_kind loss,
+                       json_lines_log* log_ptr, progress_line& bar, run_output& out);
+int visible_cuda_devices();
+#endif
+
 inline nlohmann::json to_json(const eval_result& e) {
   return {{"metric", e.metric}, {"value", e.value}};
 }
@@ -864,8 +939,8 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   check_batch(c);
-#if defined(TUTTI_HAS_CUDA)
-  TUTTI_EXPECTS(c.space != "cuda" || cuda_device_count() > 0, "tutti train",
+#if defined(TUTTI_CLI_CUDA)
+  TUTTI_EXPECTS(c.space != "cuda" || detail::visible_cuda_devices() > 0, "tutti train",
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
   const bool leader = rank == 0;
@@ -934,54 +1009,26 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
 
   progress_line bar(c.progress, c.quiet, c.batch);
   detail::run_output out;
+  TUTTI_EXPECTS(c.trace.empty() || c.space == "host", "tutti train",
+                "--trace with --space cuda: a device space's phases are GPU events resolved in "
+                "batches and are not traced; expected --space host");
+  std::optional<trace_recorder> trace;
+  if (!c.trace.empty()) {
+    trace.emplace(c.trace_first - 1, c.trace_steps, c.trace_every);
+    out.trace = &*trace;
+  }
   const std::int32_t users = d.all.n_users(), items = d.all.n_items();
-  auto train_on = [&]<class Space>(Space*) {
-    if (c.model == "mf") {
-      using model_t = models::matrix_factorization<Space>;
-      auto make = [&](const Space& space, float mean) {
-        return model_t({.dim = c.dim,
-                        .l2 = c.l2,
-                        .loss = loss,
-                        .global_bias_init = loss == loss_kind::squared ? mean : 0.f},
-                       users, items, space);
-      };
-      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
-    } else if (c.model == "ncf") {
-#if TUTTI_HAS_BLAS
-      using model_t = models::neural_cf<Space>;
-      auto make = [&](const Space& space, float mean) {
-        return model_t({.gmf_dim = static_cast<std::size_t>(c.dim),
-                        .layers = c.layers,
-                        .l2 = c.l2,
-                        .loss = loss,
-                        .output_bias_init = loss == loss_kind::squared ? mean : 0.f},
-                       users, items, space);
-      };
-      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
-#else
-      tutti::detail::throw_invalid("tutti train",
-                                   "--model ncf: this tutti was built without a CBLAS; expected a "
-                                   "build that found one (Debian's libopenblas-dev)");
-#endif
-    } else {
-      using model_t = models::logistic_regression<Space>;
-      auto make = [&](const Space& space, float) {
-        return model_t({.l2 = c.l2, .loss = loss}, users, items, space);
-      };
-      detail::run_ranks<Space>(c, d, make, log_ptr, bar, out);
-    }
-  };
   try {
     if (c.space == "cuda") {
-#if defined(TUTTI_HAS_CUDA)
-      train_on(static_cast<cuda_space*>(nullptr));
+#if defined(TUTTI_CLI_CUDA)
+      detail::train_models_cuda(c, d, loss, log_ptr, bar, out);
 #else
       tutti::detail::throw_invalid("tutti train",
                                    "--space cuda: this tutti was built without CUDA; expected "
                                    "--space host, or a build where nvcc was found");
 #endif
     } else {
-      train_on(static_cast<host_space*>(nullptr));
+      detail::train_models<host_space>(c, d, loss, log_ptr, bar, out);
     }
   } catch (const interrupted_error& e) {
     // Every rank stopped after the same step; rank 0 wrote the checkpoint.
@@ -1005,6 +1052,14 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
     return 128 + (sig ? sig : SIGTERM);
   }
   bar.clear();
+  if (trace) {
+    // One file per process: an MPI rank other than 0 writes FILE.<rank>.
+    const std::string path = rank == 0 ? c.trace : c.trace + "." + std::to_string(rank);
+    trace->write(path, rank);
+    if (leader && !c.quiet)
+      std::printf("trace: %s (%zu intervals; open in ui.perfetto.dev or chrome://tracing)\n",
+                  path.c_str(), trace->size());
+  }
   if (!leader) return 0;
   const fit_result& r = out.result;
   const bool shared_arena = out.shared_arena;
@@ -1209,8 +1264,16 @@ inline int run_train_mpi(train_config c) {
 
 }  // namespace detail
 
+/// The base learning rate of `optimizer` when --lr is not given: 0.01 (tuned with Adam at batch
+/// 4,096), 0.1 for row-wise Adagrad, whose steps shrink as its accumulators grow (the best of
+/// 0.01 to 1 over the synthetic data and InstEval; docs/optimizers.md).
+inline double default_lr(const std::string& optimizer) {
+  return optimizer == "rowwise-adagrad" ? 0.1 : 0.01;
+}
+
 /// Runs `tutti train`; returns the process exit code.
-inline int run_train(const train_config& c) {
+inline int run_train(train_config c) {
+  if (!c.lr_given) c.lr = default_lr(c.optimizer);
   if (c.reducer == "mpi") {
 #if TUTTI_HAS_MPI
     return detail::run_train_mpi(c);

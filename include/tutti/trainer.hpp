@@ -235,6 +235,16 @@ struct epoch_record {
   rank_table ranks;               ///< every rank's mean step and work time
 };
 
+/// One interval of a rank's step for a timeline (`train_options::on_phase`): step `step` of
+/// epoch `epoch` (global step `global_step`) spent [start, start + seconds) on `phase`, in
+/// seconds since `fit` began on this rank.
+struct phase_event {
+  int rank = 0;
+  std::size_t epoch = 0, step = 0, global_step = 0;
+  account phase = account::other;
+  double start = 0, seconds = 0;
+};
+
 /// Run options of a trainer: an aggregate, set with designated initialisers.
 struct train_options {
   std::size_t batch = 4096;               ///< global batch: samples per step over all ranks
@@ -248,6 +258,10 @@ struct train_options {
   json_lines_log* log = nullptr;          ///< JSON-lines sink (per-rank records), or none
   std::function<void(const step_progress&)> on_step{};  ///< called after each step, or empty
   std::function<void(int rank, const epoch_record&)> on_epoch{};  ///< after each epoch
+  /// Called on each rank's thread with every interval the step's clock marks, as it is marked
+  /// (the ledger's own clock reads; nothing is added to the step). Host spaces; a device
+  /// space's intervals are GPU events resolved in batches and are not traced.
+  std::function<void(const phase_event&)> on_phase{};
   /// What a non-finite loss or gradient on any rank does: skip the step, stop, or nothing.
   nonfinite_policy nonfinite = nonfinite_policy::skip;
   /// Steps between replica checks (checksums of parameters and optimizer state compared
@@ -818,6 +832,15 @@ class trainer {
         run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
     std::size_t global_step =
         resume ? static_cast<std::size_t>(resume->global_step) : m_global_step;
+    if constexpr (requires { timer.trace({}, fit_start); }) {
+      if (m_options.on_phase)  // the timeline: every marked interval, as it is marked
+        timer.trace(
+            [this, rank, &global_step](const auto& s) {
+              m_options.on_phase(
+                  phase_event{rank, s.epoch, s.step, global_step, s.phase, s.start, s.seconds});
+            },
+            fit_start);
+    }
     const std::size_t start_epoch = resume ? static_cast<std::size_t>(resume->epoch) : 0;
     for (std::size_t epoch = start_epoch; epoch < m_options.epochs; ++epoch) {
       const auto epoch_start = clock::now();
@@ -1030,7 +1053,8 @@ class trainer {
           }
         }
         if (!skip) apply_optimizer(lr, global_step + 1);
-        if (m_row_step) m_rows.zero(m_space, m_grads.data());
+        if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
+          if (m_row_step) m_rows.zero(m_space, m_grads.data());
         timer.mark(account::optimizer);
         if constexpr (!space_type::host_accessible) {
           if (guarded) {

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -335,7 +336,21 @@ namespace detail::ledger_impl {
 template <class Space>
 class step_clock {
  public:
+  /// One marked interval: step `step` of epoch `epoch` spent [start, start + seconds) on
+  /// `phase`, in seconds since the origin given to `trace`.
+  struct span {
+    std::size_t epoch = 0, step = 0;
+    account phase = account::other;
+    double start = 0, seconds = 0;
+  };
+
   explicit step_clock(const Space& /*space*/) {}
+
+  /// Hands every marked interval to `sink` as it is marked (a timeline; no clock read is added).
+  void trace(std::function<void(const span&)> sink, std::chrono::steady_clock::time_point origin) {
+    m_trace = std::move(sink);
+    m_origin = origin;
+  }
 
   /// Opens the timeline: the first step's first interval starts now.
   void start() { m_last = std::chrono::steady_clock::now(); }
@@ -350,7 +365,11 @@ class step_clock {
   /// Charges the time since the previous mark to `a`.
   void mark(account a) {
     const auto now = std::chrono::steady_clock::now();
-    m_step[a] += std::chrono::duration<double>(now - m_last).count();
+    const double d = std::chrono::duration<double>(now - m_last).count();
+    m_step[a] += d;
+    if (m_trace)
+      m_trace(span{m_step.epoch, m_step.step, a,
+                   std::chrono::duration<double>(m_last - m_origin).count(), d});
     m_last = now;
   }
   /// Moves up to `seconds` of this step's reduce into the wait account (a reducer that knows
@@ -381,6 +400,8 @@ class step_clock {
   step_account m_step;
   double m_wait_in_reduce = 0;
   double m_background = 0;
+  std::function<void(const span&)> m_trace;
+  std::chrono::steady_clock::time_point m_origin;
 };
 
 #if defined(TUTTI_HAS_CUDA)

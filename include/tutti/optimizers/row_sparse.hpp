@@ -123,7 +123,7 @@ class row_runs {
   /// (on the calling thread when there is one group, or fewer values than the space runs
   /// serially).
   template <class Space, class Fn>
-  void for_each(const Space& space, const Fn& fn) const {
+  requires(Space::host_accessible) void for_each(const Space& space, const Fn& fn) const {
     const std::size_t groups = m_groups.size() - 1;
     bool serial = groups <= 1;
     if constexpr (requires { Space::serial_below; })
