@@ -350,14 +350,7 @@ TEST_CASE("row-sparse step: W ranks train as one rank at the same global batch (
 namespace {
 
 // Matrix factorisation that does not say which rows it touched.
-class silent_mf : public tutti_test::wrapped_model<mf> {
- public:
-  explicit silent_mf(mf inner) : wrapped_model(std::move(inner)) {}
-  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
-                         std::span<float> grads, float scale, float* loss_sum) {
-    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
-  }
-};
+using silent_mf = tutti_test::silent_model<mf>;
 
 }  // namespace
 

@@ -155,14 +155,7 @@ class poisoned_mf : public tutti_test::wrapped_model<mf> {
 };
 
 // Matrix factorisation that does not say which rows it touched.
-class silent_mf : public tutti_test::wrapped_model<mf> {
- public:
-  explicit silent_mf(mf inner) : wrapped_model(std::move(inner)) {}
-  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
-                         std::span<float> grads, float scale, float* loss_sum) {
-    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
-  }
-};
+using silent_mf = tutti_test::silent_model<mf>;
 
 }  // namespace
 

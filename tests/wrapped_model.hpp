@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A model that forwards everything but `loss_and_gradient` to the model it wraps: the base of
 // the test models that inject a fault (a NaN, a failure) into a real model's step
-// (test_guards.cpp, test_sparse_exchange.cpp, test_compressed.cpp, test_overlap.cpp).
+// (test_guards.cpp, test_sparse_exchange.cpp, test_compressed.cpp, test_overlap.cpp), and one
+// that hides its touched rows.
 #pragma once
 
 #include <tutti/batch.hpp>
@@ -36,6 +37,19 @@ class wrapped_model {
 
  protected:
   Inner m_inner;
+};
+
+/// `Inner` that does not say which rows a step touched (no `touched_rows`): what the trainer
+/// must refuse for the paths that need them (test_sparse_exchange.cpp, test_row_sparse.cpp).
+template <class Inner>
+class silent_model : public wrapped_model<Inner> {
+ public:
+  using T = typename Inner::value_type;
+  explicit silent_model(Inner inner) : wrapped_model<Inner>(std::move(inner)) {}
+  void loss_and_gradient(std::span<const T> params, const tutti::batch_view& batch,
+                         std::span<T> grads, T scale, T* loss_sum) {
+    this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+  }
 };
 
 }  // namespace tutti_test
