@@ -324,7 +324,7 @@ TEST_CASE("row-sparse step: lazy Adam leaves a row where its last touch put it")
         t(make_mf(d), tutti::contiguous_shards{.shuffle_within = false}, {}, {}, optimizer, opt);
     t.fit(train, {});
     const auto p = t.parameters_on_host();
-    const auto& seg = make_mf(d).layout()[0];
+    const tutti::segment seg = make_mf(d).layout()[0];  // a copy: the model is a temporary
     return std::vector<float>(p.begin() + std::ptrdiff_t(seg.offset),
                               p.begin() + std::ptrdiff_t(seg.offset + seg.cols));
   };
