@@ -160,6 +160,20 @@ world_result measure_world(Reducer& reducer, const bench_config& c, const std::s
 }
 
 // Prints the tables and fits, and writes --save-link and --json (the caller is rank 0).
+// The alpha-beta fit of `rows`, or none, said on stdout with the reason: on a busy machine a
+// small message can take longer than a larger one, and no positive bandwidth fits.
+inline std::optional<alpha_beta_fit> try_fit(const std::vector<allreduce_bench_row>& rows) {
+  try {
+    return fit_alpha_beta(rows);
+  } catch (const invalid_argument& e) {
+    std::printf(
+        "# no alpha-beta fit: %s (timings that do not grow with the message size: a busy "
+        "machine? more --iters or a larger --max-bytes help)\n",
+        e.what());
+    return std::nullopt;
+  }
+}
+
 inline int report(const bench_config& c, const bench_result& r) {
   std::printf(
       "# host: %g cores; %d threads burning for %.2f s got %.2f cores (the rest is other "
@@ -169,6 +183,7 @@ inline int report(const bench_config& c, const bench_result& r) {
   nlohmann::json fits = nlohmann::json::array();
   nlohmann::json steps = nlohmann::json::array();
   std::optional<nlohmann::json> saved_step;
+  std::optional<alpha_beta_fit> single_fit;  // the one world size's fit, when there is one
   for (const auto& w : r.worlds) {
     std::fputs(format_allreduce_header(r.reducer, w.ranks).c_str(), stdout);
     double sum = 0;
@@ -178,8 +193,9 @@ inline int report(const bench_config& c, const bench_result& r) {
     }
     std::printf("# average busbw: %.3f GB/s\n", sum / double(w.rows.size()));
     std::optional<alpha_beta_fit> f;
-    if (w.rows.size() >= 2 && w.ranks > 1) {  // one rank moves no data: nothing to fit
-      f = fit_alpha_beta(w.rows);
+    if (w.rows.size() >= 2 && w.ranks > 1)  // one rank moves no data: nothing to fit
+      f = try_fit(w.rows);
+    if (f) {
       std::fputs(format_alpha_beta(*f).c_str(), stdout);
       fits.push_back({{"ranks", w.ranks},
                       {"alpha_us", f->alpha_s * 1e6},
@@ -207,6 +223,7 @@ inline int report(const bench_config& c, const bench_result& r) {
       steps.push_back(js);
       if (!saved_step) saved_step = js;
     }
+    if (r.worlds.size() == 1) single_fit = f;
     std::fflush(stdout);
     all.insert(all.end(), w.rows.begin(), w.rows.end());
   }
@@ -222,11 +239,18 @@ inline int report(const bench_config& c, const bench_result& r) {
                   "--save-link: a link profile is fitted to timings of 2 or more ranks; expected "
                   "--ranks 2 or more");
   }
-  const alpha_beta_fit fit = fits_any ? fit_alpha_beta(all) : alpha_beta_fit{};
+  std::optional<alpha_beta_fit> fit;
   if (fits_any && r.worlds.size() > 1) {
     std::printf("\n# over all world sizes:\n");
-    std::fputs(format_alpha_beta(fit).c_str(), stdout);
+    fit = try_fit(all);
+    if (fit) std::fputs(format_alpha_beta(*fit).c_str(), stdout);
+  } else if (fits_any) {
+    fit = single_fit;
   }
+  TUTTI_EXPECTS(c.save_link.empty() || fit || !fits_any, "tutti bench allreduce",
+                "--save-link: the timings gave no alpha-beta fit (see above); expected timings "
+                "that grow with the message size: rerun on a quieter machine, with more --iters "
+                "or a larger --max-bytes");
   const nlohmann::json host = {{"cores", r.cores},
                                {"available_cores", r.available_cores},
                                {"threads", r.core_threads},
@@ -235,15 +259,15 @@ inline int report(const bench_config& c, const bench_result& r) {
     std::ofstream f(c.save_link);
     if (!f)
       throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
-    const link_profile link = fit.as_link(c.link_name);
+    const link_profile link = fit->as_link(c.link_name);
     nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
     std::vector<int> ranks;
     for (const auto& w : r.worlds) ranks.push_back(w.ranks);
-    j["fit"] = {{"alpha_s", fit.alpha_s},
-                {"beta_s_per_byte", fit.beta_s_per_byte},
-                {"points", fit.points},
-                {"max_rel_error", fit.max_rel_error},
-                {"rms_rel_error", fit.rms_rel_error},
+    j["fit"] = {{"alpha_s", fit->alpha_s},
+                {"beta_s_per_byte", fit->beta_s_per_byte},
+                {"points", fit->points},
+                {"max_rel_error", fit->max_rel_error},
+                {"rms_rel_error", fit->rms_rel_error},
                 {"reducer", r.reducer},
                 {"ranks", ranks}};
     j["host"] = host;
@@ -274,8 +298,8 @@ inline int report(const bench_config& c, const bench_result& r) {
         {"fits", fits},
         {"host", host},
         {"steps", steps},
-        {"link", fits_any ? nlohmann::json::parse(link_profile_json(fit.as_link(c.link_name)))
-                          : nlohmann::json()}};
+        {"link", fit ? nlohmann::json::parse(link_profile_json(fit->as_link(c.link_name)))
+                     : nlohmann::json()}};
     std::ofstream f(c.json);
     if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
     f << j.dump(2) << '\n';
