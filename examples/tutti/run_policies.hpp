@@ -32,13 +32,7 @@ struct run_optimizer {
   }
   std::size_t state_size(const parameter_layout& layout) const {
     return std::visit(
-        [&](const auto& o) {
-          if constexpr (optimizer_sizes_state_by_layout<std::decay_t<decltype(o)>>)
-            return o.state_size(layout);
-          else
-            return o.state_size(layout.total());
-        },
-        chosen);
+        [&](const auto& o) { return tutti::detail::optimizer_state_floats(o, layout); }, chosen);
   }
   /// True for the row-sparse optimizers: the trainer then takes the row-sparse step.
   bool row_sparse() const {
