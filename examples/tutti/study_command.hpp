@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // `tutti study large-batch`: where learning-rate scaling keeps a recommender's accuracy as the
 // global batch grows, and where it stops. Trains MF and NCF on InstEval and the synthetic course
-// data at each global batch under five recipes, several seeds per cell, a fixed epoch budget;
-// prints a table per model x dataset, writes JSON and an SVG/HTML chart. See docs/large-batch.md.
+// data, or on the user's own file (--data), at each global batch under five recipes, several
+// seeds per cell, a fixed epoch budget; prints a table per model x dataset, writes JSON and an
+// SVG/HTML chart. See docs/large-batch.md.
 #pragma once
 
+#include "data_options.hpp"
 #include "run_policies.hpp"
 
 #include <tutti/ledger/detail/format.hpp>
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,6 +46,7 @@ struct study_config {
 #else
   std::string datasets_dir = "../shared/datasets";
 #endif
+  data_file_options file;  // --data: the user's own file, in place of --datasets
   std::vector<std::size_t> batches = {256, 1024, 4096, 16384};
   std::vector<std::string> recipes = {"same", "linear", "linear-warmup", "sqrt-warmup", "lamb"};
   std::size_t seeds = 3;
@@ -92,12 +96,17 @@ inline CLI::App* add_study_commands(CLI::App& app, study_config& c) {
       ->capture_default_str();
   lb->add_option("--datasets", c.datasets,
                  "datasets: insteval (DIR/insteval.tsv, ratings, RMSE), synthetic (course data, "
-                 "implicit, AUC)")
+                 "implicit, AUC); or your own file with --data")
       ->delimiter(',')
       ->check(CLI::IsMember({"insteval", "synthetic"}))
       ->capture_default_str();
   lb->add_option("--datasets-dir", c.datasets_dir, "folder holding insteval.tsv")
       ->capture_default_str();
+  add_data_file_options(*lb, c.file,
+                        "study this CSV/TSV file (with a header line) instead of --datasets: one "
+                        "dataset named after the file, split as the others; AUC with --implicit, "
+                        "else RMSE");
+  add_cleaning_options(*lb, c.file, "study");
   lb->add_option("--batches", c.batches, "global batches; the smallest gives the baseline")
       ->delimiter(',')
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
@@ -182,11 +191,13 @@ inline CLI::App* add_study_commands(CLI::App& app, study_config& c) {
   lb->add_option("--report", c.report,
                  "write the chart (large-batch.svg) and a page (large-batch.html) to this folder");
   lb->add_flag("--quick", c.quick,
-               "a tiny configuration (small synthetic data, batches 64 and 256, 3 epochs) for "
-               "tests; options given explicitly still apply");
+               "a tiny configuration (small synthetic data unless --data, batches 64 and 256, "
+               "3 epochs) for tests; options given explicitly still apply");
   lb->footer(
-      "Example (the study of docs/large-batch.md):\n"
-      "  tutti study large-batch --json study.json --report study/");
+      "Examples (the study of docs/large-batch.md; the same on your own ratings file):\n"
+      "  tutti study large-batch --json study.json --report study/\n"
+      "  tutti study large-batch --data ratings.csv --user-col userId --item-col movieId "
+      "--label-col rating --json study.json --report study/");
   return study;
 }
 
@@ -213,6 +224,8 @@ inline study_recipe recipe_named(const std::string& name) {
 struct study_data {
   std::string name;
   std::string source;
+  std::string file;                               // the --data file, or empty
+  std::optional<data::cleaning_report> cleaning;  // when the --data file was cleaned
   data::interactions all;
   data::split_result parts;
   data::split_result tune;  // the training rows split again: tuning never sees the test rows
@@ -228,10 +241,26 @@ inline double label_mean(const data::interactions& d) {
   return d.size() ? s / double(d.size()) : 0.0;
 }
 
+/// The dataset name of a --data file: its stem ("ratings" for data/ratings.csv).
+inline std::string file_dataset_name(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::string name = p.stem().string();
+  if (name.empty()) name = p.filename().string();
+  return name.empty() ? std::string("data") : name;
+}
+
+/// Loads dataset `name` (the --data file when one is given) and splits it.
 inline std::optional<study_data> load_study_data(const study_config& c, const std::string& name) {
   study_data d;
   d.name = name;
-  if (name == "insteval") {
+  if (!c.file.path.empty()) {
+    // As `tutti train --data` reads it: a bad file stops here with its file:line:column.
+    loaded_file f = load_data_file(c.file);
+    d.all = std::move(f.rows);
+    d.cleaning = std::move(f.cleaning);
+    d.source = c.file.path;
+    d.file = c.file.path;
+  } else if (name == "insteval") {
     const std::filesystem::path path = std::filesystem::path(c.datasets_dir) / "insteval.tsv";
     if (!std::filesystem::exists(path)) return std::nullopt;
     d.all = data::load_csv(path.string(), {.user_col = "s", .item_col = "d", .label_col = "y"});
@@ -278,11 +307,14 @@ struct seed_run {
 
 /// Steps per epoch of `n` training rows at global batch `batch` over `ranks` ranks with the pad
 /// tail: what the trainer computes, so warmup in epochs becomes the right number of steps.
+/// Every rank holds ceil(n/W) slots, and step s takes positions [s*B, (s+1)*B) of the W *
+/// ceil(n/W) dealt over the ranks (ceil(B/W) or floor(B/W) slots a rank when W does not divide
+/// B), so an epoch takes ceil(W * ceil(n/W) / B) steps: ceil(ceil(n/W) / (B/W)) when W divides B.
+/// Counting steps with the smallest local batch floor(B/W) would overstate them, and the warmup.
 inline std::size_t study_steps_per_epoch(std::size_t n, std::size_t batch, int ranks) {
   const auto w = static_cast<std::size_t>(ranks);
   const std::size_t slots = (n + w - 1) / w;
-  const std::size_t local = batch / w;
-  return (slots + local - 1) / local;
+  return (slots * w + batch - 1) / batch;
 }
 
 /// Trains one seed of one cell at base rate `base` (at the reference batch) on `parts` (train,
@@ -643,25 +675,66 @@ inline std::string join(const std::vector<double>& v) {
   return s;
 }
 
+/// `s` as one shell word: as is when it needs no quoting, else in single quotes.
+inline std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("+-./_:=@,%").find(ch) != std::string_view::npos;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (const char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+/// The options that read the --data file, as the command line spells them.
+inline std::string data_file_arguments(const data_file_options& f) {
+  using tutti::detail::ledger_impl::sfmt;
+  std::string s = " --data " + shell_word(f.path) + " --user-col " + shell_word(f.user_col) +
+                  " --item-col " + shell_word(f.item_col) + " --label-col " +
+                  shell_word(f.label_col);
+  if (!f.timestamp_col.empty()) s += " --timestamp-col " + shell_word(f.timestamp_col);
+  if (f.implicit) s += " --implicit";
+  if (f.cleaning()) {
+    if (f.clean) s += " --clean";
+    if (!f.quarantine.empty()) s += " --quarantine " + shell_word(f.quarantine);
+    if (f.label_min) s += sfmt(" --label-min %g", *f.label_min);
+    if (f.label_max) s += sfmt(" --label-max %g", *f.label_max);
+    s += " --duplicates " + f.duplicates + sfmt(" --max-rejected-share %g", f.max_rejected_share);
+  }
+  return s;
+}
+
 /// The command line that reruns this study exactly (every setting spelled out).
 inline std::string study_command_line(const study_config& c) {
   using tutti::detail::ledger_impl::sfmt;
-  std::string s = "tutti study large-batch --models " + join(c.models) + " --datasets " +
-                  join(c.datasets) + " --batches " + join(c.batches) + " --recipes " +
-                  join(c.recipes) +
-                  sfmt(" --seeds %zu --seed %llu --split-seed %llu --epochs %zu", c.seeds,
-                       static_cast<unsigned long long>(c.first_seed),
-                       static_cast<unsigned long long>(c.split_seed), c.epochs);
+  std::string s =
+      "tutti study large-batch --models " + join(c.models) +
+      (c.file.path.empty() ? " --datasets " + join(c.datasets) : data_file_arguments(c.file)) +
+      " --batches " + join(c.batches) + " --recipes " + join(c.recipes) +
+      sfmt(" --seeds %zu --seed %llu --split-seed %llu --epochs %zu", c.seeds,
+           static_cast<unsigned long long>(c.first_seed),
+           static_cast<unsigned long long>(c.split_seed), c.epochs);
   s += c.base_lr ? sfmt(" --base-lr %g", *c.base_lr) : " --tune-lrs " + join(c.tune_lrs);
   s += c.lamb_lr ? sfmt(" --lamb-lr %g", *c.lamb_lr) : " --tune-lamb-lrs " + join(c.tune_lamb_lrs);
   s += sfmt(" --reference-batch %zu --warmup-epochs %g --schedule %s --ranks %d", c.reference_batch,
             c.warmup_epochs, c.schedule.c_str(), c.ranks);
   s += sfmt(" --dim %d --l2 %g --gmf-dim %zu --layers %s", c.dim, double(c.l2), c.gmf_dim,
             join(c.layers).c_str());
-  for (const auto& d : c.datasets)
-    if (d == "synthetic") s += sfmt(" --learners %d --courses %d", c.learners, c.courses);
+  if (c.file.path.empty())
+    for (const auto& d : c.datasets)
+      if (d == "synthetic") s += sfmt(" --learners %d --courses %d", c.learners, c.courses);
   s += sfmt(" --test-fraction %g --tolerance %g", c.test_fraction, c.tolerance);
   return s;
+}
+
+/// One line on a dataset: its name, where it came from (the file's path for --data), its rows.
+inline std::string dataset_line(const study_data& d) {
+  using tutti::detail::ledger_impl::sfmt;
+  return sfmt("%s: %s, %s, %s; %zu train / %zu test rows (tuning: %zu / %zu), %d users, %d items",
+              d.name.c_str(), d.source.c_str(), d.implicit ? "implicit 0/1" : "ratings", d.metric,
+              d.parts.train.size(), d.parts.test.size(), d.tune.train.size(), d.tune.test.size(),
+              d.all.n_users(), d.all.n_items());
 }
 
 inline nlohmann::json json_value(double v) {
@@ -716,6 +789,19 @@ inline int run_study_large_batch(study_config c) {
   const auto given = [&](const char* name) {
     return c.app && c.app->count(name) > 0;
   };
+  const char* fn = "tutti study large-batch";
+  const bool from_file = !c.file.path.empty();
+  TUTTI_EXPECTS(!from_file || !given("--datasets"), fn,
+                "--data " + c.file.path +
+                    " and --datasets: the study runs on your file or on the built-in datasets, "
+                    "not both; expected one of --data and --datasets");
+  for (const char* o :
+       {"--user-col", "--item-col", "--label-col", "--timestamp-col", "--implicit", "--clean",
+        "--quarantine", "--label-min", "--label-max", "--duplicates", "--max-rejected-share"})
+    TUTTI_EXPECTS(from_file || !given(o), fn,
+                  std::string(o) +
+                      " describes the file of --data, and no --data was given; "
+                      "expected --data FILE with it");
   if (c.quick) {
     if (!given("--datasets")) c.datasets = {"synthetic"};
     if (!given("--learners")) c.learners = 500;
@@ -729,17 +815,21 @@ inline int run_study_large_batch(study_config c) {
     if (!given("--tune-lrs")) c.tune_lrs = {0.003, 0.01};
     if (!given("--tune-lamb-lrs")) c.tune_lamb_lrs = {0.01, 0.03};
   }
-  const char* fn = "tutti study large-batch";
+  if (from_file) c.datasets = {detail::file_dataset_name(c.file.path)};
   std::sort(c.batches.begin(), c.batches.end());
   c.batches.erase(std::unique(c.batches.begin(), c.batches.end()), c.batches.end());
+  // A global batch need not be a multiple of the ranks (each takes ceil(B/W) or floor(B/W)
+  // samples a step), but every rank needs at least one.
+  const auto ranks = static_cast<std::size_t>(c.ranks);
   for (const std::size_t b : c.batches)
-    TUTTI_EXPECTS(b % static_cast<std::size_t>(c.ranks) == 0, fn,
-                  "--batches: " + std::to_string(b) + " is not a multiple of --ranks " +
-                      std::to_string(c.ranks) + "; expected global batches every rank can share");
-  TUTTI_EXPECTS(c.reference_batch % static_cast<std::size_t>(c.ranks) == 0, fn,
-                "--reference-batch " + std::to_string(c.reference_batch) +
-                    " is not a multiple of --ranks " + std::to_string(c.ranks) +
-                    "; expected a batch every rank can share (the rates are tuned there)");
+    TUTTI_EXPECTS(b >= ranks, fn,
+                  "--batches: " + std::to_string(b) + " is below --ranks " +
+                      std::to_string(c.ranks) +
+                      "; expected global batches of at least one sample per rank");
+  TUTTI_EXPECTS(c.reference_batch >= ranks, fn,
+                "--reference-batch " + std::to_string(c.reference_batch) + " is below --ranks " +
+                    std::to_string(c.ranks) +
+                    "; expected at least one sample per rank (the rates are tuned there)");
   TUTTI_EXPECTS(c.warmup_epochs < double(c.epochs), fn,
                 sfmt("--warmup-epochs %g is not below --epochs %zu; expected a warmup shorter "
                      "than the run",
@@ -781,10 +871,16 @@ inline int run_study_large_batch(study_config c) {
   }
   const std::size_t total_cells = models.size() * data.size() * c.batches.size() * recipes.size();
   std::printf("tutti study large-batch (%s)\n  %s\n", date, detail::study_command_line(c).c_str());
-  for (const auto& d : data)
-    std::printf("  %s: %s, %zu train / %zu test rows (tuning: %zu / %zu), %d users, %d items\n",
-                d.name.c_str(), d.source.c_str(), d.parts.train.size(), d.parts.test.size(),
-                d.tune.train.size(), d.tune.test.size(), d.all.n_users(), d.all.n_items());
+  for (const auto& d : data) {
+    std::printf("  %s\n", detail::dataset_line(d).c_str());
+    if (d.cleaning) {
+      std::printf("    cleaning: read %zu rows, used %zu, rejected %zu", d.cleaning->rows_read,
+                  d.cleaning->rows_used, d.cleaning->rows_rejected);
+      for (const auto& [reason, n] : d.cleaning->rejected)
+        if (n) std::printf(", %s %zu", reason.c_str(), n);
+      std::printf("\n");
+    }
+  }
   std::printf("  %zu cells x %zu seeds, %zu epochs each, %d rank(s)\n\n", total_cells, c.seeds,
               c.epochs, c.ranks);
   std::fflush(stdout);
@@ -894,7 +990,9 @@ inline int run_study_large_batch(study_config c) {
         "pre{background:#f6f6f6;padding:8px;overflow-x:auto}\n</style>\n</head>\n<body>\n"
         "<h1>tutti study large-batch</h1>\n<p>" +
         xml_escape(date) + "; " + sfmt("%.0f", seconds) + " s</p>\n<pre>" +
-        xml_escape(detail::study_command_line(c)) + "</pre>\n" + svg;
+        xml_escape(detail::study_command_line(c)) + "</pre>\n<ul>\n";
+    for (const auto& d : data) html += "<li>" + xml_escape(detail::dataset_line(d)) + "</li>\n";
+    html += "</ul>\n" + svg;
     for (const auto& b : baselines)
       html += "<pre>" + xml_escape(detail::panel_table(b, cells)) + "</pre>\n";
     html += "</body>\n</html>\n";
@@ -932,18 +1030,35 @@ inline int run_study_large_batch(study_config c) {
                      {"mf", {{"dim", c.dim}, {"l2", c.l2}}},
                      {"ncf", {{"gmf_dim", c.gmf_dim}, {"layers", c.layers}, {"l2", c.l2}}},
                      {"quick", c.quick}};
+    if (from_file)
+      j["settings"]["data"] = {{"file", c.file.path},
+                               {"user_col", c.file.user_col},
+                               {"item_col", c.file.item_col},
+                               {"label_col", c.file.label_col},
+                               {"timestamp_col", c.file.timestamp_col},
+                               {"implicit", c.file.implicit},
+                               {"clean", c.file.cleaning()}};
     nlohmann::json ds = nlohmann::json::array();
-    for (const auto& d : data)
-      ds.push_back({{"name", d.name},
-                    {"source", d.source},
-                    {"train_rows", d.parts.train.size()},
-                    {"test_rows", d.parts.test.size()},
-                    {"tuning_train_rows", d.tune.train.size()},
-                    {"validation_rows", d.tune.test.size()},
-                    {"users", d.all.n_users()},
-                    {"items", d.all.n_items()},
-                    {"metric", d.metric},
-                    {"trivial", d.trivial}});
+    for (const auto& d : data) {
+      nlohmann::json e = {{"name", d.name},
+                          {"source", d.source},
+                          {"labels", d.implicit ? "implicit" : "ratings"},
+                          {"train_rows", d.parts.train.size()},
+                          {"test_rows", d.parts.test.size()},
+                          {"tuning_train_rows", d.tune.train.size()},
+                          {"validation_rows", d.tune.test.size()},
+                          {"users", d.all.n_users()},
+                          {"items", d.all.n_items()},
+                          {"metric", d.metric},
+                          {"trivial", d.trivial}};
+      if (!d.file.empty()) e["file"] = d.file;
+      if (d.cleaning)
+        e["cleaning"] = {{"rows_read", d.cleaning->rows_read},
+                         {"rows_used", d.cleaning->rows_used},
+                         {"rows_rejected", d.cleaning->rows_rejected},
+                         {"rejected", d.cleaning->rejected}};
+      ds.push_back(std::move(e));
+    }
     j["datasets"] = ds;
     nlohmann::json bs = nlohmann::json::array();
     for (std::size_t i = 0; i < baselines.size(); ++i) {

@@ -808,11 +808,131 @@ elseif(CASE STREQUAL "study")
                         "expected equal within 1e-3")
   endif()
   message(STATUS "mf, batch 64, seed 1: ${one} on 1 rank, ${two} on 2 ranks")
-  # A batch the ranks cannot share is a usage error: exit 2, one line.
-  execute_process(COMMAND ${TUTTI} study large-batch --quick --batches 64,100 --ranks 3
+  # A batch with less than one sample per rank is a usage error: exit 2, one line.
+  execute_process(COMMAND ${TUTTI} study large-batch --quick --batches 2,64 --ranks 4
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
-  if(NOT rc EQUAL 2 OR NOT err MATCHES "^tutti: error: .*not a multiple of --ranks 3")
-    message(FATAL_ERROR "--batches 64,100 --ranks 3: exit ${rc}, '${err}'; expected exit 2")
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "^tutti: error: .*--batches: 2 is below --ranks 4")
+    message(FATAL_ERROR "--batches 2,64 --ranks 4: exit ${rc}, '${err}'; expected exit 2")
+  endif()
+elseif(CASE STREQUAL "study-data")
+  # `tutti study large-batch --data`: the study on a user's own file, read as `tutti train --data`
+  # reads it. A ratings CSV gives RMSE cells for every batch run, a report naming the file, and a
+  # result `tutti plan --study` takes; an implicit TSV gives AUC; a wrong column, a bad value and
+  # --data with --datasets are refused, naming what was wrong.
+  # 2,000 distinct (user, item) pairs: user k % 200, item (7 user + 33 (k / 200)) % 60.
+  set(csv "member,product,stars\n")
+  set(tsv "user\titem\tclicked\n")
+  foreach(k RANGE 1999)
+    math(EXPR u "${k} % 200")
+    math(EXPR i "(7 * ${u} + 33 * (${k} / 200)) % 60")
+    math(EXPR stars "(3 * ${u} + ${i}) % 5 + 1")
+    math(EXPR clicked "(3 - (${u} + ${i}) % 3) / 3")  # 1 where 3 divides u + i
+    string(APPEND csv "${u},${i},${stars}\n")
+    string(APPEND tsv "${u}\t${i}\t${clicked}\n")
+  endforeach()
+  string(APPEND tsv "7\tx\t1\n")  # one malformed row, which --clean sets aside
+  set(ratings ${WORK}/team-ratings.csv)
+  set(clicks ${WORK}/clicks.tsv)
+  file(WRITE ${ratings} "${csv}")
+  file(WRITE ${clicks} "${tsv}")
+  file(REMOVE_RECURSE ${WORK}/report)
+  tutti_ok(study large-batch --quick --data ${ratings} --user-col member --item-col product
+           --label-col stars --json ${WORK}/out.json --report ${WORK}/report)
+  file(READ ${WORK}/out.json j)
+  # One dataset, named after the file, whose source is the file.
+  string(JSON ndatasets LENGTH "${j}" datasets)
+  json_get(name "${j}" datasets 0 name)
+  json_get(source "${j}" datasets 0 source)
+  json_get(file "${j}" datasets 0 file)
+  json_get(metric "${j}" datasets 0 metric)
+  json_get(settings_file "${j}" settings data file)
+  json_get(command "${j}" command)
+  if(NOT ndatasets EQUAL 1 OR NOT name STREQUAL "team-ratings" OR NOT source STREQUAL ratings
+     OR NOT file STREQUAL ratings OR NOT settings_file STREQUAL ratings OR NOT metric STREQUAL "rmse"
+     OR NOT command MATCHES " --data [^ ]*team-ratings.csv --user-col member --item-col product ")
+    message(FATAL_ERROR "out.json: ${ndatasets} dataset(s), name '${name}', source '${source}', "
+                        "file '${file}', settings.data.file '${settings_file}', metric '${metric}'; "
+                        "expected one, team-ratings from ${ratings}, rmse; command: ${command}")
+  endif()
+  # A cell per model x batch x recipe, each on the file's dataset with RMSE and a finite mean.
+  string(JSON nmodels LENGTH "${j}" settings models)
+  string(JSON nbatches LENGTH "${j}" settings batches)
+  string(JSON nrecipes LENGTH "${j}" settings recipes)
+  string(JSON ncells LENGTH "${j}" cells)
+  math(EXPR expected "${nmodels} * ${nbatches} * ${nrecipes}")
+  if(nbatches LESS 2 OR NOT ncells EQUAL expected)
+    message(FATAL_ERROR "${ncells} cells for ${nmodels} models x ${nbatches} batches x "
+                        "${nrecipes} recipes; expected ${expected}, over at least 2 batches")
+  endif()
+  set(batches_run "")
+  math(EXPR last "${ncells} - 1")
+  foreach(c RANGE ${last})
+    json_get(dataset "${j}" cells ${c} dataset)
+    json_get(cell_metric "${j}" cells ${c} metric)
+    json_get(batch "${j}" cells ${c} batch)
+    string(JSON type TYPE "${j}" cells ${c} mean)
+    if(NOT dataset STREQUAL "team-ratings" OR NOT cell_metric STREQUAL "rmse"
+       OR NOT type STREQUAL "NUMBER")
+      message(FATAL_ERROR "cell ${c}: dataset '${dataset}', metric '${cell_metric}', mean a "
+                          "${type}; expected team-ratings, rmse, a number")
+    endif()
+    list(APPEND batches_run ${batch})
+  endforeach()
+  math(EXPR blast "${nbatches} - 1")
+  foreach(b RANGE ${blast})
+    json_get(batch "${j}" settings batches ${b})
+    if(NOT batch IN_LIST batches_run)
+      message(FATAL_ERROR "no cell at batch ${batch} (cells at: ${batches_run})")
+    endif()
+  endforeach()
+  # The page names the file as the dataset's source.
+  file(READ ${WORK}/report/large-batch.html html)
+  xml_escape(shown "team-ratings: ${ratings}, ratings, rmse;")
+  string(FIND "${html}" "${shown}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "large-batch.html does not name ${ratings} as the source of team-ratings")
+  endif()
+  # tutti plan --study reads the result: its largest safe batch is one of the batches run.
+  tutti_ok(plan --params 1M --step-ms 5 --batch 64 --samples 3000 --study ${WORK}/out.json
+           --json ${WORK}/plan.json)
+  file(READ ${WORK}/plan.json jp)
+  json_get(safe "${jp}" limits max_safe_batch)
+  if(NOT safe IN_LIST batches_run)
+    message(FATAL_ERROR "plan --study: largest safe batch ${safe}; expected one of ${batches_run}")
+  endif()
+  # Implicit 0/1 labels: AUC; --clean sets the malformed row aside and the report counts it.
+  tutti_ok(study large-batch --quick --models mf --recipes same,linear --seeds 1 --data ${clicks}
+           --user-col user --item-col item --label-col clicked --implicit --clean
+           --json ${WORK}/implicit.json)
+  file(READ ${WORK}/implicit.json ji)
+  json_get(metric "${ji}" datasets 0 metric)
+  json_get(cell_metric "${ji}" cells 0 metric)
+  json_get(rejected "${ji}" datasets 0 cleaning rows_rejected)
+  if(NOT metric STREQUAL "auc" OR NOT cell_metric STREQUAL "auc" OR NOT rejected EQUAL 1)
+    message(FATAL_ERROR "--implicit --clean: metric '${metric}' / '${cell_metric}', ${rejected} "
+                        "row(s) rejected; expected auc and 1")
+  endif()
+  # A wrong column name: file:line:column naming the file and the column, before any training.
+  execute_process(COMMAND ${TUTTI} study large-batch --quick --data ${ratings} --user-col member
+                          --item-col prodcut --label-col stars
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "team-ratings.csv:1:[0-9]+: header has no column 'prodcut'"
+     OR out MATCHES "cells x")
+    message(FATAL_ERROR "--item-col prodcut: exit ${rc}, '${err}'; expected the file, line 1 and "
+                        "the missing column named")
+  endif()
+  # A bad value without --clean stops at its line and column, as tutti train --data does.
+  execute_process(COMMAND ${TUTTI} study large-batch --quick --data ${clicks} --user-col user
+                          --item-col item --label-col clicked --implicit
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "clicks.tsv:2002:2: column 'item'")
+    message(FATAL_ERROR "a malformed row: exit ${rc}, '${err}'; expected clicks.tsv:2002:2")
+  endif()
+  # --data and --datasets together: a usage error naming both.
+  execute_process(COMMAND ${TUTTI} study large-batch --quick --data ${ratings} --datasets insteval
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "^tutti: error: .*--data .* and --datasets")
+    message(FATAL_ERROR "--data with --datasets: exit ${rc}, '${err}'; expected exit 2")
   endif()
 elseif(CASE STREQUAL "plan")
   # tutti plan end to end: (a) from a small train report: one device, the binding reason named
