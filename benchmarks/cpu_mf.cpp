@@ -325,8 +325,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (c.reducer != "none" && !c.out.empty())
       throw CLI::ValidationError("--out", "write the peers' inputs with --reducer none");
-    if (c.reducer == "local" && c.batch % std::size_t(c.ranks) != 0)
-      throw CLI::ValidationError("--batch", "must be a multiple of --ranks");
+    if (c.reducer == "local" && c.batch < std::size_t(c.ranks))
+      throw CLI::ValidationError("--batch", "must be at least --ranks");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::fprintf(stderr, "tutti_bench_cpu_mf: error: %s (see --help)\n", e.what());

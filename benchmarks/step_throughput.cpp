@@ -403,10 +403,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     for (int w : c.ranks)
-      if (c.batch % std::size_t(w) != 0)
+      if (c.batch < std::size_t(w))
         throw CLI::ValidationError(
             "--batch",
-            std::to_string(c.batch) + " is not a multiple of the world size " + std::to_string(w));
+            std::to_string(c.batch) + " is smaller than the world size " + std::to_string(w));
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     // One line, as a shell user expects; exit code 2 marks a usage error.

@@ -106,6 +106,20 @@ rank_run train_rank0(int world, const tutti::data::split_result& parts,
   return out;
 }
 
+/// Rows [begin, end) of `d`, keeping its index spaces: what one rank holds of a training set
+/// split between the ranks.
+inline tutti::data::interactions slice(const tutti::data::interactions& d, std::size_t begin,
+                                       std::size_t end) {
+  tutti::data::interactions out;
+  out.user_ids = d.user_ids;
+  out.item_ids = d.item_ids;
+  out.implicit = d.implicit;
+  out.users.assign(d.users.begin() + begin, d.users.begin() + end);
+  out.items.assign(d.items.begin() + begin, d.items.begin() + end);
+  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
+  return out;
+}
+
 /// |a - b| / |b| over whole parameter vectors (Euclidean norms).
 inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());

@@ -6,6 +6,8 @@
 
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -209,6 +211,33 @@ TEST_CASE("resume: on another world size the rest of the epoch is re-dealt, each
   CHECK(rest.result.epochs.front().weighted_samples == double(n));
   CHECK(rest.result.epochs.front().samples_before_resume == found->state.samples_in_epoch);
   CHECK(rest.result.world_size == 3);
+}
+
+TEST_CASE("resume: a batch the ranks split unevenly, resumed on another world size, ends as one "
+          "rank's uninterrupted run") {
+  scratch_dir dir("uneven");
+  std::atomic<bool> stop{false};
+  auto opt = base_options();
+  opt.batch = 101;  // prime: 2 ranks take 51 and 50 per step, 3 ranks 34, 34 and 33
+  const std::size_t steps = (data().train.size() + 100) / 101;
+  const outcome whole = train(1, opt);
+  REQUIRE(whole.result.steps == 3 * steps);
+  opt.checkpoint_dir = dir.path.string();
+  opt.stop = &stop;
+  const outcome first = train(2, opt, [&](int, std::size_t step) {
+    if (step == steps + 2) stop = true;
+  });
+  REQUIRE(first.interrupted);
+  const auto found = tutti::find_latest_checkpoint(dir.path);
+  REQUIRE(found);
+  auto again = base_options();
+  again.batch = 101;
+  again.resume = &found->state;
+  const outcome rest = train(3, again);
+  REQUIRE_FALSE(rest.interrupted);
+  // Every step took the samples of one rank's step, so only rounding differs.
+  CHECK(tutti_test::relative_difference(rest.params, whole.params) <= 1e-5);
+  CHECK(rest.result.epochs.front().weighted_samples == double(data().train.size()));
 }
 
 TEST_CASE("resume: other settings are refused, naming the fields and both values") {

@@ -152,18 +152,6 @@ TEST_CASE("ranks holding different data are stopped, named") {
                        tutti::mismatch_error);
 }
 
-TEST_CASE("a global batch that the ranks cannot share evenly is refused") {
-  const auto parts = small_data(true);
-  auto attempt = [&] {
-    tutti::run_local(3, [&](tutti::local_ring ring) {
-      tutti::trainer<mf, tutti::shuffled_shards, tutti::local_ring> t(
-          make_mf(parts.train, tutti::loss_kind::logistic), {}, ring, {}, {}, {.batch = 100});
-    });
-  };
-  CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("not a multiple of the world size 3"),
-                       tutti::invalid_argument);
-}
-
 TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples and seconds") {
   const auto parts = small_data(true);
   std::ostringstream out;
@@ -201,18 +189,7 @@ TEST_CASE("per-rank JSON-lines records carry rank, epoch, step, loss, samples an
 
 namespace {
 
-// Rows [begin, end) of `d`, keeping its index spaces.
-tutti::data::interactions slice(const tutti::data::interactions& d, std::size_t begin,
-                                std::size_t end) {
-  tutti::data::interactions out;
-  out.user_ids = d.user_ids;
-  out.item_ids = d.item_ids;
-  out.implicit = d.implicit;
-  out.users.assign(d.users.begin() + begin, d.users.begin() + end);
-  out.items.assign(d.items.begin() + begin, d.items.begin() + end);
-  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
-  return out;
-}
+using tutti_test::slice;
 
 // owned_shards' slots, read as positions in the whole training set held by every rank.
 struct owned_view_of_everything {

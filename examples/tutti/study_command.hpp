@@ -305,16 +305,18 @@ struct seed_run {
   std::string failure;  // why the run stopped early, or empty
 };
 
-/// Steps per epoch of `n` training rows at global batch `batch` over `ranks` ranks with the pad
-/// tail: what the trainer computes, so warmup in epochs becomes the right number of steps.
-/// Every rank holds ceil(n/W) slots, and step s takes positions [s*B, (s+1)*B) of the W *
-/// ceil(n/W) dealt over the ranks (ceil(B/W) or floor(B/W) slots a rank when W does not divide
-/// B), so an epoch takes ceil(W * ceil(n/W) / B) steps: ceil(ceil(n/W) / (B/W)) when W divides B.
-/// Counting steps with the smallest local batch floor(B/W) would overstate them, and the warmup.
+/// Steps per epoch of `n` training rows at global batch `batch` over `ranks` ranks with
+/// shuffled_shards' pad tail: what the trainer computes, so warmup in epochs becomes the right
+/// number of steps. When W divides B every rank takes B/W of its ceil(n/W) slots per step; when
+/// it does not, step s takes positions [s*B, (s+1)*B) of the dealt ones and the epoch ends with
+/// the last real one (detail::batch_split).
 inline std::size_t study_steps_per_epoch(std::size_t n, std::size_t batch, int ranks) {
   const auto w = static_cast<std::size_t>(ranks);
-  const std::size_t slots = (n + w - 1) / w;
-  return (slots * w + batch - 1) / batch;
+  const tutti::detail::batch_split split{batch, w};
+  if (split.even()) return ((n + w - 1) / w + split.largest() - 1) / split.largest();
+  std::vector<std::uint64_t> real(w);  // rank r's real slots: the positions r, r + W, ... < n
+  for (std::size_t r = 0; r < w; ++r) real[r] = (n + w - 1 - r) / w;
+  return split.steps_to_cover(real);
 }
 
 /// Trains one seed of one cell at base rate `base` (at the reference batch) on `parts` (train,

@@ -927,9 +927,9 @@ inline nlohmann::json to_json(const phase_seconds& p) {
 namespace detail {
 
 inline void check_batch(const train_config& c) {
-  TUTTI_EXPECTS(c.batch % static_cast<std::size_t>(c.ranks) == 0, "tutti train",
-                "--batch " + std::to_string(c.batch) + " is not a multiple of --ranks " +
-                    std::to_string(c.ranks) + "; expected a global batch every rank can share");
+  TUTTI_EXPECTS(c.batch >= static_cast<std::size_t>(c.ranks), "tutti train",
+                "--batch " + std::to_string(c.batch) + " is smaller than --ranks " +
+                    std::to_string(c.ranks) + "; expected at least one sample per rank and step");
 }
 
 /// Trains with `c.ranks` ranks and reports. `rank` is this process's rank: 0 unless it is one

@@ -7,6 +7,7 @@
 #include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/batch_split.hpp>
 #include <tutti/detail/bucket_pipeline.hpp>
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
@@ -656,16 +657,16 @@ class trainer {
         m_sums(2, m_space) {
     const int world = m_reducer.world_size();
     TUTTI_EXPECTS(m_options.batch > 0, "tutti::trainer", "global batch is 0; expected >= 1");
-    TUTTI_EXPECTS(m_options.batch % static_cast<std::size_t>(world) == 0, "tutti::trainer",
-                  "global batch " + std::to_string(m_options.batch) +
-                      " is not a multiple of the world size " + std::to_string(world) +
-                      "; expected a multiple, so every rank gets the same batch");
+    TUTTI_EXPECTS(m_options.batch >= static_cast<std::size_t>(world), "tutti::trainer",
+                  "global batch " + std::to_string(m_options.batch) + " is smaller than the " +
+                      std::to_string(world) +
+                      " ranks; expected at least one sample per rank and step");
     TUTTI_EXPECTS(m_options.epochs > 0, "tutti::trainer", "epochs is 0; expected >= 1");
     TUTTI_EXPECTS(m_options.accumulation >= 1 &&
                       m_options.accumulation <= m_options.batch / static_cast<std::size_t>(world),
                   "tutti::trainer",
                   "accumulation = " + std::to_string(m_options.accumulation) +
-                      "; expected 1 .. the local batch (" +
+                      "; expected 1 .. the smallest local batch (" +
                       std::to_string(m_options.batch / static_cast<std::size_t>(world)) + ")");
     TUTTI_EXPECTS(std::isfinite(m_options.base_lr) && m_options.base_lr > 0, "tutti::trainer",
                   "base_lr is " + std::to_string(m_options.base_lr) + "; expected > 0");
@@ -729,19 +730,28 @@ class trainer {
     auto d_items = make_buffer(m_space, std::span<const std::int32_t>(train.items));
     auto d_labels = make_buffer(m_space, std::span<const float>(train.labels));
 
-    const std::size_t local_batch = m_options.batch / static_cast<std::size_t>(world);
+    // Each rank's slots per step: B/W, or ⌈B/W⌉ and ⌊B/W⌋ when W does not divide B.
+    const detail::batch_split split{m_options.batch, static_cast<std::size_t>(world)};
+    const std::size_t local_batch = split.largest();
     // With a rank-local sampler `train` holds only this rank's rows; otherwise every rank holds
     // the whole training set.
     const std::size_t n = train.size();
     // Slots per rank are the same in every epoch, so the step count is known up front. Every
     // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
     // `none`) joins the remaining steps' reductions with nothing to add.
-    const std::size_t slots =
-        m_sampler.shard(n, world, rank, m_options.seed, 0).real_prefix.size() - 1;
+    std::size_t slots = 0;
+    std::vector<std::uint64_t> real_counts;  // split unevenly: every rank's real slots
+    {
+      const shard first = m_sampler.shard(n, world, rank, m_options.seed, 0);
+      slots = first.real_prefix.size() - 1;
+      real_counts = gather_real_slots(first, split);
+    }
     TUTTI_EXPECTS(slots > 0, "tutti::trainer::fit",
                   "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
                       " samples; expected fewer ranks or the pad tail policy");
-    const std::size_t steps_per_epoch = (slots + local_batch - 1) / local_batch;
+    const std::size_t steps_per_epoch = split.even()
+                                            ? (slots + local_batch - 1) / local_batch
+                                            : split.steps_to_cover(real_counts);
     const std::size_t total_steps = steps_per_epoch * m_options.epochs;
     const double lr0 =
         scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
@@ -851,7 +861,13 @@ class trainer {
       const std::size_t first_step = resumed ? static_cast<std::size_t>(resume->step_in_epoch) : 0;
       const std::size_t start_pos =
           resumed && resume->world_size != world ? std::min(n, first_step * m_options.batch) : 0;
-      const std::size_t slot_base = start_pos > 0 ? first_step * local_batch : 0;
+      // Steps are counted from the first step of the shard: the epoch's first, or the resumed
+      // step when its positions were dealt anew.
+      const std::size_t step_base = start_pos > 0 ? first_step : 0;
+      const auto slot_of = [&split, step_base](std::size_t r, std::size_t s) {
+        return split.first(r, s - step_base);
+      };
+      const std::size_t my_rank = static_cast<std::size_t>(rank);
       const std::size_t epoch_first_step = global_step - first_step;
       book.begin_epoch();
       // The shard of the epoch is charged to the first step's data.
@@ -870,9 +886,16 @@ class trainer {
               " entries for " + std::to_string(sh.size()) + " slots; expected at least slots + 1");
       // The slots of the epoch on the longest rank: what the steps walk through.
       const std::size_t epoch_slots = sh.real_prefix.size() - 1;
-      const std::size_t last_step = start_pos > 0
-                                        ? first_step + (epoch_slots + local_batch - 1) / local_batch
-                                        : steps_per_epoch;
+      std::vector<std::uint64_t> epoch_real = real_counts;
+      if (!split.even() && (epoch > 0 || start_pos > 0)) epoch_real = gather_real_slots(sh, split);
+      TUTTI_EXPECTS(start_pos > 0 || epoch_real == real_counts, "tutti::trainer::fit",
+                    "the sampler's ranks hold other counts of real slots in epoch " +
+                        std::to_string(epoch) + " than in epoch 0; expected the same in every "
+                        "epoch, so every epoch takes the same steps");
+      const std::size_t last_step =
+          start_pos == 0 ? steps_per_epoch
+          : split.even() ? first_step + (epoch_slots + local_batch - 1) / local_batch
+                         : first_step + split.steps_to_cover(epoch_real);
       if (sh.first == 0) {
         copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
                        d_slots.span().first(sh.size()));
@@ -898,13 +921,13 @@ class trainer {
       }
       // This rank's real samples in the slots this run visits.
       double local_weight = 0;
-      for (std::size_t i = first_step * local_batch - slot_base; i < sh.size(); ++i)
+      for (std::size_t i = slot_of(my_rank, first_step); i < sh.size(); ++i)
         local_weight += sh.weights[i];
 
       double logged_loss = 0, logged_weight = 0, since_log_weight = 0;
       for (std::size_t step = first_step; step < last_step; ++step, ++global_step) {
-        const std::size_t step_begin = step * local_batch - slot_base;
-        const std::size_t step_end = std::min(epoch_slots, step_begin + local_batch);
+        const std::size_t step_begin = slot_of(my_rank, step);
+        const std::size_t step_end = std::min(epoch_slots, slot_of(my_rank, step + 1));
         // This rank's part of the step; empty once a shorter shard has run out.
         const std::size_t begin = std::min(sh.size(), step_begin);
         const std::size_t end = std::min(sh.size(), step_end);
@@ -918,7 +941,9 @@ class trainer {
               std::span<const std::uint64_t>(sh.indices).subspan(begin, count),
               std::span<const float>(sh.weights).subspan(begin, count));
 
-        const std::uint64_t global_real = sh.global_real(step_begin, step_end);
+        const std::uint64_t global_real = split.even()
+                                              ? sh.global_real(step_begin, step_end)
+                                              : split.global_real(epoch_real, step - step_base);
         double step_weight = 0;
         for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
         // Each rank scales by W / (real samples in the global step), so the mean over ranks is
@@ -1048,8 +1073,8 @@ class trainer {
             std::vector<std::pair<int, std::size_t>> at;
             for (int r = 0; r < world; ++r)
               if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
-            throw nonfinite_error(make_records(at, epoch, epoch_first_step, sh, n, local_batch,
-                                               slot_base, start_pos));
+            throw nonfinite_error(
+                make_records(at, epoch, epoch_first_step, sh, n, split, step_base, start_pos));
           }
         }
         if (!skip) apply_optimizer(lr, global_step + 1);
@@ -1099,7 +1124,7 @@ class trainer {
         if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
           write_checkpoint_now(config, epoch, step + 1, global_step + 1, before_resume,
                                std::span<const float>(sh.weights).first(end),
-                               first_step * local_batch - slot_base,
+                               slot_of(my_rank, first_step),
                                stop_now ? "stop requested" : "periodic", result);
           timer.mark(account::other);
         }
@@ -1164,7 +1189,7 @@ class trainer {
       }
       if (skipped > 0) {
         auto records = gather_nonfinite(my_bad_steps, bad_counts, epoch, epoch_first_step, sh, n,
-                                        local_batch, slot_base, start_pos);
+                                        split, step_base, start_pos);
         if (m_options.nonfinite == nonfinite_policy::stop) {
           // Only a device space gets here: its steps after the first bad one were skipped too.
           std::erase_if(records,
@@ -1745,8 +1770,8 @@ class trainer {
   std::vector<nonfinite_record> make_records(std::vector<std::pair<int, std::size_t>> at,
                                              std::size_t epoch, std::size_t epoch_first_step,
                                              const shard& mine, std::size_t n,
-                                             std::size_t local_batch, std::size_t slot_base,
-                                             std::size_t start_pos) const {
+                                             const detail::batch_split& split,
+                                             std::size_t step_base, std::size_t start_pos) const {
     std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second < b.second : a.first < b.first;
     });
@@ -1756,8 +1781,9 @@ class trainer {
       if (r != m_reducer.rank() && !others.contains(r))
         others.emplace(r, epoch_shard(rows_of(r, n), r, epoch, start_pos));
       const shard& sh = r == m_reducer.rank() ? mine : others.at(r);
-      const std::size_t begin = std::min(sh.size(), step * local_batch - slot_base);
-      const std::size_t end = std::min(sh.size(), begin + local_batch);
+      const auto ur = static_cast<std::size_t>(r);
+      const std::size_t begin = std::min(sh.size(), split.first(ur, step - step_base));
+      const std::size_t end = std::min(sh.size(), split.first(ur, step - step_base + 1));
       nonfinite_record rec;
       rec.rank = r;
       rec.epoch = epoch;
@@ -1775,8 +1801,8 @@ class trainer {
                                                  const std::vector<std::uint64_t>& counts,
                                                  std::size_t epoch, std::size_t epoch_first_step,
                                                  const shard& mine, std::size_t n,
-                                                 std::size_t local_batch, std::size_t slot_base,
-                                                 std::size_t start_pos) {
+                                                 const detail::batch_split& split,
+                                                 std::size_t step_base, std::size_t start_pos) {
     const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
     std::vector<std::pair<int, std::size_t>> at;
     if (width > 0) {
@@ -1790,7 +1816,7 @@ class trainer {
               static_cast<int>(r),
               static_cast<std::size_t>(all[r * list.size() + static_cast<std::size_t>(k)]));
     }
-    return make_records(std::move(at), epoch, epoch_first_step, mine, n, local_batch, slot_base,
+    return make_records(std::move(at), epoch, epoch_first_step, mine, n, split, step_base,
                         start_pos);
   }
 
@@ -1838,18 +1864,40 @@ class trainer {
     const double growth = double(m_options.batch) / double(m_options.reference_batch);
     if (m_options.scaling == lr_scaling::none && growth >= m_options.batch_growth_warning &&
         m_options.on_warning) {
+      const detail::batch_split split{m_options.batch,
+                                      static_cast<std::size_t>(m_reducer.world_size())};
+      const std::string local =
+          split.even() ? std::to_string(split.smallest())
+                       : std::to_string(split.smallest()) + "-" + std::to_string(split.largest());
       char text[512];
       std::snprintf(text, sizeof text,
-                    "the global batch %zu (%zu ranks x %zu) is %.3g x the reference batch %zu, "
+                    "the global batch %zu (%zu ranks x %s) is %.3g x the reference batch %zu, "
                     "and no learning-rate scaling rule is set: the run trains at the base rate "
                     "%g tuned for batch %zu. Consider linear scaling with warmup (lr %g) or "
                     "square-root scaling (lr %g), or a smaller batch",
                     m_options.batch, static_cast<std::size_t>(m_reducer.world_size()),
-                    m_options.batch / static_cast<std::size_t>(m_reducer.world_size()), growth,
+                    local.c_str(), growth,
                     m_options.reference_batch, m_options.base_lr, m_options.reference_batch,
                     m_options.base_lr * growth, m_options.base_lr * std::sqrt(growth));
       m_options.on_warning(text);
     }
+  }
+
+  // Every rank's count of real slots in its shard (one gather) when `split` is uneven; empty
+  // when every rank takes the same slots, where the shard's `real_prefix` gives a step's weight.
+  // Collective; throws on every rank alike when a sampler puts padding before a real slot.
+  std::vector<std::uint64_t> gather_real_slots(const shard& sh, const detail::batch_split& split) {
+    if (split.even()) return {};
+    const std::uint64_t mine = detail::leading_real_slots(sh);
+    std::vector<std::uint64_t> all(split.world);
+    m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(all));
+    const auto bad = std::find(all.begin(), all.end(), detail::misplaced);
+    TUTTI_EXPECTS(bad == all.end(), "tutti::trainer::fit",
+                  "rank " + std::to_string(bad - all.begin()) +
+                      "'s sampler put a real sample after a padded slot; a global batch that is "
+                      "not a multiple of the world size needs each rank's real slots first and "
+                      "its padding last");
+    return all;
   }
 
   // `rank`'s shard of `epoch`, or of what is left of it after its first `start_pos` positions

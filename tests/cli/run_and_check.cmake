@@ -282,6 +282,13 @@ if(CASE STREQUAL "ranks")
   final_loss(l4 "${j4}")
   # 1e-4 relative.
   expect_close("final train loss, 4 ranks and 1 rank" ${l4} ${l1} 100)
+  # 3 ranks share the default batch of 4096 unevenly (1366, 1365, 1365): the same samples per
+  # step as 1 rank, each once per epoch, the same final loss.
+  train(${WORK}/r3.json --ranks 3 --batch 4096 --seed 7)
+  file(READ ${WORK}/r3.json j3)
+  check_exactly_once("${j3}")
+  final_loss(l3 "${j3}")
+  expect_close("final train loss, 3 ranks (uneven) and 1 rank" ${l3} ${l1} 100)
 elseif(CASE STREQUAL "auc")
   train(${WORK}/auc.json)
   file(READ ${WORK}/auc.json j)
@@ -312,7 +319,7 @@ elseif(CASE STREQUAL "insteval")
   endif()
   message(STATUS "InstEval: rmse ${value} vs global mean ${base}")
 elseif(CASE STREQUAL "bad-option")
-  foreach(args "--batch;abc" "--ranks;0" "--optimizer;rmsprop" "--no-such-option" "--batch;4097;--ranks;4")
+  foreach(args "--batch;abc" "--ranks;0" "--optimizer;rmsprop" "--no-such-option" "--batch;3;--ranks;4")
     execute_process(COMMAND ${TUTTI} train ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                     ERROR_VARIABLE err)
     string(STRIP "${err}" err)

@@ -110,6 +110,25 @@ elseif(CASE STREQUAL "cli-parity")
   # 1e-5 relative.
   expect_close("final train loss, 2 processes (mpi) and 2 threads (local)" ${lm} ${ll} 10)
 
+  # A batch 2 processes split unevenly (512 and 511 per step) ends as 1 rank at that batch.
+  set(uneven_args train --epochs 2 --batch 1023 --learners 3000 --dim 16 --seed 5 --quiet)
+  execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} ${uneven_args} --reducer mpi
+                          --json ${WORK}/um.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpiexec ... tutti train --reducer mpi --batch 1023 exited ${rc}\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${PROGRAM} ${uneven_args} --ranks 1 --json ${WORK}/u1.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti train --ranks 1 --batch 1023 exited ${rc}\n${out}\n${err}")
+  endif()
+  file(READ ${WORK}/um.json jum)
+  file(READ ${WORK}/u1.json ju1)
+  final_loss(lum "${jum}")
+  final_loss(lu1 "${ju1}")
+  expect_close("final train loss, batch 1023 on 2 processes (mpi) and 1 rank" ${lum} ${lu1} 10)
+
   # The overlapped reduction under MPI (a communication thread per process, MPI initialised
   # with MPI_THREAD_SERIALIZED): the same parameters as 2 local ranks without it, bitwise.
   set(overlap_args train --epochs 2 --batch 1024 --learners 3000 --dim 16 --seed 5 --quiet)
@@ -217,7 +236,7 @@ elseif(CASE STREQUAL "cli-parity")
   endif()
 
   # Usage errors are the same on every process: exit 2, one line from rank 0 only.
-  foreach(args "--ranks;3" "--batch;4097")
+  foreach(args "--ranks;3" "--batch;1")
     execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} train --reducer mpi ${args}
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     count_of(lines "${err}" "tutti: error: ")
