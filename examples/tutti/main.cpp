@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `tutti` program: trains the course recommender (`train`), measures the machine's allreduce
 // (`bench`), advises on going parallel (`plan`), runs the large-batch study (`study`), seals
-// datasets (`seal`) and verifies audit trails (`audit`).
+// datasets (`seal`), verifies audit trails (`audit`) and recommends courses from an exported
+// model (`recommend`).
 #include "audit_command.hpp"
 #include "bench_command.hpp"
 #include "plan_command.hpp"
+#include "recommend_command.hpp"
 #include "seal_command.hpp"
 #include "study_command.hpp"
 #include "train_command.hpp"
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
   tutti::cli::audit_command audit(app);
   tutti::cli::study_config study_cfg;
   CLI::App* study = tutti::cli::add_study_commands(app, study_cfg);
+  tutti::cli::recommend_config recommend_cfg;
+  CLI::App* recommend = tutti::cli::add_recommend_command(app, recommend_cfg);
 
   try {
     app.parse(argc, argv);
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     if (seal.parsed()) return seal.run();
     if (audit.parsed()) return audit.run();
     if (study->parsed()) return tutti::cli::run_study_large_batch(study_cfg);
+    if (recommend->parsed()) return tutti::cli::run_recommend(recommend_cfg);
   } catch (const tutti::invalid_argument& e) {
     std::fprintf(stderr, "tutti: error: %s\n", e.what());
     return 2;

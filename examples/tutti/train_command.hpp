@@ -2,6 +2,7 @@
 // `tutti train`: options, run-time choice of policies, the epoch table and the JSON report.
 #pragma once
 
+#include "export.hpp"
 #include "progress.hpp"
 #include "run_policies.hpp"
 #include "trace.hpp"
@@ -133,6 +134,7 @@ struct train_config {
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
+  std::string export_dir;               // --export: rank 0 writes the trained model here
 };
 
 /// The communication thread's nice value `--comm-nice` asks for (nullopt: inherit).
@@ -357,6 +359,10 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "continue from the newest valid checkpoint in this directory (and keep "
                  "checkpointing there unless --checkpoint-dir says otherwise)")
       ->check(CLI::ExistingDirectory);
+  app.add_option("--export", c.export_dir,
+                 "after training, write the model's factors, biases and source ids as .npy "
+                 "files with model.json to this directory (new, empty, or a previous export; "
+                 "--model mf; read by tutti recommend)");
 }
 
 /// The signal that asked `tutti train` to stop (SIGINT or SIGTERM), or 0. A handler may only
@@ -729,7 +735,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
         make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
     if constexpr (requires { t.reducer().shared_arena(); })
       if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
-    return t.fit(d.parts.train, d.parts.test);
+    fit_result fitted = t.fit(d.parts.train, d.parts.test);
+    if (rank == 0) write_export(c, d, t);
+    return fitted;
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole
   // training set is dealt to the ranks.
@@ -944,6 +952,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
   const bool leader = rank == 0;
+  if (leader) check_export(c);
   TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
                 "--compress " + c.compress +
                     " with --space cuda: compressed reduction runs on host ranks only for now; "

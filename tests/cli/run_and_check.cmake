@@ -270,6 +270,67 @@ endfunction()
 
 include(${CMAKE_CURRENT_LIST_DIR}/../cmake/report_json.cmake)
 
+# The export cases' data: 40 learners (source ids 13, 23, ..., 403) with 8 courses each among
+# 30 (ids 100 to 129), every row a training row (--test-fraction 0), so a learner's seen
+# courses are known here: learner 10u+3 took 100 + (7u + 11j) mod 30 for j = 0..7.
+function(export_data csv)
+  set(text "learner,course,taken\n")
+  foreach(u RANGE 1 40)
+    foreach(j RANGE 0 7)
+      math(EXPR id "10 * ${u} + 3")
+      math(EXPR item "100 + (7 * ${u} + 11 * ${j}) % 30")
+      set(taken 0)
+      if(j LESS 5)
+        set(taken 1)
+      endif()
+      string(APPEND text "${id},${item},${taken}\n")
+    endforeach()
+  endforeach()
+  file(WRITE ${csv} "${text}")
+endfunction()
+
+# Courses learner 10u+3 took, as a list.
+function(export_seen out u)
+  set(seen "")
+  foreach(j RANGE 0 7)
+    math(EXPR item "100 + (7 * ${u} + 11 * ${j}) % 30")
+    list(APPEND seen ${item})
+  endforeach()
+  set(${out} "${seen}" PARENT_SCOPE)
+endfunction()
+
+# Trains the export cases' model into `dir` with --export.
+function(export_train dir)
+  export_data(${WORK}/courses.csv)
+  train(${WORK}/train.json --data ${WORK}/courses.csv --user-col learner --item-col course
+        --label-col taken --implicit --test-fraction 0 --epochs 3 --ranks 2 --batch 64 --dim 8
+        --export ${dir})
+endfunction()
+
+# Runs `tutti recommend ARGN` and returns its JSON (written to `json_file`).
+function(recommend out json_file)
+  execute_process(COMMAND ${TUTTI} recommend --json ${json_file} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti recommend ${ARGN} exited ${rc}\n${stdout}\n${err}")
+  endif()
+  message(STATUS "tutti recommend ${ARGN}:\n${stdout}")
+  file(READ ${json_file} j)
+  set(${out} "${j}" PARENT_SCOPE)
+endfunction()
+
+# Runs `tutti ARGN`, expecting exit `want_rc` and a one-line error matching `pattern`.
+function(expect_error want_rc pattern)
+  execute_process(COMMAND ${TUTTI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(STRIP "${err}" err)
+  if(NOT rc EQUAL want_rc OR NOT err MATCHES "^tutti: error: [^\n]*${pattern}[^\n]*$")
+    message(FATAL_ERROR "tutti ${ARGN}: exit ${rc}, stderr '${err}'; expected exit ${want_rc} "
+                        "and one line 'tutti: error: ...' matching '${pattern}'")
+  endif()
+  message(STATUS "tutti ${ARGN}: exit ${rc}: ${err}")
+endfunction()
+
 if(CASE STREQUAL "ranks")
   # --ranks 1 and --ranks 4 with the same options: the same final train loss within 1e-4.
   train(${WORK}/r1.json --ranks 1 --batch 4096 --seed 7)
@@ -1321,6 +1382,119 @@ elseif(CASE STREQUAL "row-sparse")
     message(FATAL_ERROR "--optimizer lazy-adam --overlap: exit ${rc}, stderr '${err}'; expected "
                         "exit 2 and one line 'tutti: error: ...' naming the row-sparse optimizer")
   endif()
+elseif(CASE STREQUAL "export")
+  # tutti train --export, then tutti recommend: k distinct unseen courses by descending score;
+  # --users gives the same list; unknown ids, damaged files and unfit directories are refused.
+  file(REMOVE_RECURSE ${WORK}/model ${WORK}/tampered ${WORK}/not-empty)
+  export_train(${WORK}/model)
+  foreach(f model.json user_factors.npy item_factors.npy user_bias.npy item_bias.npy
+            global_bias.npy user_ids.npy item_ids.npy seen_offsets.npy seen_items.npy)
+    if(NOT EXISTS ${WORK}/model/${f})
+      message(FATAL_ERROR "tutti train --export: no ${f} in ${WORK}/model")
+    endif()
+  endforeach()
+  file(READ ${WORK}/model/model.json manifest)
+  json_get(model "${manifest}" model)
+  json_get(dim "${manifest}" dim)
+  json_get(output "${manifest}" output)
+  json_get(users "${manifest}" files user_factors shape 0)
+  if(NOT model STREQUAL "mf" OR NOT dim EQUAL 8 OR NOT output STREQUAL "sigmoid"
+     OR NOT users EQUAL 40)
+    message(FATAL_ERROR "model.json: model ${model}, dim ${dim}, output ${output}, ${users} "
+                        "users; expected mf, 8, sigmoid, 40")
+  endif()
+
+  recommend(j ${WORK}/one.json --model ${WORK}/model --user 73 --k 5)
+  export_seen(seen 7)
+  string(JSON n LENGTH "${j}" users 0 items)
+  if(NOT n EQUAL 5)
+    message(FATAL_ERROR "tutti recommend --k 5 listed ${n} courses; expected 5")
+  endif()
+  set(listed "")
+  foreach(r RANGE 4)
+    json_get(item "${j}" users 0 items ${r} item)
+    json_get(raw "${j}" users 0 items ${r} raw)
+    json_nano(raw "${raw}")
+    if(item IN_LIST seen OR item IN_LIST listed OR item LESS 100 OR item GREATER 129)
+      message(FATAL_ERROR "course ${item} at rank ${r}: seen (${seen}) or listed before "
+                          "(${listed}) or not a course; expected distinct unseen courses")
+    endif()
+    if(r GREATER 0 AND raw GREATER previous)
+      message(FATAL_ERROR "rank ${r}: score ${raw} above the one before (${previous}) (nano)")
+    endif()
+    list(APPEND listed ${item})
+    set(previous ${raw})
+  endforeach()
+  message(STATUS "learner 73: ${listed} (seen: ${seen})")
+
+  file(WRITE ${WORK}/learners.txt "73\n\n13\n")
+  recommend(jm ${WORK}/many.json --model ${WORK}/model --users ${WORK}/learners.txt --k 5)
+  string(JSON a GET "${j}" users 0 items)
+  string(JSON b GET "${jm}" users 0 items)
+  json_get(second "${jm}" users 1 user)
+  if(NOT a STREQUAL b OR NOT second EQUAL 13)
+    message(FATAL_ERROR "--users: learner 73's list ${b}, next learner ${second}; expected "
+                        "the --user list ${a}, then 13")
+  endif()
+
+  expect_error(2 "learner id 5 is not in the model" recommend --model ${WORK}/model --user 5)
+  file(COPY ${WORK}/model/ DESTINATION ${WORK}/tampered)
+  file(WRITE ${WORK}/tampered/item_factors.npy "tampered")
+  expect_error(1 "item_factors.npy" recommend --model ${WORK}/tampered --user 73)
+  file(WRITE ${WORK}/not-empty/notes.txt "mine")
+  expect_error(2 "--export [^ ]*not-empty is not empty" train --epochs 1 --export
+               ${WORK}/not-empty)
+  expect_error(2 "expected --model mf" train --model ncf --export ${WORK}/ncf-model)
+  # A previous export is replaced.
+  export_train(${WORK}/model)
+elseif(CASE STREQUAL "export-python")
+  # examples/python/load_export.py, NumPy alone, lists the courses tutti recommend lists, with
+  # the same scores computed from the exported arrays.
+  set(python "")
+  foreach(candidate python3 /usr/bin/python3)
+    find_program(found NAMES ${candidate} NO_CACHE)
+    if(found)
+      execute_process(COMMAND ${found} -c "import numpy" RESULT_VARIABLE rc OUTPUT_QUIET
+                      ERROR_QUIET)
+      if(rc EQUAL 0)
+        set(python ${found})
+        break()
+      endif()
+    endif()
+    unset(found)
+  endforeach()
+  if(NOT python)
+    message(STATUS "tutti-test: skipped: no python3 with numpy for examples/python/load_export.py")
+    return()
+  endif()
+  file(REMOVE_RECURSE ${WORK}/model)
+  export_train(${WORK}/model)
+  foreach(user 13 73 403)
+    recommend(jt ${WORK}/tutti-${user}.json --model ${WORK}/model --user ${user} --k 6)
+    execute_process(COMMAND ${python} ${CMAKE_CURRENT_LIST_DIR}/../../examples/python/load_export.py
+                            ${WORK}/model --user ${user} --k 6 --json ${WORK}/numpy-${user}.json
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "load_export.py --user ${user} exited ${rc}\n${out}\n${err}")
+    endif()
+    file(READ ${WORK}/numpy-${user}.json jp)
+    foreach(r RANGE 5)
+      json_get(it "${jt}" users 0 items ${r} item)
+      json_get(ip "${jp}" users 0 items ${r} item)
+      json_get(st "${jt}" users 0 items ${r} score)
+      json_get(sp "${jp}" users 0 items ${r} score)
+      json_nano(nt "${st}")
+      json_nano(np "${sp}")
+      math(EXPR diff "${nt} - ${np}")
+      abs_value(diff ${diff})
+      if(NOT it EQUAL ip OR diff GREATER 1000)
+        message(FATAL_ERROR "learner ${user}, rank ${r}: tutti recommend course ${it} score "
+                            "${st}, load_export.py course ${ip} score ${sp}; expected the same "
+                            "course and score within 1e-6")
+      endif()
+    endforeach()
+    message(STATUS "learner ${user}: tutti recommend and load_export.py agree on 6 courses")
+  endforeach()
 else()
   message(FATAL_ERROR "unknown CASE '${CASE}'")
 endif()

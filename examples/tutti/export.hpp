@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti train --export DIR`: the trained matrix factorisation as .npy files with the data's
+// source ids, plus model.json describing them (docs/data.md#from-an-export-file-to-a-learners-
+// top-10). `tutti recommend` and examples/python/load_export.py read it.
+//
+// DIR may be new, empty, or hold a previous export (a model.json with "format": "tutti-export"),
+// which is replaced; anything else is refused before training starts, so a run never ends by
+// failing to save its result or by mixing its files with someone else's.
+#pragma once
+
+#include <tutti/error.hpp>
+#include <tutti/models/mf_export.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+namespace tutti::cli {
+
+/// The "format" of model.json, and its version (bumped when a file's meaning changes).
+inline constexpr const char* export_format = "tutti-export";
+inline constexpr int export_format_version = 1;
+
+namespace detail {
+
+/// True when `dir` holds a model.json written by `tutti train --export`.
+inline bool holds_export(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "model.json");
+  if (!in) return false;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.value("format", std::string()) == export_format;
+}
+
+/// Creates `dir` when missing and checks that files can be written in it.
+inline void prepare_export_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  TUTTI_EXPECTS(!ec, "tutti train",
+                "--export " + dir.string() + ": cannot create the directory: " + ec.message());
+  const std::filesystem::path probe = dir / (".tutti-export-probe-" + std::to_string(getpid()));
+  const bool writable = static_cast<bool>(std::ofstream(probe));
+  std::filesystem::remove(probe, ec);
+  TUTTI_EXPECTS(writable, "tutti train",
+                "--export " + dir.string() +
+                    ": cannot write files in the directory; expected a "
+                    "writable directory");
+}
+
+}  // namespace detail
+
+/// Checks `--export` before training: the model is `mf`, and the directory is new, empty or a
+/// previous export (created when missing). Throws `tutti::invalid_argument` (exit status 2).
+/// @tparam Config `tutti train`'s configuration (`train_config`)
+template <class Config>
+void check_export(const Config& c) {
+  if (c.export_dir.empty()) return;
+  TUTTI_EXPECTS(c.model == "mf", "tutti train",
+                "--export with --model " + c.model +
+                    ": the export holds a matrix factorisation's factors and biases; expected "
+                    "--model mf");
+  const std::filesystem::path dir = c.export_dir;
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) {
+    TUTTI_EXPECTS(std::filesystem::is_directory(dir, ec), "tutti train",
+                  "--export " + c.export_dir + " exists and is not a directory");
+    TUTTI_EXPECTS(std::filesystem::is_empty(dir, ec) || detail::holds_export(dir), "tutti train",
+                  "--export " + c.export_dir +
+                      " is not empty and holds no previous export (model.json); expected a new "
+                      "or empty directory, or one written by --export, which is replaced");
+  }
+  detail::prepare_export_dir(dir);
+}
+
+namespace detail {
+
+/// model.json: what each file holds, how to score, and the run that trained the model.
+template <class Config, class Data>
+nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_export& e) {
+  const bool implicit = d.all.implicit;
+  const auto nu = e.user_ids.size(), ni = e.item_ids.size(), dim = std::size_t(e.dim);
+  const auto file = [](const char* name, const char* dtype, nlohmann::json shape) {
+    return nlohmann::json{{"file", std::string(name) + ".npy"}, {"dtype", dtype}, {"shape", shape}};
+  };
+  nlohmann::json j;
+  j["format"] = export_format;
+  j["format_version"] = export_format_version;
+  j["model"] = "mf";
+  j["dim"] = e.dim;
+  j["labels"] = implicit ? "implicit" : "ratings";
+  j["loss"] = implicit ? "logistic" : "squared";
+  j["output"] = implicit ? "sigmoid" : "identity";
+  j["score"] =
+      "s(u, i) = global_bias + user_bias[u] + item_bias[i] + dot(user_factors[u], "
+      "item_factors[i]) over dense indices; " +
+      std::string(implicit ? "implicit labels: the probability of a 1 is 1 / (1 + exp(-s))"
+                           : "ratings: s is the predicted rating");
+  j["ids"] = "user_ids[u] and item_ids[i] are the source ids of dense indices u and i";
+  j["seen"] =
+      "seen_items[seen_offsets[u]:seen_offsets[u + 1]] are the dense items of user u's training "
+      "rows (any label), ascending";
+  j["files"] = {{"user_factors", file("user_factors", "<f4", {nu, dim})},
+                {"item_factors", file("item_factors", "<f4", {ni, dim})},
+                {"user_bias", file("user_bias", "<f4", {nu})},
+                {"item_bias", file("item_bias", "<f4", {ni})},
+                {"global_bias", file("global_bias", "<f4", nlohmann::json::array())},
+                {"user_ids", file("user_ids", "<i8", {nu})},
+                {"item_ids", file("item_ids", "<i8", {ni})},
+                {"seen_offsets", file("seen_offsets", "<i8", {nu + 1})},
+                {"seen_items", file("seen_items", "<i8", {e.seen_items.size()})}};
+  j["data"] = {{"source", d.source},
+               {"file", c.data},
+               {"users", nu},
+               {"items", ni},
+               {"train_rows", d.parts.train.size()},
+               {"seen_rows", d.rank_local ? "rank 0's sealed shard only" : "all training rows"}};
+  j["options"] = {{"model", c.model},
+                  {"dim", c.dim},
+                  {"l2", c.l2},
+                  {"epochs", c.epochs},
+                  {"batch", c.batch},
+                  {"lr", c.lr},
+                  {"optimizer", c.optimizer},
+                  {"schedule", c.schedule},
+                  {"scaling", c.scaling},
+                  {"warmup_steps", c.warmup_steps},
+                  {"ranks", c.ranks},
+                  {"seed", c.seed},
+                  {"test_fraction", c.test_fraction},
+                  {"implicit", c.implicit},
+                  {"user_col", c.user_col},
+                  {"item_col", c.item_col},
+                  {"label_col", c.label_col},
+                  {"data_seed", c.data_seed},
+                  {"learners", c.learners},
+                  {"courses", c.courses},
+                  {"synthetic_ratings", c.synthetic_ratings}};
+  return j;
+}
+
+}  // namespace detail
+
+/// After training, on rank 0: writes the export of trainer `t` into `c.export_dir` (checked by
+/// `check_export`). model.json goes last, so a directory with a model.json holds a whole
+/// export.
+/// @tparam Config `train_config`; @tparam Data the loaded data (`detail::loaded_data`)
+/// @tparam Trainer a `tutti::trainer` of a `matrix_factorization`
+template <class Config, class Data, class Trainer>
+void write_export(const Config& c, const Data& d, const Trainer& t) {
+  if (c.export_dir.empty()) return;
+  const std::filesystem::path dir = c.export_dir;
+  const std::vector<float> params = t.parameters_on_host();
+  const models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
+  std::filesystem::remove(dir / "model.json");
+  models::write_mf_export(dir, e);
+  std::ofstream out(dir / "model.json");
+  out << detail::export_manifest(c, d, e).dump(2) << '\n';
+  out.close();
+  if (!out) throw error("tutti train: cannot write '" + (dir / "model.json").string() + "'");
+  if (!c.quiet)
+    std::printf(
+        "export: %s (model.json and %zu .npy files; tutti recommend --model %s --user ID)\n",
+        dir.string().c_str(), std::size(models::mf_export_files), dir.string().c_str());
+}
+
+}  // namespace tutti::cli

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti recommend`: a learner's top-k unseen courses from a `tutti train --export` directory
+// (docs/data.md#from-an-export-file-to-a-learners-top-10).
+#pragma once
+
+#include "export.hpp"
+
+#include <tutti/error.hpp>
+#include <tutti/models/mf_export.hpp>
+#include <tutti/models/mf_recommend.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tutti::cli {
+
+/// Everything `tutti recommend` can be told.
+struct recommend_config {
+  std::string model_dir;             // written by tutti train --export
+  std::optional<std::int64_t> user;  // one source user id
+  std::string users_file;            // one source user id per line
+  std::size_t k = 10;                // items per user
+  std::string json;                  // write the lists as JSON here
+};
+
+/// Registers `tutti recommend` on `app`.
+inline CLI::App* add_recommend_command(CLI::App& app, recommend_config& c) {
+  CLI::App* cmd = app.add_subcommand(
+      "recommend", "a learner's top-k unseen courses from a model written by tutti train --export");
+  cmd->add_option("--model", c.model_dir, "directory written by tutti train --export")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  auto* user = cmd->add_option("--user", c.user, "source id of the learner");
+  cmd->add_option("--users", c.users_file, "file of learner ids, one per line")
+      ->check(CLI::ExistingFile)
+      ->excludes(user);
+  cmd->add_option("--k", c.k, "courses per learner")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--json", c.json, "also write the lists to this JSON file");
+  cmd->footer(
+      "Examples:\n"
+      "  tutti train --export model/\n"
+      "  tutti recommend --model model/ --user 17 --k 10\n"
+      "  tutti recommend --model model/ --users learners.txt --json top10.json");
+  return cmd;
+}
+
+namespace detail {
+
+/// model.json of `dir`, checked to be an export this program reads.
+inline nlohmann::json read_export_manifest(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "model.json";
+  std::ifstream in(path);
+  if (!in)
+    throw error("tutti recommend: cannot open '" + path.string() +
+                "'; expected a directory written by tutti train --export");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("format", std::string()) != export_format)
+    throw error("tutti recommend: '" + path.string() + "' is not a tutti export's model.json");
+  if (j.value("format_version", 0) != export_format_version || j.value("model", "") != "mf")
+    throw error("tutti recommend: '" + path.string() + "' holds format version " +
+                std::to_string(j.value("format_version", 0)) + " of model '" +
+                j.value("model", std::string()) + "'; expected version " +
+                std::to_string(export_format_version) + " of model 'mf'");
+  return j;
+}
+
+/// The learner ids of `--users FILE`: one integer per line; blank lines are skipped.
+inline std::vector<std::int64_t> read_user_ids(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw error("tutti recommend: cannot open '" + file + "'");
+  std::vector<std::int64_t> ids;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(b, e - b + 1);
+    std::size_t used = 0;
+    std::int64_t id = 0;
+    try {
+      id = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size())
+      throw data_error(file, n, 1, "'" + text + "' is not an integer learner id");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+/// The model's output for score s: a probability for implicit labels, else the rating.
+inline double model_output(bool sigmoid, float s) {
+  return sigmoid ? 1.0 / (1.0 + std::exp(-double(s))) : double(s);
+}
+
+}  // namespace detail
+
+/// Runs `tutti recommend`; returns the process exit code. An id the model does not know is a
+/// usage error (exit status 2), a missing or damaged export file an error (exit status 1).
+inline int run_recommend(const recommend_config& c) {
+  TUTTI_EXPECTS(c.user.has_value() != !c.users_file.empty(), "tutti recommend",
+                "expected one of --user ID or --users FILE");
+  const nlohmann::json manifest = detail::read_export_manifest(c.model_dir);
+  const bool sigmoid = manifest.value("output", "") == "sigmoid";
+  const models::mf_export e = models::read_mf_export(c.model_dir);
+  const models::id_index users(e.user_ids);
+  const std::vector<std::int64_t> ids =
+      c.user ? std::vector<std::int64_t>{*c.user} : detail::read_user_ids(c.users_file);
+  std::vector<std::int32_t> dense;
+  for (std::int64_t id : ids) {
+    const auto u = users.find(id);
+    TUTTI_EXPECTS(u.has_value(), "tutti recommend",
+                  "learner id " + std::to_string(id) + " is not in the model " + c.model_dir +
+                      " (" + std::to_string(e.n_users()) +
+                      " learners); expected an id of the training data");
+    dense.push_back(*u);
+  }
+  nlohmann::json out = {{"model", c.model_dir},
+                        {"k", c.k},
+                        {"output", sigmoid ? "sigmoid" : "identity"},
+                        {"users", nlohmann::json::array()}};
+  std::printf("%12s  %5s  %12s  %12s\n", "learner", "rank", "course",
+              sigmoid ? "probability" : "rating");
+  for (std::size_t n = 0; n < ids.size(); ++n) {
+    nlohmann::json items = nlohmann::json::array();
+    std::size_t rank = 0;
+    for (const models::scored_item& s : models::top_k(e, dense[n], c.k)) {
+      const std::int64_t item = e.item_ids[static_cast<std::size_t>(s.item)];
+      const double value = detail::model_output(sigmoid, s.score);
+      std::printf("%12lld  %5zu  %12lld  %12.6f\n", static_cast<long long>(ids[n]), ++rank,
+                  static_cast<long long>(item), value);
+      items.push_back({{"item", item}, {"score", value}, {"raw", s.score}});
+    }
+    out["users"].push_back(
+        {{"user", ids[n]}, {"seen", e.seen(dense[n]).size()}, {"items", std::move(items)}});
+  }
+  if (!c.json.empty()) {
+    std::ofstream f(c.json);
+    f << out.dump(2) << '\n';
+    f.close();
+    if (!f) throw error("tutti recommend: cannot write the JSON file '" + c.json + "'");
+  }
+  return 0;
+}
+
+}  // namespace tutti::cli

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file models/mf_export.hpp
+/// @brief `tutti::models::mf_export`: a trained matrix factorisation as plain arrays keyed by
+/// the data's source ids, written to and read from a directory of .npy files.
+///
+/// The files (docs/data.md#from-an-export-file-to-a-learners-top-10):
+///
+/// | file             | dtype | shape            | holds                                        |
+/// |------------------|-------|------------------|----------------------------------------------|
+/// | user_factors.npy | <f4   | (n_users, dim)   | p_u, row u = dense user index u              |
+/// | item_factors.npy | <f4   | (n_items, dim)   | q_i                                          |
+/// | user_bias.npy    | <f4   | (n_users,)       | b_u                                          |
+/// | item_bias.npy    | <f4   | (n_items,)       | b_i                                          |
+/// | global_bias.npy  | <f4   | ()               | g                                            |
+/// | user_ids.npy     | <i8   | (n_users,)       | source id of dense user index u              |
+/// | item_ids.npy     | <i8   | (n_items,)       | source id of dense item index i              |
+/// | seen_offsets.npy | <i8   | (n_users + 1,)   | CSR offsets into seen_items                  |
+/// | seen_items.npy   | <i8   | (offsets[-1],)   | dense items of each user's training rows     |
+///
+/// Score s(u, i) = g + b_u + b_i + <p_u, q_i>, as `matrix_factorization::predict` computes it.
+#pragma once
+
+#include <tutti/data/interactions.hpp>
+#include <tutti/data/npy.hpp>
+#include <tutti/error.hpp>
+#include <tutti/layout.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tutti::models {
+
+/// A trained `matrix_factorization` on the host: factors, biases, source ids and the items
+/// each user has in the training rows (CSR). Dense index u is row u of every per-user array.
+struct mf_export {
+  std::int32_t dim = 0;                    ///< embedding dimension
+  std::vector<float> user_factors;         ///< n_users × dim, C order
+  std::vector<float> item_factors;         ///< n_items × dim, C order
+  std::vector<float> user_bias;            ///< n_users
+  std::vector<float> item_bias;            ///< n_items
+  float global_bias = 0;                   ///< g
+  std::vector<std::int64_t> user_ids;      ///< dense user index -> source id
+  std::vector<std::int64_t> item_ids;      ///< dense item index -> source id
+  std::vector<std::int64_t> seen_offsets;  ///< n_users + 1; user u's items at [o[u], o[u+1])
+  std::vector<std::int64_t> seen_items;    ///< dense item indices, ascending per user
+
+  /// Number of users.
+  std::int32_t n_users() const noexcept { return static_cast<std::int32_t>(user_ids.size()); }
+  /// Number of items.
+  std::int32_t n_items() const noexcept { return static_cast<std::int32_t>(item_ids.size()); }
+  /// The dense items user `u` has in the training rows, ascending.
+  std::span<const std::int64_t> seen(std::int32_t u) const {
+    const auto b = static_cast<std::size_t>(seen_offsets[static_cast<std::size_t>(u)]);
+    const auto e = static_cast<std::size_t>(seen_offsets[static_cast<std::size_t>(u) + 1]);
+    return std::span<const std::int64_t>(seen_items).subspan(b, e - b);
+  }
+};
+
+/// The file names of an export, in the order they are written.
+inline constexpr const char* mf_export_files[] = {
+    "user_factors.npy", "item_factors.npy", "user_bias.npy",    "item_bias.npy", "global_bias.npy",
+    "user_ids.npy",     "item_ids.npy",     "seen_offsets.npy", "seen_items.npy"};
+
+/// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending).
+inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& offsets,
+                     std::vector<std::int64_t>& items) {
+  const auto n = static_cast<std::size_t>(rows.n_users());
+  std::vector<std::vector<std::int64_t>> per_user(n);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    per_user[static_cast<std::size_t>(rows.users[r])].push_back(rows.items[r]);
+  offsets.assign(1, 0);
+  items.clear();
+  for (auto& v : per_user) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    items.insert(items.end(), v.begin(), v.end());
+    offsets.push_back(static_cast<std::int64_t>(items.size()));
+  }
+}
+
+/// The export of a `matrix_factorization` whose parameter arena, copied to the host, is
+/// `params` (laid out as `layout`), with the source ids of `rows` and its rows as the seen
+/// items. Throws `tutti::invalid_argument` when the layout is not a matrix factorisation's or
+/// its tables do not match the index spaces of `rows`.
+inline mf_export make_mf_export(const parameter_layout& layout, std::span<const float> params,
+                                const data::interactions& rows) {
+  constexpr const char* fn = "tutti::models::make_mf_export";
+  TUTTI_EXPECTS(params.size() == layout.total(), fn,
+                "params has " + std::to_string(params.size()) + " values; expected " +
+                    std::to_string(layout.total()));
+  const segment& pu = layout.find("user_embedding");
+  const segment& qi = layout.find("item_embedding");
+  TUTTI_EXPECTS(pu.rows == static_cast<std::size_t>(rows.n_users()) &&
+                    qi.rows == static_cast<std::size_t>(rows.n_items()) && pu.cols == qi.cols,
+                fn,
+                "tables of " + std::to_string(pu.rows) + " users and " + std::to_string(qi.rows) +
+                    " items; expected the data's " + std::to_string(rows.n_users()) + " and " +
+                    std::to_string(rows.n_items()));
+  const auto take = [&](const char* name) {
+    const segment& s = layout.find(name);
+    const auto b = params.begin() + static_cast<std::ptrdiff_t>(s.offset);
+    return std::vector<float>(b, b + static_cast<std::ptrdiff_t>(s.size()));
+  };
+  mf_export e;
+  e.dim = static_cast<std::int32_t>(pu.cols);
+  e.user_factors = take("user_embedding");
+  e.item_factors = take("item_embedding");
+  e.user_bias = take("user_bias");
+  e.item_bias = take("item_bias");
+  e.global_bias = take("global_bias").front();
+  e.user_ids = rows.user_ids;
+  e.item_ids = rows.item_ids;
+  seen_csr(rows, e.seen_offsets, e.seen_items);
+  return e;
+}
+
+/// Writes the nine .npy files of `e` into the existing directory `dir`. Throws
+/// `tutti::error` naming the file that cannot be written.
+inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e) {
+  using data::write_npy;
+  const std::size_t nu = e.user_ids.size(), ni = e.item_ids.size();
+  const auto d = static_cast<std::size_t>(e.dim);
+  write_npy<float>(dir / "user_factors.npy", e.user_factors, {nu, d});
+  write_npy<float>(dir / "item_factors.npy", e.item_factors, {ni, d});
+  write_npy<float>(dir / "user_bias.npy", e.user_bias, {nu});
+  write_npy<float>(dir / "item_bias.npy", e.item_bias, {ni});
+  write_npy<float>(dir / "global_bias.npy", std::span<const float>(&e.global_bias, 1), {});
+  write_npy<std::int64_t>(dir / "user_ids.npy", e.user_ids, {nu});
+  write_npy<std::int64_t>(dir / "item_ids.npy", e.item_ids, {ni});
+  write_npy<std::int64_t>(dir / "seen_offsets.npy", e.seen_offsets, {nu + 1});
+  write_npy<std::int64_t>(dir / "seen_items.npy", e.seen_items, {e.seen_items.size()});
+}
+
+}  // namespace tutti::models
+
+namespace tutti::detail {
+
+/// Reads `dir/file` and checks its shape against `expected` (-1: any extent).
+template <class T>
+std::vector<T> read_export_array(const std::filesystem::path& dir, const char* file,
+                                 std::vector<long long> expected,
+                                 std::vector<std::size_t>* shape = nullptr) {
+  data::npy_array<T> a = data::read_npy<T>(dir / file);
+  bool ok = a.shape.size() == expected.size();
+  for (std::size_t k = 0; ok && k < expected.size(); ++k)
+    ok = expected[k] < 0 || a.shape[k] == static_cast<std::size_t>(expected[k]);
+  if (!ok) {
+    std::string want = "(";
+    for (std::size_t k = 0; k < expected.size(); ++k)
+      want += (k ? ", " : "") + (expected[k] < 0 ? std::string("*") : std::to_string(expected[k]));
+    throw tutti::error("tutti::models::read_mf_export(): '" + (dir / file).string() + "': shape " +
+                       npy_shape_text(a.shape) + "; expected " + want +
+                       (expected.size() == 1 ? ",)" : ")") + " to match the other files");
+  }
+  if (shape) *shape = a.shape;
+  return std::move(a.values);
+}
+
+/// Checks that the CSR arrays are well formed; the message names seen_offsets/seen_items.
+inline void check_seen(const std::filesystem::path& dir, const models::mf_export& e) {
+  const auto& o = e.seen_offsets;
+  bool ok = o.front() == 0 && o.back() == static_cast<std::int64_t>(e.seen_items.size());
+  for (std::size_t u = 0; ok && u + 1 < o.size(); ++u) ok = o[u] <= o[u + 1];
+  if (!ok)
+    throw tutti::error("tutti::models::read_mf_export(): '" + (dir / "seen_offsets.npy").string() +
+                       "': offsets are not ascending from 0 to the length of seen_items.npy");
+  for (std::int64_t i : e.seen_items)
+    if (i < 0 || i >= e.n_items())
+      throw tutti::error("tutti::models::read_mf_export(): '" + (dir / "seen_items.npy").string() +
+                         "': item index " + std::to_string(i) + " outside [0, " +
+                         std::to_string(e.n_items()) + ")");
+}
+
+}  // namespace tutti::detail
+
+namespace tutti::models {
+
+/// Reads the export in `dir` and checks that the files agree with one another. Throws
+/// `tutti::error` naming the file that is missing, is not a valid .npy of its dtype, or whose
+/// shape does not match the others.
+inline mf_export read_mf_export(const std::filesystem::path& dir) {
+  using tutti::detail::read_export_array;
+  mf_export e;
+  std::vector<std::size_t> shape;
+  e.user_factors = read_export_array<float>(dir, "user_factors.npy", {-1, -1}, &shape);
+  const auto nu = static_cast<long long>(shape[0]), d = static_cast<long long>(shape[1]);
+  e.item_factors = read_export_array<float>(dir, "item_factors.npy", {-1, d}, &shape);
+  const auto ni = static_cast<long long>(shape[0]);
+  e.dim = static_cast<std::int32_t>(d);
+  e.user_bias = read_export_array<float>(dir, "user_bias.npy", {nu});
+  e.item_bias = read_export_array<float>(dir, "item_bias.npy", {ni});
+  e.global_bias = read_export_array<float>(dir, "global_bias.npy", {}).front();
+  e.user_ids = read_export_array<std::int64_t>(dir, "user_ids.npy", {nu});
+  e.item_ids = read_export_array<std::int64_t>(dir, "item_ids.npy", {ni});
+  e.seen_offsets = read_export_array<std::int64_t>(dir, "seen_offsets.npy", {nu + 1});
+  e.seen_items = read_export_array<std::int64_t>(dir, "seen_items.npy", {-1});
+  tutti::detail::check_seen(dir, e);
+  return e;
+}
+
+}  // namespace tutti::models

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file test_export.cpp
+/// @brief Tests of the .npy writer and reader, the matrix-factorisation export and its top-k:
+/// round trips, damaged files refused by name, top-k against a brute-force ranking of the
+/// model's own predictions, seen items left out and ties broken by source id.
+#include <doctest/doctest.h>
+
+#include <tutti/data/npy.hpp>
+#include <tutti/models/matrix_factorization.hpp>
+#include <tutti/models/mf_export.hpp>
+#include <tutti/models/mf_recommend.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A fresh directory under the system's temporary directory, removed with everything in it.
+struct scratch_dir {
+  fs::path path;
+  scratch_dir() {
+    static int count = 0;
+    path = fs::temp_directory_path() /
+           ("tutti-test-export-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+/// The message of the exception `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const tutti::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// 12 interactions of 4 users and 6 items with scattered source ids.
+tutti::data::interactions small_rows() {
+  tutti::data::interactions d;
+  d.users = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 0, 1};
+  d.items = {1, 3, 1, 0, 5, 2, 3, 4, 5, 0, 5, 0};  // user 0 sees 1 twice, user 1 sees 0 twice
+  d.labels.assign(d.users.size(), 1.f);
+  d.user_ids = {501, 17, 9000000000LL, 3};
+  d.item_ids = {40, 10, 30, 20, 60, 50};
+  d.implicit = true;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("npy: float, int64 and scalar arrays round trip with a 64-byte aligned header") {
+  scratch_dir dir;
+  const std::vector<float> f = {1.5f, -2.f, 3.25f, 0.f, 1e-30f, -7.f};
+  const std::vector<std::int64_t> ids = {-1, 0, 9000000000LL};
+  const float g = 0.125f;
+  tutti::data::write_npy<float>(dir.path / "f.npy", f, {2, 3});
+  tutti::data::write_npy<std::int64_t>(dir.path / "i.npy", ids, {3});
+  tutti::data::write_npy<float>(dir.path / "g.npy", std::span<const float>(&g, 1), {});
+  const auto rf = tutti::data::read_npy<float>(dir.path / "f.npy");
+  CHECK(rf.shape == std::vector<std::size_t>{2, 3});
+  CHECK(rf.values == f);
+  const auto ri = tutti::data::read_npy<std::int64_t>(dir.path / "i.npy");
+  CHECK(ri.shape == std::vector<std::size_t>{3});
+  CHECK(ri.values == ids);
+  const auto rg = tutti::data::read_npy<float>(dir.path / "g.npy");
+  CHECK(rg.shape.empty());
+  CHECK(rg.values == std::vector<float>{g});
+
+  const std::string bytes = slurp(dir.path / "f.npy");
+  CHECK(bytes.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+  CHECK((bytes.size() - f.size() * sizeof(float)) % 64 == 0);
+  CHECK(bytes.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") == 10);
+  CHECK(slurp(dir.path / "i.npy").find("'shape': (3,), }") != std::string::npos);
+  CHECK(slurp(dir.path / "g.npy").find("'shape': (), }") != std::string::npos);
+}
+
+TEST_CASE("npy: reads the layout numpy.save writes (header padded to 128 bytes)") {
+  scratch_dir dir;
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  dict.append(128 - 10 - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(dict.size());
+  bytes += '\0';
+  bytes += dict;
+  const float values[6] = {0, 1, 2, 3, 4, 5};
+  bytes.append(reinterpret_cast<const char*>(values), sizeof values);
+  spit(dir.path / "np.npy", bytes);
+  const auto a = tutti::data::read_npy<float>(dir.path / "np.npy");
+  CHECK(a.shape == std::vector<std::size_t>{2, 3});
+  CHECK(a.values == std::vector<float>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("npy: a tampered, truncated or mistyped file is refused with its name") {
+  scratch_dir dir;
+  const fs::path p = dir.path / "user_factors.npy";
+  const std::vector<float> v(12, 1.f);
+  tutti::data::write_npy<float>(p, v, {3, 4});
+  const std::string good = slurp(p);
+  const auto read = [&] {
+    tutti::data::read_npy<float>(p);
+  };
+  const std::string name = p.string();
+
+  SUBCASE("magic") {
+    std::string b = good;
+    b[1] = 'X';
+    spit(p, b);
+    CHECK(error_of(read).find(name) != std::string::npos);
+    CHECK(error_of(read).find("magic") != std::string::npos);
+  }
+  SUBCASE("truncated values") {
+    spit(p, good.substr(0, good.size() - 4));
+    CHECK(error_of(read).find(name) != std::string::npos);
+    CHECK(error_of(read).find("truncated") != std::string::npos);
+  }
+  SUBCASE("truncated header") {
+    spit(p, good.substr(0, 40));
+    CHECK(error_of(read).find(name) != std::string::npos);
+    CHECK(error_of(read).find("header") != std::string::npos);
+  }
+  SUBCASE("trailing bytes") {
+    spit(p, good + "xxxx");
+    CHECK(error_of(read).find(name) != std::string::npos);
+  }
+  SUBCASE("a shape changed in the header") {
+    std::string b = good;
+    b.replace(b.find("(3, 4)"), 6, "(9, 4)");
+    spit(p, b);
+    CHECK(error_of(read).find(name) != std::string::npos);
+    CHECK(error_of(read).find("(9, 4)") != std::string::npos);
+  }
+  SUBCASE("another dtype") {
+    const std::string msg = error_of([&] { tutti::data::read_npy<std::int64_t>(p); });
+    CHECK(msg.find(name) != std::string::npos);
+    CHECK(msg.find("'<f4'") != std::string::npos);
+  }
+  SUBCASE("missing") {
+    fs::remove(p);
+    CHECK(error_of(read).find(name) != std::string::npos);
+  }
+}
+
+TEST_CASE("export: a matrix factorisation's arena as arrays with source ids and seen items") {
+  const auto rows = small_rows();
+  tutti::models::matrix_factorization<> model({.dim = 5, .loss = tutti::loss_kind::logistic}, 4, 6);
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 11);
+  params[model.layout().find("global_bias").offset] = 0.25f;
+  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  CHECK(e.dim == 5);
+  CHECK(e.global_bias == 0.25f);
+  CHECK(e.user_ids == rows.user_ids);
+  CHECK(e.item_ids == rows.item_ids);
+  const auto& item_table = model.layout().find("item_embedding");
+  CHECK(std::equal(e.item_factors.begin(), e.item_factors.end(),
+                   params.begin() + static_cast<std::ptrdiff_t>(item_table.offset)));
+  CHECK(e.seen_offsets == std::vector<std::int64_t>{0, 3, 5, 9, 10});
+  CHECK(e.seen_items == std::vector<std::int64_t>{1, 3, 5, 0, 5, 2, 3, 4, 5, 0});
+
+  scratch_dir dir;
+  tutti::models::write_mf_export(dir.path, e);
+  const auto r = tutti::models::read_mf_export(dir.path);
+  CHECK(r.user_factors == e.user_factors);
+  CHECK(r.item_factors == e.item_factors);
+  CHECK(r.user_bias == e.user_bias);
+  CHECK(r.item_bias == e.item_bias);
+  CHECK(r.global_bias == e.global_bias);
+  CHECK(r.user_ids == e.user_ids);
+  CHECK(r.seen_offsets == e.seen_offsets);
+  CHECK(r.seen_items == e.seen_items);
+
+  // A file that disagrees with the others is named.
+  tutti::data::write_npy<float>(dir.path / "item_bias.npy", std::vector<float>(5, 0.f), {5});
+  std::string msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("item_bias.npy") != std::string::npos);
+  CHECK(msg.find("(6,)") != std::string::npos);
+  tutti::data::write_npy<float>(dir.path / "item_bias.npy", e.item_bias, {6});
+  tutti::data::write_npy<std::int64_t>(dir.path / "seen_items.npy",
+                                       std::vector<std::int64_t>(10, 6), {10});
+  msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("seen_items.npy") != std::string::npos);
+  fs::remove(dir.path / "user_ids.npy");
+  msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("user_ids.npy") != std::string::npos);
+}
+
+TEST_CASE("export: top_k equals a brute-force ranking of the model's predictions, seen excluded") {
+  const auto rows = small_rows();
+  tutti::models::matrix_factorization<> model({.dim = 7, .loss = tutti::loss_kind::logistic}, 4, 6);
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 3);
+  for (std::size_t k = 0; k < 4; ++k)
+    params[model.layout().find("user_bias").offset + k] = 0.1f * k;
+  for (std::size_t k = 0; k < 6; ++k)
+    params[model.layout().find("item_bias").offset + k] = -0.05f * k;
+  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  for (std::int32_t u = 0; u < 4; ++u) {
+    std::vector<std::int32_t> users(6, u), items(6);
+    for (std::int32_t i = 0; i < 6; ++i) items[static_cast<std::size_t>(i)] = i;
+    std::vector<float> scores(6);
+    model.predict(params, users, items, scores);
+    const auto seen = e.seen(u);
+    std::vector<std::int32_t> ref;
+    for (std::int32_t i = 0; i < 6; ++i)
+      if (std::find(seen.begin(), seen.end(), i) == seen.end()) ref.push_back(i);
+    std::sort(ref.begin(), ref.end(), [&](std::int32_t a, std::int32_t b) {
+      const float sa = scores[static_cast<std::size_t>(a)],
+                  sb = scores[static_cast<std::size_t>(b)];
+      return sa != sb ? sa > sb
+                      : rows.item_ids[static_cast<std::size_t>(a)] <
+                            rows.item_ids[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t k : {std::size_t{1}, std::size_t{2}, std::size_t{10}}) {
+      const auto top = tutti::models::top_k(e, u, k);
+      REQUIRE(top.size() == std::min(k, ref.size()));
+      for (std::size_t n = 0; n < top.size(); ++n) {
+        CHECK(top[n].item == ref[n]);
+        CHECK(top[n].score == scores[static_cast<std::size_t>(ref[n])]);
+        CHECK(std::find(seen.begin(), seen.end(), top[n].item) == seen.end());
+      }
+    }
+  }
+}
+
+TEST_CASE("export: equal scores are listed in ascending source item id") {
+  tutti::models::mf_export e;
+  e.dim = 2;
+  e.user_factors = {1.f, 1.f};
+  e.item_factors.assign(5 * 2, 0.5f);
+  e.user_bias = {0.f};
+  e.item_bias.assign(5, 0.f);
+  e.user_ids = {7};
+  e.item_ids = {40, 10, 30, 20, 50};
+  e.seen_offsets = {0, 1};
+  e.seen_items = {3};  // item id 20
+  const auto top = tutti::models::top_k(e, 0, 3);
+  REQUIRE(top.size() == 3);
+  CHECK(e.item_ids[static_cast<std::size_t>(top[0].item)] == 10);
+  CHECK(e.item_ids[static_cast<std::size_t>(top[1].item)] == 30);
+  CHECK(e.item_ids[static_cast<std::size_t>(top[2].item)] == 40);
+  const tutti::models::id_index index(e.item_ids);
+  CHECK(index.find(30) == 2);
+  CHECK_FALSE(index.find(31).has_value());
+}
