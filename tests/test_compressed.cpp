@@ -125,7 +125,7 @@ struct rank_run {
   tutti::fit_result result;
   std::uint64_t checksum = 0;
   std::uint64_t bytes = 0;
-  std::size_t arena = 0;  // gradient values reduced per step (parameters + the two flags)
+  std::size_t arena = 0;  // gradient values reduced per step (parameters + the trailing floats)
   std::vector<float> params;
   std::string error;
   std::size_t stopped_at = 0;
@@ -172,7 +172,7 @@ std::vector<rank_run> train_ranks(int world, const tutti::data::split_result& pa
     }
     mine.checksum = t.replica_checksum();
     mine.bytes = t.reducer().bytes_reduced();
-    mine.arena = t.parameters().size() + 2;
+    mine.arena = t.parameters().size() + tutti::gradient_trailing_floats;
     mine.params = t.parameters_on_host();
   });
   return out;

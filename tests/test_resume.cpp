@@ -213,8 +213,9 @@ TEST_CASE("resume: on another world size the rest of the epoch is re-dealt, each
   CHECK(rest.result.world_size == 3);
 }
 
-TEST_CASE("resume: a batch the ranks split unevenly, resumed on another world size, ends as one "
-          "rank's uninterrupted run") {
+TEST_CASE(
+    "resume: a batch the ranks split unevenly, resumed on another world size, ends as one "
+    "rank's uninterrupted run") {
   scratch_dir dir("uneven");
   std::atomic<bool> stop{false};
   auto opt = base_options();

@@ -101,7 +101,7 @@ predicted predict_bytes(const tutti::data::interactions& train, const mf& model,
         for (int k = 0; k < 4; ++k) max_rows[k] = std::max(max_rows[k], counts[k]);
       }
       std::uint64_t bytes = w * 4 * 8 / 2;  // the counts' gather
-      std::size_t dense = layout.total() + 2;
+      std::size_t dense = layout.total() + tutti::gradient_trailing_floats;
       bool any = false;
       for (std::size_t k = 0; k < 4; ++k) {
         const auto& seg = layout[k];
@@ -238,7 +238,8 @@ TEST_CASE("sparse exchange: the ledger counts the bytes the rows moved, fewer th
     CHECK(r.sparse_steps == r.steps);  // a large table, a small batch: rows every step
     CHECK(r.ledger.bytes_reduced_per_step == want.total_bytes / want.steps);
     CHECK(r.bytes_reduced_per_step == r.ledger.bytes_reduced_per_step);
-    CHECK(r.dense_bytes_per_step == (model.layout().total() + 2) * sizeof(float));
+    CHECK(r.dense_bytes_per_step ==
+          (model.layout().total() + tutti::gradient_trailing_floats) * sizeof(float));
     CHECK(r.bytes_saved_per_step ==
           std::int64_t(r.dense_bytes_per_step) - std::int64_t(r.bytes_reduced_per_step));
     // 32 samples per rank touch at most 32 of 1500 users and 800 items.
@@ -363,7 +364,7 @@ TEST_CASE("sparse exchange: a compressing reducer compresses only the dense rema
   const auto exact = train_mf(2, parts.train, opt);
   const auto& r = compressed[0].result;
   const std::size_t arena = make_mf(parts.train).layout().total();
-  CHECK(r.dense_bytes_per_step == (arena + 2) * 2);
+  CHECK(r.dense_bytes_per_step == (arena + tutti::gradient_trailing_floats) * 2);
   CHECK(r.sparse_steps == r.steps);
   CHECK(r.bytes_saved_per_step > 0);
   // The rows travel exact; only the biases' remainder was rounded to bf16.

@@ -68,7 +68,8 @@ struct visits {
   // The real samples of one step over all ranks, sorted.
   std::vector<std::uint64_t> step(std::size_t epoch, std::size_t s) {
     std::vector<std::uint64_t> all;
-    for (const auto& [rank, ids] : real.at({epoch, s})) all.insert(all.end(), ids.begin(), ids.end());
+    for (const auto& [rank, ids] : real.at({epoch, s}))
+      all.insert(all.end(), ids.begin(), ids.end());
     std::sort(all.begin(), all.end());
     return all;
   }
@@ -159,8 +160,9 @@ TEST_CASE("uneven batch: W ranks end with the parameters of 1 rank (SGD and Adam
   }
 }
 
-TEST_CASE("uneven batch: accumulation, the sparse exchange, the overlapped reduction, the "
-          "row-sparse step") {
+TEST_CASE(
+    "uneven batch: accumulation, the sparse exchange, the overlapped reduction, the "
+    "row-sparse step") {
   const auto base = uneven_options();
   const run one = train_on(1, base);
   auto with = [&](auto change) {
@@ -231,8 +233,9 @@ struct padding_first {
 
 }  // namespace
 
-TEST_CASE("uneven batch: a batch below the world size, and padding before a real slot, are "
-          "refused") {
+TEST_CASE(
+    "uneven batch: a batch below the world size, and padding before a real slot, are "
+    "refused") {
   auto opt = uneven_options();
   opt.batch = 2;
   CHECK_THROWS_WITH_AS(train_on(3, opt), doctest::Contains("global batch 2 is smaller than the 3"),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "export.hpp"
+#include "noise_report.hpp"
 #include "progress.hpp"
 #include "run_policies.hpp"
 #include "trace.hpp"
@@ -127,6 +128,7 @@ struct train_config {
   std::string resume;             // continue from the newest valid checkpoint of this directory
   double timeout = 300;           // seconds a collective waits for the other ranks
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
+  std::size_t noise_every = 16;   // steps between gradient noise scale measurements; 0: off
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
@@ -311,6 +313,10 @@ inline void add_train_options(CLI::App& app, train_config& c) {
                  "gradient accumulation: compute each rank's batch as this many micro-batches, "
                  "reduced once per step")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--noise-scale-every", c.noise_every,
+                 "steps between measurements of the gradient noise scale (the batch beyond which "
+                 "larger batches buy little; needs 2+ ranks or --accumulation 2+; host); 0: off")
       ->capture_default_str();
   app.add_option("--compress", c.compress,
                  "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
@@ -688,6 +694,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.resume = leader.resume ? &*leader.resume : nullptr;
   opt.stop = &stop_requested;
   opt.accumulation = c.accumulation;
+  opt.noise_scale_every = c.noise_every;
   opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
   opt.overlap_reduce = c.overlap;
   opt.bucket_bytes = mib_bytes(c.bucket_mb);
@@ -724,8 +731,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
 #endif
     if (r != 0 || quiet) return;
     bar.clear();
-    std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f\n", e.epoch, e.train_loss, e.eval.metric,
-                e.eval.value, e.samples_per_second, e.seconds);
+    std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f  %9s\n", e.epoch, e.train_loss,
+                e.eval.metric, e.eval.value, e.samples_per_second, e.seconds,
+                detail::noise_cell(e.noise_scale).c_str());
     std::fflush(stdout);
   };
   auto fit_with = [&](auto sampler) {
@@ -1002,8 +1010,8 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
     std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
                 c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
                 c.schedule.c_str());
-    std::printf("\n%6s  %12s  %17s  %12s  %9s\n", "epoch", "train loss", "test metric", "samples/s",
-                "seconds");
+    std::printf("\n%6s  %12s  %17s  %12s  %9s  %9s\n", "epoch", "train loss", "test metric",
+                "samples/s", "seconds", "B_noise");
     std::fflush(stdout);
   }
 
@@ -1082,6 +1090,7 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   } else {
     std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, baseline_name,
                 baseline);
+    std::printf("%s\n", detail::noise_sentence(r, c.batch).c_str());
     std::printf(
         "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
         "  (total %.1f s)\n",
@@ -1140,8 +1149,10 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                         {"seconds", e.seconds},
                         {"step_seconds", e.step_seconds},
                         {"samples_per_second", e.samples_per_second},
+                        {"noise_scale", detail::to_json(e.noise_scale)},
                         {"phases_rank0", detail::to_json(e.phases)}});
     j["epochs"] = epochs;
+    j["noise_scale"] = detail::to_json(r.noise_scale, r.noise_scale_why);
     j["eval"] = detail::to_json(r.eval);
     j["eval"]["baseline"] = {{"name", baseline_name}, {"value", baseline}};
     j["phases_rank0"] = detail::to_json(r.phases);

@@ -11,6 +11,7 @@
 #include <tutti/detail/bucket_pipeline.hpp>
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/noise_scale.hpp>
 #include <tutti/detail/row_step.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
@@ -225,15 +226,16 @@ struct epoch_record {
   /// Real samples of this epoch consumed before the run was resumed from a checkpoint (counted
   /// in `weighted_samples`, not in `samples_per_rank`); 0 unless the epoch was resumed.
   std::uint64_t samples_before_resume = 0;
-  double weighted_samples = 0;    ///< sum of sample weights over all ranks
-  std::size_t steps = 0;          ///< steps in the epoch (skipped ones included)
-  std::size_t skipped_steps = 0;  ///< steps skipped for a non-finite value
-  double seconds = 0;             ///< wall time of the epoch on this rank
-  double step_seconds = 0;        ///< wall time of its steps on this rank
-  double samples_per_second = 0;  ///< weighted_samples / seconds
-  eval_result eval;               ///< test metric after the epoch
-  phase_seconds phases;           ///< this rank's time per phase
-  rank_table ranks;               ///< every rank's mean step and work time
+  double weighted_samples = 0;       ///< sum of sample weights over all ranks
+  std::size_t steps = 0;             ///< steps in the epoch (skipped ones included)
+  std::size_t skipped_steps = 0;     ///< steps skipped for a non-finite value
+  double seconds = 0;                ///< wall time of the epoch on this rank
+  double step_seconds = 0;           ///< wall time of its steps on this rank
+  double samples_per_second = 0;     ///< weighted_samples / seconds
+  eval_result eval;                  ///< test metric after the epoch
+  phase_seconds phases;              ///< this rank's time per phase
+  rank_table ranks;                  ///< every rank's mean step and work time
+  noise_scale_estimate noise_scale;  ///< the gradient noise scale as of the epoch's end
 };
 
 /// One interval of a rank's step for a timeline (`train_options::on_phase`): step `step` of
@@ -245,6 +247,13 @@ struct phase_event {
   account phase = account::other;
   double start = 0, seconds = 0;
 };
+
+/// The floats after the gradient arena that travel with every reduction: this rank's
+/// non-finite flag, its stop request, and its small-batch squared gradient norm on a step that
+/// measures the noise scale (0 otherwise); after the mean over ranks: any rank non-finite, any
+/// rank asked to stop, the mean small-batch squared norm. A step reduces (parameters + these)
+/// floats.
+inline constexpr std::size_t gradient_trailing_floats = 3;
 
 /// Run options of a trainer: an aggregate, set with designated initialisers.
 struct train_options {
@@ -328,6 +337,14 @@ struct train_options {
   /// process's needs CAP_SYS_NICE or RLIMIT_NICE; when refused the thread keeps the process's
   /// priority, `fit_result::comm_thread_nice` says so and `on_warning` gets the reason.
   std::optional<int> comm_thread_nice = -10;
+  /// Steps between measurements of the gradient noise scale B_simple = tr(Σ)/|G|²
+  /// (docs/trainer.md#gradient-noise-scale), from the squared norms of each rank's gradient
+  /// before the reduction and of the reduced one after it (one rank: of the first micro-batch
+  /// and of the whole step, which needs `accumulation` >= 2). It only reads the gradient: the
+  /// training is bitwise the same with it off. 0: off. Host spaces.
+  std::size_t noise_scale_every = 16;
+  /// The moving averages' weight on the past, per measurement (0 < decay < 1).
+  double noise_scale_decay = 0.95;
   /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
   /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
   double batch_growth_warning = 4.0;
@@ -367,6 +384,10 @@ struct fit_result {
   std::size_t param_count = 0;       ///< model parameters (padding excluded)
   std::size_t arena_floats = 0;      ///< floats of the parameter arena (padding included)
   std::size_t optimizer_state_floats = 0;  ///< floats of optimizer state
+  /// The gradient noise scale at the end of the run (`train_options::noise_scale_every`);
+  /// `known()` is false when no step could be measured, and `noise_scale_why` says why.
+  noise_scale_estimate noise_scale;
+  std::string noise_scale_why;
   /// Gradient bytes each rank reduces per step, the mean over this fit's steps. A sparse
   /// exchange counts as the allreduce payload that moves as many bytes per rank (W / 2 × the
   /// bytes each rank gathers; docs/trainer.md#sparse-embedding-exchange).
@@ -650,7 +671,7 @@ class trainer {
         m_options(std::move(options)),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_grads(gradient_arena(m_model.layout().total() + 2)),
+        m_grads(gradient_arena(m_model.layout().total() + trailing_floats)),
         m_state(detail::optimizer_state_floats(m_optimizer, m_model.layout()), m_space),
         m_step_loss(1, m_space),
         m_sticky(1, m_space),
@@ -694,6 +715,10 @@ class trainer {
                   "sparse_trial_steps = " + std::to_string(m_options.sparse_trial_steps) +
                       "; expected an even number of at least 4 (dense and rows alternate, the "
                       "first pair warms up)");
+    TUTTI_EXPECTS(m_options.noise_scale_decay > 0 && m_options.noise_scale_decay < 1,
+                  "tutti::trainer",
+                  "noise_scale_decay = " + std::to_string(m_options.noise_scale_decay) +
+                      "; expected a weight strictly between 0 and 1");
     plan_sparse_exchange();
     plan_row_step();
     check_overlap_options();
@@ -749,9 +774,8 @@ class trainer {
     TUTTI_EXPECTS(slots > 0, "tutti::trainer::fit",
                   "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
                       " samples; expected fewer ranks or the pad tail policy");
-    const std::size_t steps_per_epoch = split.even()
-                                            ? (slots + local_batch - 1) / local_batch
-                                            : split.steps_to_cover(real_counts);
+    const std::size_t steps_per_epoch =
+        split.even() ? (slots + local_batch - 1) / local_batch : split.steps_to_cover(real_counts);
     const std::size_t total_steps = steps_per_epoch * m_options.epochs;
     const double lr0 =
         scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
@@ -775,6 +799,7 @@ class trainer {
     m_trial_costs[1].clear();
     m_trial_step = 0;
     m_row_cost_ratio = 0;
+    m_noise = detail::noise_scale_tracker(m_options.noise_scale_decay);
     result.lr = lr0;
     result.global_batch = m_options.batch;
     result.world_size = world;
@@ -808,21 +833,21 @@ class trainer {
     float* step_local_flag = nullptr;  // this step's entry of local_log
     if (m_options.overlap_reduce) {
       std::function<void(std::size_t, std::size_t)> check;
-      if (guarded) {
-        if constexpr (space_type::host_accessible) {
-          check = [this, &bucket_nonfinite](std::size_t begin, std::size_t end) {
-            if (!bucket_nonfinite)
-              bucket_nonfinite =
-                  detail::any_nonfinite(m_space, m_grads.data() + begin, end - begin);
-          };
-        } else {
-          check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
-            parallel_for(
-                m_space, end - begin,
-                detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
-                                        m_grads.data() + m_params.size(), step_local_flag});
-          };
-        }
+      if constexpr (space_type::host_accessible) {
+        // The noise scale's small-batch norm is taken here too, while the bucket is this rank's.
+        check = [this, guarded, &bucket_nonfinite](std::size_t begin, std::size_t end) {
+          if (guarded && !bucket_nonfinite)
+            bucket_nonfinite = detail::any_nonfinite(m_space, m_grads.data() + begin, end - begin);
+          if (m_noise_step.active() && !m_noise_step.first_micro)
+            m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
+        };
+      } else if (guarded) {
+        check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
+          parallel_for(
+              m_space, end - begin,
+              detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
+                                      m_grads.data() + m_params.size(), step_local_flag});
+        };
       }
       pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
                        m_options.bucket_bytes / sizeof(float), std::move(check),
@@ -890,12 +915,13 @@ class trainer {
       if (!split.even() && (epoch > 0 || start_pos > 0)) epoch_real = gather_real_slots(sh, split);
       TUTTI_EXPECTS(start_pos > 0 || epoch_real == real_counts, "tutti::trainer::fit",
                     "the sampler's ranks hold other counts of real slots in epoch " +
-                        std::to_string(epoch) + " than in epoch 0; expected the same in every "
+                        std::to_string(epoch) +
+                        " than in epoch 0; expected the same in every "
                         "epoch, so every epoch takes the same steps");
-      const std::size_t last_step =
-          start_pos == 0 ? steps_per_epoch
-          : split.even() ? first_step + (epoch_slots + local_batch - 1) / local_batch
-                         : first_step + split.steps_to_cover(epoch_real);
+      const std::size_t last_step = start_pos == 0 ? steps_per_epoch
+                                    : split.even()
+                                        ? first_step + (epoch_slots + local_batch - 1) / local_batch
+                                        : first_step + split.steps_to_cover(epoch_real);
       if (sh.first == 0) {
         copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
                        d_slots.span().first(sh.size()));
@@ -946,6 +972,9 @@ class trainer {
                                               : split.global_real(epoch_real, step - step_base);
         double step_weight = 0;
         for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
+        m_noise_step =
+            plan_noise_step(global_step, global_real, split, step - step_base, count, micro_batch);
+        m_noise_small = 0;
         // Each rank scales by W / (real samples in the global step), so the mean over ranks is
         // the gradient of the mean loss over the global batch, whatever the padding. With
         // accumulation the local batch runs as micro-batches whose gradients add up in the
@@ -999,6 +1028,13 @@ class trainer {
             collect_touched_rows();
             timer.mark(account::reduce);
           }
+          if constexpr (space_type::host_accessible) {
+            if (m_noise_step.first_micro && mb == begin) {  // one rank: the smaller batch
+              if (m_row_step) m_rows.select(m_touched);
+              m_noise_small = arena_squared_norm();
+              timer.mark(account::guard);
+            }
+          }
         }
 
         if (pipeline) {
@@ -1009,6 +1045,7 @@ class trainer {
         }
         // With the overlapped reduction each bucket was checked before it left.
         if (m_row_step) m_rows.select(m_touched);
+        if constexpr (space_type::host_accessible) record_small_noise(pipeline.has_value());
         if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
         timer.mark(account::guard);
 
@@ -1055,6 +1092,7 @@ class trainer {
         bool skip = false;
         if constexpr (space_type::host_accessible) {
           skip = guarded && !(m_grads.data()[arena] == 0.f);
+          if (!skip) add_noise_measurement();
         } else if (guarded) {
           m_space.copy(m_snapshot.data(), m_params.data(), m_params.size() * sizeof(float));
           if (!m_state.empty())
@@ -1219,6 +1257,7 @@ class trainer {
       rec.seconds = seconds_since(epoch_start);
       rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
       rec.phases = to_phases(totals);
+      rec.noise_scale = m_noise.estimate();
       add_phases(result.phases, rec.phases);
       result.skipped_steps += skipped;
       if (m_options.on_epoch) m_options.on_epoch(rank, rec);
@@ -1226,6 +1265,8 @@ class trainer {
     }
     m_global_step = global_step;
     result.steps = total_steps;
+    result.noise_scale = m_noise.estimate();
+    result.noise_scale_why = noise_scale_why(total_steps);
     result.eval = result.epochs.back().eval;
     result.ledger = book.summarize(world);
     if (result.ledger.steps > 0)
@@ -1350,6 +1391,72 @@ class trainer {
   const train_options& options() const noexcept { return m_options; }
 
  private:
+  static constexpr std::size_t trailing_floats = gradient_trailing_floats;
+
+  // Whether this step measures the noise scale, and how: on a host space, every
+  // `noise_scale_every`-th global step whose batch is full, from each rank's local gradient (W
+  // ranks; rank r took the `first(r, s)` split's slots) or from the first micro-batch's (one
+  // rank with accumulation); `count` is this rank's slots in the step.
+  detail::noise_step plan_noise_step(std::size_t global_step, std::uint64_t global_real,
+                                     const detail::batch_split& split, std::size_t s,
+                                     std::size_t count, std::size_t micro_batch) const {
+    const std::size_t every = m_options.noise_scale_every;
+    if (!space_type::host_accessible || every == 0 || global_step % every != 0 ||
+        global_real != m_options.batch || count == 0)
+      return {};
+    const double batch = double(m_options.batch), world = double(split.world);
+    if (split.world > 1) {
+      double inv = 0;
+      for (std::size_t r = 0; r < split.world; ++r)
+        inv += 1.0 / double(split.first(r, s + 1) - split.first(r, s));
+      const double to_mean = batch / (world * double(count));
+      return {inv / world, to_mean * to_mean, false};
+    }
+    if (count <= micro_batch) return {};  // one batch size only
+    const double to_mean = batch / double(micro_batch);
+    return {1.0 / double(micro_batch), to_mean * to_mean, true};
+  }
+
+  // Σ g² over what this rank's arena holds: the selected rows and the dense segments on the
+  // row-sparse step (the rest is zero), else the whole arena. Host.
+  double arena_squared_norm() const {
+    if (m_row_step) return m_rows.squared_norm(m_space, m_grads.data());
+    return detail::squared_norm(m_space, m_grads.data(), m_params.size());
+  }
+
+  // A step that measures the noise scale: this rank's small-batch squared norm into its
+  // trailing float, taken now from the arena, or already from the first micro-batch or from
+  // the buckets as they left. Host.
+  void record_small_noise(bool from_buckets) {
+    if (!m_noise_step.active()) return;
+    if (!m_noise_step.first_micro && !from_buckets) m_noise_small = arena_squared_norm();
+    m_grads.data()[m_params.size() + 2] = static_cast<float>(m_noise_small * m_noise_step.factor);
+  }
+
+  // After the reduction of a measured step that is applied: the mean small-batch squared norm
+  // over the ranks and the reduced gradient's give one estimate. Host.
+  void add_noise_measurement() {
+    if (!m_noise_step.active()) return;
+    const double small = m_grads.data()[m_params.size() + 2];
+    m_noise.add(small, m_noise_step.inv_small, arena_squared_norm(), double(m_options.batch));
+  }
+
+  // Why a run has no noise-scale estimate; empty when it has one.
+  std::string noise_scale_why(std::size_t steps) const {
+    if (m_noise.estimate().known()) return {};
+    if (m_options.noise_scale_every == 0) return "off (noise_scale_every = 0)";
+    if (!space_type::host_accessible) return "measured on host spaces only";
+    if (m_reducer.world_size() == 1 && m_options.accumulation < 2)
+      return "one rank has one batch size per step; measure with accumulation >= 2";
+    if (m_noise.estimate().measurements == 0)
+      return "no full step measured in " + std::to_string(steps) + " steps (every " +
+             std::to_string(m_options.noise_scale_every) + ")";
+    return "the estimate of |G|^2 is not positive after " +
+           std::to_string(m_noise.estimate().measurements) +
+           " measurements: at this batch the mean gradient is lost in its noise, which suggests "
+           "B_simple is well above the global batch";
+  }
+
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
@@ -1443,12 +1550,10 @@ class trainer {
     m_row_step = true;
   }
 
-  // The row-sparse step's start: the arena is zero already but for the two flags.
+  // The row-sparse step's start: the arena is zero already but for the trailing floats.
   void clear_flags() {
-    if constexpr (space_type::host_accessible) {
-      m_grads.data()[m_params.size()] = 0.f;
-      m_grads.data()[m_params.size() + 1] = 0.f;
-    }
+    if constexpr (space_type::host_accessible)
+      std::fill_n(m_grads.data() + m_params.size(), trailing_floats, 0.f);
   }
 
   // Finds the row-sparse segments the exchange may send as rows, or refuses `on` where it
@@ -1515,10 +1620,10 @@ class trainer {
     }
   }
 
-  // The overlapped path's last collective: the two flags after the arena (its buckets are
+  // The overlapped path's last collective: the trailing floats after the arena (its buckets are
   // reduced already); returns the bytes the ledger charges the step.
   std::uint64_t reduce_flags(std::uint64_t dense_bytes) {
-    m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), 2));
+    m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), trailing_floats));
     return dense_bytes;
   }
 
@@ -1551,7 +1656,7 @@ class trainer {
     }
   }
 
-  // Averages the gradient arena (the two trailing flags included) over the ranks; returns the
+  // Averages the gradient arena (the trailing floats included) over the ranks; returns the
   // bytes the ledger charges the step.
   std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
     if constexpr (space_type::host_accessible) {
@@ -1569,7 +1674,7 @@ class trainer {
   //   2. per segment, rows when `on`, or (`automatic`) when W·max_rows·words·8 / 2 bytes, the
   //      allreduce payload that moves as many bytes per rank as the gather, is below the dense
   //      reduce's bytes for the segment;
-  //   3. everything else (dense and bias segments, padding, the two flags) through one
+  //   3. everything else (dense and bias segments, padding, the trailing floats) through one
   //      all_reduce_mean: in place when it is one contiguous run, else packed;
   //   4. one all_gather of every rank's rows (id and values, padded to the largest count);
   //   5. per segment, each row touched anywhere is the sum of its senders' rows in rank order,
@@ -1653,7 +1758,7 @@ class trainer {
       if (g.offset > at) runs.emplace_back(at, g.offset);
       at = g.offset + g.extent;
     }
-    runs.emplace_back(at, n);  // never empty: the two flags end the arena
+    runs.emplace_back(at, n);  // never empty: the trailing floats end the arena
     for (const auto& [b, e] : runs) dense_floats += e - b;
     if (runs.size() == 1) {
       m_reducer.all_reduce_mean(std::span<float>(grads + runs[0].first, dense_floats));
@@ -1876,9 +1981,9 @@ class trainer {
                     "%g tuned for batch %zu. Consider linear scaling with warmup (lr %g) or "
                     "square-root scaling (lr %g), or a smaller batch",
                     m_options.batch, static_cast<std::size_t>(m_reducer.world_size()),
-                    local.c_str(), growth,
-                    m_options.reference_batch, m_options.base_lr, m_options.reference_batch,
-                    m_options.base_lr * growth, m_options.base_lr * std::sqrt(growth));
+                    local.c_str(), growth, m_options.reference_batch, m_options.base_lr,
+                    m_options.reference_batch, m_options.base_lr * growth,
+                    m_options.base_lr * std::sqrt(growth));
       m_options.on_warning(text);
     }
   }
@@ -2160,6 +2265,10 @@ class trainer {
   std::size_t m_trial_step = 0;
   double m_row_cost_ratio = 0;
   std::vector<std::size_t> m_heads;
+  // The gradient noise scale: the run's estimate, and this step's small-batch squared norm.
+  detail::noise_scale_tracker m_noise;
+  detail::noise_step m_noise_step;
+  double m_noise_small = 0;
 };
 
 }  // namespace tutti

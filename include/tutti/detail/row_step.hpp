@@ -6,6 +6,7 @@
 
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/noise_scale.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/optimizers/row_sparse.hpp>
 
@@ -30,6 +31,19 @@ struct nonfinite_run_fn {
     unsigned found = 0;
     for (std::size_t i = lo; i < hi; ++i) found |= finite_value(g[i]) ? 0u : 1u;
     if (found) bad->store(1u, std::memory_order_relaxed);
+  }
+};
+
+/// Host: adds Σ g² over a run of rows of the gradient to `sum`.
+struct squared_run_fn {
+  const float* g;
+  const segment* segments;
+  std::atomic<double>* sum;
+  void operator()(const row_run& r) const {
+    const segment& s = segments[r.segment];
+    const std::size_t lo = s.offset + static_cast<std::size_t>(r.first) * s.cols;
+    const std::size_t hi = s.offset + static_cast<std::size_t>(r.last) * s.cols;
+    sum->fetch_add(squared_sum(g, lo, hi), std::memory_order_relaxed);
   }
 };
 
@@ -77,6 +91,14 @@ class row_step {
     std::atomic<unsigned> bad{0};
     m_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
     return bad.load() != 0;
+  }
+
+  /// Σ g² over the current selection's gradient values (the rest of the arena is zero).
+  template <class Space>
+  double squared_norm(const Space& space, const float* grads) const {
+    std::atomic<double> sum{0.0};
+    m_runs.for_each(space, squared_run_fn{grads, m_layout.segments().data(), &sum});
+    return sum.load();
   }
 
   /// Zeroes the current selection's gradient values.
