@@ -1451,10 +1451,13 @@ class trainer {
     if (m_noise.estimate().measurements == 0)
       return "no full step measured in " + std::to_string(steps) + " steps (every " +
              std::to_string(m_options.noise_scale_every) + ")";
-    return "the estimate of |G|^2 is not positive after " +
-           std::to_string(m_noise.estimate().measurements) +
-           " measurements: at this batch the mean gradient is lost in its noise, which suggests "
-           "B_simple is well above the global batch";
+    const noise_scale_estimate e = m_noise.estimate();
+    if (e.bounded())
+      return "|G|^2 is not resolved after " + std::to_string(e.measurements) +
+             " measurements: at this batch the mean gradient is lost in its noise, and B_simple "
+             "is at least " +
+             std::to_string(static_cast<long long>(e.b_simple_at_least)) + " samples";
+    return "too few measurements (" + std::to_string(e.measurements) + ") to judge |G|^2 by";
   }
 
   static double seconds_since(std::chrono::steady_clock::time_point t) {

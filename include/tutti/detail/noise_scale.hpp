@@ -7,6 +7,7 @@
 
 #include <tutti/detail/host_simd.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -19,8 +20,14 @@ namespace tutti {
 /// sample. `grad_sq` and `trace` are exponential moving averages of the unbiased per-step
 /// estimates (bias-corrected like Adam's moments); their ratio is `b_simple`.
 struct noise_scale_estimate {
-  double b_simple = 0;           ///< trace / grad_sq; 0 while grad_sq is not positive
+  /// trace / grad_sq once grad_sq is resolved (more than two standard errors above 0); else 0.
+  double b_simple = 0;
+  /// While grad_sq is not resolved, the smallest B_simple it allows: trace / (grad_sq + 2
+  /// standard errors), the gradient's mean being lost in its noise at the batches measured; 0
+  /// once resolved (or before any measurement).
+  double b_simple_at_least = 0;
   double grad_sq = 0;            ///< smoothed estimate of |G|²
+  double grad_sq_error = 0;      ///< its standard error, from the spread of the estimates
   double trace = 0;              ///< smoothed estimate of tr(Σ)
   std::size_t measurements = 0;  ///< steps measured so far
   double small_batch = 0;        ///< the smaller batch measured (harmonic mean over ranks)
@@ -28,6 +35,8 @@ struct noise_scale_estimate {
 
   /// Whether there is an estimate to report.
   bool known() const noexcept { return measurements > 0 && grad_sq > 0 && b_simple > 0; }
+  /// Whether there is an estimate or a lower bound to report.
+  bool bounded() const noexcept { return known() || b_simple_at_least > 0; }
 };
 
 namespace detail {
@@ -95,7 +104,9 @@ class noise_scale_tracker {
     const double grad_sq = big_sq - trace * inv_big;
     m_trace = m_decay * m_trace + (1 - m_decay) * trace;
     m_grad_sq = m_decay * m_grad_sq + (1 - m_decay) * grad_sq;
+    m_grad_sq2 = m_decay * m_grad_sq2 + (1 - m_decay) * grad_sq * grad_sq;
     m_weight = m_decay * m_weight + (1 - m_decay);
+    m_weight2 = m_decay * m_decay * m_weight2 + (1 - m_decay) * (1 - m_decay);
     m_small = 1.0 / inv_small;
     m_big = big_batch;
     ++m_count;
@@ -110,13 +121,20 @@ class noise_scale_tracker {
     if (m_count == 0) return e;
     e.grad_sq = m_grad_sq / m_weight;
     e.trace = m_trace / m_weight;
-    e.b_simple = e.grad_sq > 0 && e.trace > 0 ? e.trace / e.grad_sq : 0;
+    // The weighted mean's variance: the estimates' spread times Σw² / (Σw)².
+    const double spread = std::max(0.0, m_grad_sq2 / m_weight - e.grad_sq * e.grad_sq);
+    e.grad_sq_error = m_count > 1 ? std::sqrt(spread * m_weight2) / m_weight : 0;
+    if (e.trace <= 0) return e;
+    if (m_count > 1 && e.grad_sq > 2 * e.grad_sq_error)
+      e.b_simple = e.trace / e.grad_sq;
+    else if (m_count > 1)
+      e.b_simple_at_least = e.trace / (std::max(e.grad_sq, 0.0) + 2 * e.grad_sq_error);
     return e;
   }
 
  private:
   double m_decay;
-  double m_trace = 0, m_grad_sq = 0, m_weight = 0;
+  double m_trace = 0, m_grad_sq = 0, m_grad_sq2 = 0, m_weight = 0, m_weight2 = 0;
   double m_small = 0, m_big = 0;
   std::size_t m_count = 0;
 };
