@@ -2,6 +2,7 @@
 // `tutti train`: options, run-time choice of policies, the epoch table and the JSON report.
 #pragma once
 
+#include "data_options.hpp"
 #include "export.hpp"
 #include "noise_report.hpp"
 #include "progress.hpp"
@@ -418,9 +419,20 @@ inline std::string key_file_of(const std::string& pattern, int rank) {
   return path;
 }
 
-inline bool cleaning_requested(const train_config& c) {
-  return c.clean || !c.quarantine.empty() || c.label_min || c.label_max ||
-         c.duplicates != "keep_first" || c.max_rejected_share != 0.05;
+/// The data file and how to read it, as every command that reads one takes them.
+inline data_file_options data_file_of(const train_config& c) {
+  return {.path = c.data,
+          .user_col = c.user_col,
+          .item_col = c.item_col,
+          .label_col = c.label_col,
+          .timestamp_col = c.timestamp_col,
+          .implicit = c.implicit,
+          .clean = c.clean,
+          .quarantine = c.quarantine,
+          .label_min = c.label_min,
+          .label_max = c.label_max,
+          .duplicates = c.duplicates,
+          .max_rejected_share = c.max_rejected_share};
 }
 
 /// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
@@ -479,27 +491,9 @@ inline loaded_data load(const train_config& c, int rank) {
                std::to_string(c.courses) + " courses, " +
                (c.synthetic_ratings ? "ratings" : "implicit") + ")";
   } else {
-    const data::csv_options csv{.user_col = c.user_col,
-                                .item_col = c.item_col,
-                                .label_col = c.label_col,
-                                .timestamp_col = c.timestamp_col,
-                                .implicit = c.implicit};
-    if (cleaning_requested(c)) {
-      const data::duplicate_policy dup =
-          c.duplicates == "keep_last" ? data::duplicate_policy::keep_last
-          : c.duplicates == "average" ? data::duplicate_policy::average
-                                      : data::duplicate_policy::keep_first;
-      data::cleaned_data cleaned = data::load_csv_clean(c.data, csv,
-                                                        {.label_min = c.label_min,
-                                                         .label_max = c.label_max,
-                                                         .dup = dup,
-                                                         .max_rejected_share = c.max_rejected_share,
-                                                         .quarantine_path = c.quarantine});
-      d.all = std::move(cleaned.data);
-      d.cleaning = std::move(cleaned.report);
-    } else {
-      d.all = data::load_csv(c.data, csv);
-    }
+    loaded_file file = load_data_file(data_file_of(c));
+    d.all = std::move(file.rows);
+    d.cleaning = std::move(file.cleaning);
     d.source = c.data;
   }
   d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
@@ -1104,14 +1098,20 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
   if (!c.report.empty()) {
     double measured = 0;
-    for (const auto& e : r.epochs) measured += e.samples_per_second;
-    measured /= double(r.epochs.size());
-    const std::string path = write_report(
-        c.report, {.title = "tutti train: " + d.source,
-                   .proj = proj,
-                   .measured = {{r.world_size, measured}},
-                   .notes = {"measured on " + std::to_string(r.world_size) + " rank(s), " +
-                             c.space + " space; projection on " + c.link}});
+    report_input page{.title = "tutti train: " + d.source,
+                      .proj = proj,
+                      .notes = {"measured on " + std::to_string(r.world_size) + " rank(s), " +
+                                c.space + " space; projection on " + c.link},
+                      .global_batch = double(c.batch)};
+    for (const auto& e : r.epochs) {
+      measured += e.samples_per_second;
+      if (e.noise_scale.known())
+        page.noise_scale.emplace_back(double(e.epoch), e.noise_scale.b_simple);
+      else if (e.noise_scale.bounded())
+        page.noise_scale_at_least.emplace_back(double(e.epoch), e.noise_scale.b_simple_at_least);
+    }
+    page.measured = {{r.world_size, measured / double(r.epochs.size())}};
+    const std::string path = write_report(c.report, page);
     if (!c.quiet) std::printf("\nledger page: %s\n", path.c_str());
   }
 

@@ -39,6 +39,10 @@ struct report_input {
   std::vector<measured_point> measured{};  ///< measured runs, for the measured speedup
   bool show_measured_step = true;          ///< draw the measured step's accounts as a bar
   std::vector<std::string> notes{};        ///< lines under the heading (commands, machine)
+  /// The gradient noise scale per epoch, (epoch, B_simple) where resolved and (epoch, lower
+  /// bound) where not, and the run's global batch: a chart when either list is not empty.
+  std::vector<std::pair<double, double>> noise_scale{}, noise_scale_at_least{};
+  double global_batch = 0;
 };
 
 namespace detail::ledger_impl {
@@ -77,10 +81,12 @@ struct line_series {
 // Plot geometry shared by the charts.
 struct frame {
   double width = 640, height = 320, left = 64, right = 150, top = 24, bottom = 48;
-  double x_max = 1;  // devices; x axis is log2 from 1 to x_max
+  double x_max = 1;  // devices; x axis is log2 from 1 to x_max (linear with linear_x)
+  bool linear_x = false;
   double y_max = 1, y_step = 0.25;
   bool log_y = false;  // log2 y axis from 1 to y_max (speedup: the ideal line is straight)
   double px(double x) const {
+    if (linear_x) return left + (width - left - right) * (x - 1) / std::max(x_max - 1, 1.0);
     const double span = std::max(std::log2(x_max), 1.0);
     return left + (width - left - right) * std::log2(std::max(x, 1.0)) / span;
   }
@@ -157,10 +163,12 @@ inline std::string legend_entry(const frame& f, int i, const std::string& color,
 
 inline std::string line_chart(const std::string& id, const std::string& x_label,
                               const std::string& y_label, const std::vector<double>& xs,
-                              const std::vector<line_series>& series, bool log_y = false) {
+                              const std::vector<line_series>& series, bool log_y = false,
+                              bool linear_x = false) {
   frame f;
   f.x_max = xs.empty() ? 1 : xs.back();
   f.log_y = log_y;
+  f.linear_x = linear_x;
   double y = 0;
   for (const auto& s : series)
     for (const auto& p : s.points)
@@ -286,6 +294,35 @@ inline std::string step_bars(const projection& p, bool show_measured) {
 
 }  // namespace detail::ledger_impl
 
+namespace detail::ledger_impl {
+
+// The gradient noise scale over the epochs against the global batch; empty without one.
+inline std::string noise_scale_section(const report_input& in) {
+  if (in.noise_scale.empty() && in.noise_scale_at_least.empty()) return {};
+  std::vector<double> xs;
+  for (const auto* s : {&in.noise_scale, &in.noise_scale_at_least})
+    for (const auto& pt : *s) xs.push_back(pt.first);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  std::vector<line_series> series;
+  if (!in.noise_scale.empty())
+    series.push_back({"noise-scale", "B_simple", "#4e79a7", false, false, in.noise_scale});
+  if (!in.noise_scale_at_least.empty())
+    series.push_back({"noise-scale-at-least", "at least (unresolved)", "#f28e2b", false, true,
+                      in.noise_scale_at_least});
+  series_points batch;
+  for (double x : xs) batch.emplace_back(x, in.global_batch);
+  series.push_back({"global-batch", "global batch", "#999999", true, false, batch});
+  return "<h2>Gradient noise scale</h2>\n" +
+         line_chart("noise-scale", "epoch", "samples", xs, series, false, true) +
+         "<p>B_simple = tr(&#931;)/|G|&#178;, the batch beyond which a larger one buys little "
+         "more progress per step, estimated from the gradients the ranks exchange. It grows as "
+         "the loss falls, so the late epochs bound a useful batch; where |G|&#178; is lost in its "
+         "noise the chart shows a lower bound.</p>\n";
+}
+
+}  // namespace detail::ledger_impl
+
 /// The report as one self-contained HTML page (no scripts, no external files).
 inline std::string render_report(const report_input& in) {
   using detail::ledger_impl::sfmt;
@@ -363,6 +400,7 @@ inline std::string render_report(const report_input& in) {
   html +=
       "<h2>The step by account</h2>\n" + detail::ledger_impl::step_bars(p, in.show_measured_step);
   html += "<h2>Table</h2>\n<pre>" + xml_escape(format_projection_table(p)) + "</pre>\n";
+  html += detail::ledger_impl::noise_scale_section(in);
   return html + "</body>\n</html>\n";
 }
 
