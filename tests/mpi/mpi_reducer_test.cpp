@@ -473,7 +473,7 @@ void check_trainer(checks& c) {
   // All ranks share this host, so the trainer's arena is the reducer's shared one by default:
   // the gradients, the finite flag and one more float.
   c.expect("trainer: the gradient arena is mpi_reducer's shared arena (one host)",
-           mpi.shared_arena == mpi.params.size() + 2,
+           mpi.shared_arena == mpi.params.size() + tutti::gradient_trailing_floats,
            std::to_string(mpi.shared_arena) + " shared floats for " +
                std::to_string(mpi.params.size()) + " parameters");
   const run plain =
@@ -499,8 +499,8 @@ void check_trainer(checks& c) {
     c.expect(
         "trainer, 2 emulated hosts: the shared arena is lent, the replicas end bitwise equal, "
         "within 1e-5 relative of MPI_Allreduce's parameters",
-        hosts.shared_arena == hosts.params.size() + 2 && hosts0 == hosts.params &&
-            hosts_diff <= 1e-5,
+        hosts.shared_arena == hosts.params.size() + tutti::gradient_trailing_floats &&
+            hosts0 == hosts.params && hosts_diff <= 1e-5,
         std::to_string(hosts.shared_arena) + " shared floats, relative difference " +
             std::to_string(hosts_diff));
   }
