@@ -56,13 +56,16 @@ struct plan_config {
   double overlap = -1;  // < 0: from --from (measured), else 0
   // Ranks sharing one host's cores (0: every rank owns its device).
   double host_cores = 0;
-  double available_cores = 0;   // 0: --link-file's measurement, else host_cores
-  double measured_threads = 0;  // 0: host_cores / the measured run's ranks per node
-  double thread_speedup = 0;    // 0: --thread-baseline's, else linear
-  std::string thread_baseline;  // a train report of the same run with one thread
-  double sync_us = -1;          // < 0: --link-file's step measurement, else 0
-  std::string max_safe_batch;   // the largest global batch that keeps the accuracy (e.g. 16k)
-  std::string study;            // a `tutti study large-batch --json` report to take it from
+  double available_cores = 0;    // 0: --link-file's measurement, else host_cores
+  double measured_threads = 0;   // 0: host_cores / the measured run's ranks per node
+  double thread_speedup = 0;     // 0: --thread-baseline's, else linear
+  std::string thread_baseline;   // a train report of the same run with one thread
+  double sync_us = -1;           // < 0: --link-file's step measurement, else 0
+  std::string max_safe_batch;    // the largest global batch that keeps the accuracy (e.g. 16k)
+  std::string study;             // a `tutti study large-batch --json` report to take it from
+  std::string noise_scale;       // B_noise in samples (20k); empty: the --from report's, if any
+  bool no_noise_scale = false;   // plan per epoch even when the report has a noise scale
+  double useful_fraction = 0.2;  // a device is worth adding while this share of it is useful
   std::string from;
   std::string json;
   std::string report;
@@ -109,6 +112,19 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                  "largest batch whose best recipe stays within 1% of the smallest batch's metric")
       ->check(CLI::ExistingFile)
       ->excludes("--max-safe-batch");
+  auto* noise = app.add_option(
+      "--noise-scale", c.noise_scale,
+      "the gradient noise scale B_noise in samples (20k) [default: the --from report's "
+      "noise_scale]: each N's job becomes its time to the loss the measured batch reaches, and "
+      "no N past the noise knee is advised without a deadline");
+  app.add_flag("--no-noise-scale", c.no_noise_scale,
+               "ignore the --from report's noise scale: plan per epoch")
+      ->excludes(noise);
+  app.add_option("--useful-fraction", c.useful_fraction,
+                 "the noise knee: a device is worth adding while at least this share of the "
+                 "samples/s it brings shortens the time to the same loss")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   auto* link = app.add_option(
       "--link", c.link,
       "link between the devices of a node: " + named_link_list() + " [default: pcie4]");
@@ -305,6 +321,7 @@ struct train_report {
   double epochs = 0;
   double samples_per_s = 0;  // measured, from the accounts
   double omp_threads = 0;    // OpenMP threads of the measured rank, when the report says
+  std::optional<noise_scale_input> noise;  // the run's gradient noise scale, when it has one
 };
 
 inline const nlohmann::json& need(const nlohmann::json& j, const char* key,
@@ -368,6 +385,24 @@ inline double study_safe_batch(const std::string& path) {
   return limit;
 }
 
+// A train report's gradient noise scale: B_simple, else its lower bound, else none.
+inline std::optional<noise_scale_input> read_noise_scale(const nlohmann::json& j,
+                                                         const std::string& path) {
+  if (!j.contains("noise_scale") || !j["noise_scale"].is_object()) return std::nullopt;
+  const auto& n = j["noise_scale"];
+  const auto positive = [&](const char* key) -> std::optional<double> {
+    if (!n.contains(key) || n[key].is_null()) return std::nullopt;
+    TUTTI_EXPECTS(n[key].is_number() && n[key].get<double>() > 0, "tutti plan",
+                  "--from '" + path + "': noise_scale." + key + " is not a positive number");
+    return n[key].get<double>();
+  };
+  if (const auto b = positive("b_simple"))
+    return noise_scale_input{*b, false, "B_simple at the end of " + path};
+  if (const auto b = positive("b_simple_at_least"))
+    return noise_scale_input{*b, true, "a lower bound at the end of " + path};
+  return std::nullopt;
+}
+
 inline train_report read_train_report(const std::string& path) {
   std::ifstream f(path);
   TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --from '" + path + "'");
@@ -422,6 +457,7 @@ inline train_report read_train_report(const std::string& path) {
       r.optimizer_state_bytes = 4.0 * need_number(*ledger, "optimizer_state_floats", path);
   }
   if (j.contains("optimizer") && j["optimizer"].is_string()) r.optimizer = j["optimizer"];
+  r.noise = read_noise_scale(j, path);
   r.samples_per_s = r.step.global_batch / r.step.step_s();
   return r;
 }
@@ -464,6 +500,12 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
   if (!c.max_safe_batch.empty())
     in.max_safe_batch = plan_detail::parse_count("--max-safe-batch", c.max_safe_batch);
   if (!c.study.empty()) in.max_safe_batch = plan_detail::study_safe_batch(c.study);
+  if (!c.noise_scale.empty())
+    in.noise_scale = noise_scale_input{plan_detail::parse_count("--noise-scale", c.noise_scale),
+                                       false, "--noise-scale"};
+  else if (rep && !c.no_noise_scale)
+    in.noise_scale = rep->noise;
+  in.useful_fraction = c.useful_fraction;
 
   if (rep) {
     in.step = rep->step;

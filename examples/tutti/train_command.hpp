@@ -32,6 +32,7 @@
 #else
 #define TUTTI_HAS_SODIUM 0
 #endif
+#include <tutti/ledger/noise_model.hpp>
 #include <tutti/ledger/projection.hpp>
 #include <tutti/ledger/report.hpp>
 #if TUTTI_HAS_BLAS
@@ -920,11 +921,23 @@ inline void print_ledger(const fit_result& r, const projection& p, const std::st
   std::printf(
       "\nprojection to devices of this kind on %s (per-device batch kept; see tutti plan)\n",
       link.c_str());
-  std::printf("%8s %12s %14s %9s %11s\n", "devices", "step ms", "samples/s", "speedup",
-              "efficiency");
-  for (const auto& row : p.rows)
-    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%\n", row.devices, 1e3 * row.step_s,
+  std::printf("%8s %12s %14s %9s %11s", "devices", "step ms", "samples/s", "speedup", "efficiency");
+  std::printf(p.b_noise ? " %12s %10s %10s\n" : "\n", "global batch", "samples x", "to-loss x");
+  for (const auto& row : p.rows) {
+    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%", row.devices, 1e3 * row.step_s,
                 row.samples_per_s, row.speedup, 100 * row.efficiency);
+    if (p.b_noise)
+      std::printf(" %12.0f %10.3f %10.2f\n", row.global_batch, row.samples_factor,
+                  row.loss_speedup);
+    else
+      std::printf("\n");
+  }
+  if (p.b_noise)
+    std::printf(
+        "(at the measured B_noise ~ %.0f: samples x = the samples the same loss takes at N's "
+        "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
+        "where more devices stop paying)\n",
+        *p.b_noise);
 }
 
 inline nlohmann::json to_json(const phase_seconds& p) {
@@ -1090,11 +1103,12 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
         "  (total %.1f s)\n",
         r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
   }
-  const projection proj =
+  projection proj =
       project(detail::to_measured_step(r, stats.train_rows), {.devices = {1, 2, 4, 8},
                                                               .intra = find_link(c.link),
                                                               .inter = find_link(c.link),
                                                               .price_per_device_hour = c.price});
+  if (r.noise_scale.known()) apply_noise_scale(proj, r.noise_scale.b_simple, 0.2);
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
   if (!c.report.empty()) {
     double measured = 0;

@@ -1061,6 +1061,56 @@ elseif(CASE STREQUAL "plan")
                         "epochs ${epochs} (2), needs more than one ${needs} (false), fits ${fits} "
                         "(true), one device ${one_s} s (under the reasonable 3600 s)")
   endif()
+  # (e) The noise scale: the plan takes the report's B_simple (or, unresolved, its lower bound)
+  # over; --noise-scale 20k makes every job the time to the same loss; --no-noise-scale drops it.
+  string(JSON rtype TYPE "${jr}" noise_scale b_simple)
+  if(rtype STREQUAL "NUMBER")
+    json_get(want_noise "${jr}" noise_scale b_simple)
+    set(want_least OFF)
+  else()
+    string(JSON want_noise ERROR_VARIABLE no_bound GET "${jr}" noise_scale b_simple_at_least)
+    set(want_least ON)
+  endif()
+  string(JSON ptype TYPE "${j}" noise_scale)
+  if(want_noise STREQUAL "" OR want_noise MATCHES "NOTFOUND")
+    if(NOT ptype STREQUAL "NULL")
+      message(FATAL_ERROR "plan --from r.json: noise_scale ${ptype}; the report has none")
+    endif()
+  else()
+    json_get(b_noise "${j}" noise_scale b_noise)
+    json_get(at_least "${j}" noise_scale at_least)
+    string(REGEX MATCH "^[0-9]+" b_int "${b_noise}")
+    string(REGEX MATCH "^[0-9]+" want_int "${want_noise}")
+    if(NOT b_int STREQUAL want_int OR NOT at_least STREQUAL want_least
+       OR NOT text MATCHES "\n4\\. How large a global batch still buys progress\\?\n")
+      message(FATAL_ERROR "plan --from r.json: noise_scale ${b_noise} (at least: ${at_least}); "
+                          "the report says ${want_noise} (at least: ${want_least}); question 4 "
+                          "in the text:\n${text}")
+    endif()
+    if(want_least AND NOT text MATCHES "\\[noise_scale_unresolved\\]")
+      message(FATAL_ERROR "plan --from r.json: a lower bound without the noise_scale_unresolved "
+                          "caution:\n${text}")
+    endif()
+  endif()
+  tutti_ok(plan --from ${WORK}/r.json --noise-scale 20k --json ${WORK}/pn.json)
+  file(READ ${WORK}/pn.json jn)
+  json_get(b_noise "${jn}" noise_scale b_noise)
+  json_get(factor "${jn}" rows 0 samples_factor)
+  json_get(job "${jn}" rows 0 job_s)
+  # One device of the 2-rank run keeps 2048 of its 4096 samples per step: the same loss takes
+  # (1 + 2048/20000) / (1 + 4096/20000) = 0.915 of the samples.
+  if(NOT b_noise EQUAL 20000 OR NOT factor MATCHES "^0\\.915")
+    message(FATAL_ERROR "plan --noise-scale 20k: b_noise ${b_noise}, one device's samples factor "
+                        "${factor}; expected 20000 and 0.915...")
+  endif()
+  tutti_ok(plan --from ${WORK}/r.json --no-noise-scale --json ${WORK}/pn.json)
+  file(READ ${WORK}/pn.json jn)
+  string(JSON ptype TYPE "${jn}" noise_scale)
+  if(NOT ptype STREQUAL "NULL")
+    message(FATAL_ERROR "plan --no-noise-scale: noise_scale is ${ptype}; expected null")
+  endif()
+  expect_error(2 "noise_scale = 0; expected samples" plan --from ${WORK}/r.json --noise-scale 0)
+
   # (d) The page: four charts, the verdict, the predicted rows and the measured run.
   check_ledger_page(${WORK}/page)
   xml_escape(escaped "verdict: ${verdict_text}")

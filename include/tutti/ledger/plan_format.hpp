@@ -31,10 +31,11 @@ inline std::string format_plan_job_table(const plan_inputs& in, const projection
       if (!beyond.empty()) beyond += ", ";
       beyond += name == "min_steps_per_epoch" ? f::sfmt("steps/epoch < %g", in.min_steps_per_epoch)
                 : name == "max_safe_batch"    ? f::sfmt("batch > %.0f", *in.max_safe_batch)
+                : name == "noise_knee"        ? std::string("the noise knee")
                                               : std::string("the knee");
     }
-    const double job = in.epochs * x.epoch_s;
-    const double cost = in.epochs * x.cost_per_epoch;
+    const double job = f::job_seconds(in, x);
+    const double cost = f::job_cost(in, x);
     std::string line =
         f::sfmt("%s %7d %12s %11.0f %10s %10s %11s %11s  %s", x.devices == advised ? "*" : " ",
                 x.devices, f::count_text(x.global_batch).c_str(), x.steps_per_epoch,
@@ -43,10 +44,16 @@ inline std::string format_plan_job_table(const plan_inputs& in, const projection
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
+  const std::string job =
+      p.b_noise
+          ? f::sfmt("the time to the loss %g epoch%s at the measured batch %s reach%s", in.epochs,
+                    in.epochs == 1 ? "" : "s", f::count_text(p.measured.global_batch).c_str(),
+                    in.epochs == 1 ? "es" : "")
+          : f::sfmt("%g epoch%s", in.epochs, in.epochs == 1 ? "" : "s");
   out += f::sfmt(
-      "(the whole job, %g epoch%s, %s scaling; saved and extra cost against one device; beyond: "
-      "the limits a row exceeds; * the advised N)\n",
-      in.epochs, in.epochs == 1 ? "" : "s", to_string(p.options.scaling));
+      "(the whole job, %s, %s scaling; saved and extra cost against one device; beyond: the "
+      "limits a row exceeds; * the advised N)\n",
+      job.c_str(), to_string(p.options.scaling));
   return out;
 }
 
@@ -77,12 +84,17 @@ inline std::string format_plan(const plan_result& r) {
   out += "\n1. Does the model fit on one device?\n   " + r.fit_answer + "\n";
   out += "\n2. Is there enough data to need more than one device?\n   " + r.data_answer + "\n";
   out += "\n3. What does the topology let N devices buy?\n   " + r.topology_answer + "\n";
+  if (!r.noise_answer.empty())
+    out += "\n4. How large a global batch still buys progress?\n   " + r.noise_answer + "\n";
   if (!r.proj.rows.empty()) {
     out += "\n" + format_projection_table(r.proj);
     out += sfmt("\nlimits: at least %g steps per epoch (a global batch of at most %s)",
                 in.min_steps_per_epoch,
                 detail::ledger_impl::count_text(r.max_batch_from_data).c_str());
     if (in.max_safe_batch) out += sfmt("; the largest safe batch %.0f", *in.max_safe_batch);
+    if (r.proj.b_noise)
+      out += sfmt("; without a deadline, no N past the noise knee (%.0f%% useful)",
+                  100.0 * r.proj.useful_fraction);
     if (!in.deadline_s)
       out += "; no deadline, so a job is reasonable within " +
              detail::ledger_impl::duration_text(in.reasonable_s);
@@ -119,11 +131,13 @@ inline std::string job_json(const plan_inputs& in, const projection& p, const pr
     beyond += std::string(beyond.size() > 1 ? ", " : "") + json_string(name);
   return ", \"per_device_batch\": " + json_number(x.per_device_batch) +
          ", \"steps_per_epoch\": " + json_number(x.steps_per_epoch) +
-         ", \"job_s\": " + json_number(in.epochs * x.epoch_s) +
-         ", \"time_saved_s\": " + json_number(one_s - in.epochs * x.epoch_s) +
-         ", \"job_cost\": " + json_number(in.epochs * x.cost_per_epoch) +
-         ", \"extra_cost\": " + json_number(in.epochs * x.cost_per_epoch - one_s / 3600.0 * price) +
-         ", \"beyond\": " + beyond + "]";
+         ", \"job_s\": " + json_number(job_seconds(in, x)) +
+         ", \"time_saved_s\": " + json_number(one_s - job_seconds(in, x)) +
+         ", \"job_cost\": " + json_number(job_cost(in, x)) +
+         ", \"extra_cost\": " + json_number(job_cost(in, x) - one_s / 3600.0 * price) +
+         ", \"samples_factor\": " + json_number(x.samples_factor) +
+         ", \"loss_speedup\": " + json_number(x.loss_speedup) +
+         ", \"useful_share\": " + json_number(x.useful_share) + ", \"beyond\": " + beyond + "]";
 }
 
 }  // namespace detail::ledger_impl
@@ -134,9 +148,12 @@ inline std::string job_json(const plan_inputs& in, const projection& p, const pr
 /// algorithm, global_batch, step_s, samples_per_s, speedup, efficiency, reduce_total_s,
 /// reduce_exposed_s, threads_per_rank, host_factor, sync_s, epoch_s, device_hours_per_epoch,
 /// cost_per_epoch, marginal_cost, per_device_batch, steps_per_epoch, job_s, time_saved_s,
-/// job_cost, extra_cost, beyond[]}], other_scaling{scaling, verdict, devices, verdict_text,
-/// binding[], one_device_s, rows[{devices, global_batch, ...whole-job fields}]}, knee,
-/// last_worthwhile, deadline_met_at}. Infinite marginal costs and absent values are null.
+/// job_cost, extra_cost, samples_factor, loss_speedup, useful_share, beyond[]}],
+/// other_scaling{scaling, verdict, devices, verdict_text, binding[], one_device_s,
+/// rows[{devices, global_batch, ...whole-job fields}]}, knee, last_worthwhile, deadline_met_at,
+/// noise_scale{b_noise, at_least, source, useful_fraction, noise_knee, last_useful, crossed_at,
+/// answer} or null}. With a resolved noise scale the whole-job fields are to the same loss.
+/// Infinite marginal costs and absent values are null.
 inline std::string plan_to_json(const plan_result& r) {
   using detail::ledger_impl::json_number;
   using detail::ledger_impl::json_string;
@@ -252,7 +269,19 @@ inline std::string plan_to_json(const plan_result& r) {
   j += "  \"knee\": " + opt_int(r.proj.knee) + ",\n";
   j += "  \"last_worthwhile\": " +
        (r.proj.rows.empty() ? std::string("null") : std::to_string(r.proj.last_worthwhile)) + ",\n";
-  j += "  \"deadline_met_at\": " + opt_int(r.deadline_met_at) + "\n}\n";
+  j += "  \"deadline_met_at\": " + opt_int(r.deadline_met_at) + ",\n";
+  j += "  \"noise_scale\": ";
+  if (in.noise_scale)
+    j += "{\"b_noise\": " + json_number(in.noise_scale->b_noise) +
+         ", \"at_least\": " + (in.noise_scale->at_least ? "true" : "false") +
+         ", \"source\": " + json_string(in.noise_scale->source) +
+         ", \"useful_fraction\": " + json_number(in.useful_fraction) +
+         ", \"noise_knee\": " + opt_int(r.proj.noise_knee) + ", \"last_useful\": " +
+         (r.proj.b_noise ? std::to_string(r.proj.last_useful) : std::string("null")) +
+         ", \"crossed_at\": " + opt_int(r.proj.noise_crossed_at) +
+         ", \"answer\": " + json_string(r.noise_answer) + "}\n}\n";
+  else
+    j += "null\n}\n";
   return j;
 }
 

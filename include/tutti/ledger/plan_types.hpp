@@ -6,6 +6,7 @@
 
 #include <tutti/error.hpp>
 #include <tutti/ledger/detail/format.hpp>
+#include <tutti/ledger/noise_model.hpp>
 #include <tutti/ledger/projection.hpp>
 
 #include <algorithm>
@@ -53,6 +54,13 @@ struct plan_inputs {
   /// The fewest steps an epoch must keep: no N is advised whose global batch exceeds samples per
   /// epoch / this (0: no such limit).
   double min_steps_per_epoch = 50.0;
+  /// The gradient noise scale (`tutti train` measures it): when resolved, every N's job is its
+  /// time to the loss the measured global batch reaches in `epochs`, and no N is advised past
+  /// the noise knee without a deadline (ledger/noise_model.hpp); a lower bound is reported only.
+  std::optional<noise_scale_input> noise_scale{};
+  /// A device is worth adding while at least this share of the samples/s it brings shortens the
+  /// time to the same loss.
+  double useful_fraction = 0.2;
 };
 
 /// Why the verdict is what it is: a name a script can match and a sentence a person reads
@@ -135,6 +143,10 @@ struct plan_result {
   int max_devices_within_batch = 0;    ///< most devices at the per-device batch within it
   double per_device_batch_within = 0;  ///< per-device batch within it at the N wanted
   std::string batch_answer;            ///< the batch check in words (empty without a limit)
+
+  /// (4) How large a batch is still useful: the noise scale's answer, and against the largest
+  /// safe batch when both are known (which binds).
+  std::string noise_answer;
 
   /// The same plan under the other scaling mode, when its rows differ from `proj`'s.
   std::optional<plan_alternative> other_scaling;

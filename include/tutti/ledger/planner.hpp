@@ -8,6 +8,7 @@
 #include <tutti/error.hpp>
 #include <tutti/ledger/detail/format.hpp>
 #include <tutti/ledger/detail/plan_verdict.hpp>
+#include <tutti/ledger/noise_model.hpp>
 #include <tutti/ledger/plan_types.hpp>
 #include <tutti/ledger/projection.hpp>
 
@@ -18,6 +19,69 @@
 #include <vector>
 
 namespace tutti {
+
+namespace detail::ledger_impl {
+
+// The projection of `in`'s step under `o`, in time to the same loss when the noise scale is known.
+inline projection plan_projection(const plan_inputs& in, const projection_options& o) {
+  projection p = project(in.step, o);
+  if (in.noise_scale && !in.noise_scale->at_least)
+    apply_noise_scale(p, in.noise_scale->b_noise, in.useful_fraction);
+  return p;
+}
+
+// The largest N whose global batch is within `batch` (1 when none is).
+inline int devices_within(const projection& p, double batch) {
+  int n = 1;
+  for (const auto& x : p.rows)
+    if (x.global_batch <= batch) n = x.devices;
+  return n;
+}
+
+// Question 4: how large a batch is still useful, from the noise scale; against the largest safe
+// batch when both are known, with the one that binds.
+inline std::string noise_answer(const plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  const projection& p = r.proj;
+  if (!in.noise_scale)
+    return "not known: no gradient noise scale was given (tutti train measures it with 2+ ranks "
+           "or --accumulation 2+; --noise-scale gives it)";
+  const noise_scale_input& ns = *in.noise_scale;
+  const std::string from = ns.source.empty() ? std::string() : " (" + ns.source + ")";
+  if (ns.at_least)
+    return sfmt(
+        "B_noise is at least %s samples%s: the run did not resolve |G|^2, so it sets no "
+        "limit; the jobs are per epoch, not to the same loss",
+        count_text(ns.b_noise).c_str(), from.c_str());
+  std::string a = sfmt("B_noise ~ %s samples%s; the measured global batch %s is %.2gx it",
+                       count_text(ns.b_noise).c_str(), from.c_str(),
+                       count_text(in.step.global_batch).c_str(), in.step.global_batch / ns.b_noise);
+  if (p.rows.empty()) return a;
+  if (p.noise_crossed_at)
+    a += sfmt("; from N = %d the global batch passes it (%s)", *p.noise_crossed_at,
+              count_text(p.row(*p.noise_crossed_at)->global_batch).c_str());
+  else
+    a += sfmt("; no N up to %d passes it", p.rows.back().devices);
+  if (p.noise_knee)
+    a += "; " + noise_knee_text(in, p);
+  else
+    a += sfmt(
+        "; up to N = %d at least %s of what each added device brings shortens the time to "
+        "the same loss",
+        p.rows.back().devices, pct(p.useful_fraction).c_str());
+  if (in.max_safe_batch) {
+    const int safe = devices_within(p, *in.max_safe_batch);
+    const int useful = p.last_useful;
+    a += sfmt(". The largest safe batch %s allows N <= %d, the noise scale N <= %d: %s",
+              count_text(*in.max_safe_batch).c_str(), safe, useful,
+              safe < useful   ? "the largest safe batch binds (accuracy stops N first)"
+              : useful < safe ? "the noise scale binds (devices stop paying first)"
+                              : "both stop at the same N");
+  }
+  return a;
+}
+
+}  // namespace detail::ledger_impl
 
 /// Answers the three questions in order and gives one verdict (docs/ledger.md, "The planner").
 ///
@@ -60,6 +124,14 @@ inline plan_result make_plan(const plan_inputs& in) {
   TUTTI_EXPECTS(!in.max_safe_batch || *in.max_safe_batch > 0, fn,
                 "max_safe_batch = " + detail::ledger_impl::num(in.max_safe_batch.value_or(0)) +
                     "; expected a batch > 0");
+  TUTTI_EXPECTS(
+      !in.noise_scale || (std::isfinite(in.noise_scale->b_noise) && in.noise_scale->b_noise > 0),
+      fn,
+      "noise_scale = " + detail::ledger_impl::num(in.noise_scale ? in.noise_scale->b_noise : 0.0) +
+          "; expected samples > 0");
+  TUTTI_EXPECTS(in.useful_fraction > 0 && in.useful_fraction <= 1, fn,
+                "useful_fraction = " + detail::ledger_impl::num(in.useful_fraction) +
+                    "; expected 0 < f <= 1");
 
   plan_result r;
   r.inputs = in;
@@ -84,17 +156,23 @@ inline plan_result make_plan(const plan_inputs& in) {
   // (2) data: one device's time for the epochs (the projection's baseline row)
   projection_options one_opts = in.projection;
   one_opts.devices = {1};
-  const projection one = project(in.step, one_opts);
+  const projection one = detail::ledger_impl::plan_projection(in, one_opts);
   const projection_row& r1 = one.rows.front();
   r.one_device_samples_per_s = r1.samples_per_s;
-  r.one_device_s = in.epochs * r1.epoch_s;
+  r.one_device_s = detail::ledger_impl::job_seconds(in, r1);
   const double target = in.deadline_s ? *in.deadline_s : in.reasonable_s;
   r.needs_more_than_one = r.one_device_s > target;
-  const std::string work =
+  std::string work =
       sfmt("%s samples x %g epoch%s at %s samples/s take %s on one device",
            detail::ledger_impl::count_text(in.step.samples_per_epoch).c_str(), in.epochs,
            in.epochs == 1 ? "" : "s", detail::ledger_impl::figure(r1.samples_per_s).c_str(),
            duration_text(r.one_device_s).c_str());
+  if (one.b_noise && r1.samples_factor != 1.0)
+    work += sfmt(
+        " (to the loss the measured batch %s reaches in them: %.3gx the samples at one "
+        "device's batch of %s)",
+        detail::ledger_impl::count_text(in.step.global_batch).c_str(), r1.samples_factor,
+        detail::ledger_impl::count_text(r1.global_batch).c_str());
   if (!in.deadline_s)
     r.data_answer = sfmt("%s: %s, %s the reasonable %s (no deadline given)",
                          r.needs_more_than_one ? "yes" : "no", work.c_str(),
@@ -134,7 +212,7 @@ inline plan_result make_plan(const plan_inputs& in) {
     return r;
   }
 
-  r.proj = project(in.step, in.projection);
+  r.proj = detail::ledger_impl::plan_projection(in, in.projection);
   const projection& p = r.proj;
   const projection_row* best = p.row(p.last_worthwhile);
   r.topology_answer = sfmt("on %s, %s scaling: ", topo.c_str(), to_string(p.options.scaling));
@@ -163,19 +241,20 @@ inline plan_result make_plan(const plan_inputs& in) {
                            bytes_text(in.device_memory_bytes).c_str()));
   r.reasons.push_back(r.data_answer);
   detail::ledger_impl::decide(r);
+  r.noise_answer = detail::ledger_impl::noise_answer(r);
   if (const projection_row* row = p.row(r.devices); row && r.devices > 1)
     r.reasons.push_back(
         sfmt("%d devices: %.2fx, %s efficiency, %s for %g epoch%s, %s per epoch (1 device: %s)",
              row->devices, row->speedup, detail::ledger_impl::pct(row->efficiency).c_str(),
-             duration_text(in.epochs * row->epoch_s).c_str(), in.epochs, in.epochs == 1 ? "" : "s",
-             detail::ledger_impl::figure(row->cost_per_epoch).c_str(),
+             duration_text(detail::ledger_impl::job_seconds(in, *row)).c_str(), in.epochs,
+             in.epochs == 1 ? "" : "s", detail::ledger_impl::figure(row->cost_per_epoch).c_str(),
              detail::ledger_impl::figure(p.rows.front().cost_per_epoch).c_str()));
   for (const auto& b : r.binding) r.reasons.push_back("[" + b.name + "] " + b.text);
   if (in.deadline_s && r.devices == 1 && !r.needs_more_than_one)
     if (const projection_row* two = p.row(2))
       r.reasons.push_back(sfmt(
           "a second device would save %s but cost %s more per epoch (%.2fx at %s efficiency)",
-          duration_text(r.one_device_s - in.epochs * two->epoch_s).c_str(),
+          duration_text(r.one_device_s - detail::ledger_impl::job_seconds(in, *two)).c_str(),
           detail::ledger_impl::pct(two->cost_per_epoch / p.rows.front().cost_per_epoch - 1).c_str(),
           two->speedup, detail::ledger_impl::pct(two->efficiency).c_str()));
 
@@ -186,14 +265,15 @@ inline plan_result make_plan(const plan_inputs& in) {
   projection_options& ao = alt.inputs.projection;
   ao.scaling =
       in.projection.scaling == scaling_mode::weak ? scaling_mode::strong : scaling_mode::weak;
-  alt.proj = project(in.step, ao);
+  alt.proj = detail::ledger_impl::plan_projection(in, ao);
   bool differ = alt.proj.rows.size() != p.rows.size();
   for (std::size_t i = 0; !differ && i < p.rows.size(); ++i)
     differ = alt.proj.rows[i].global_batch != p.rows[i].global_batch;
   if (differ) {
     projection_options ao1 = ao;
     ao1.devices = {1};
-    alt.one_device_s = in.epochs * project(in.step, ao1).rows.front().epoch_s;
+    alt.one_device_s = detail::ledger_impl::job_seconds(
+        in, detail::ledger_impl::plan_projection(in, ao1).rows.front());
     detail::ledger_impl::decide(alt);
     r.other_scaling = plan_alternative{.proj = alt.proj,
                                        .one_device_s = alt.one_device_s,

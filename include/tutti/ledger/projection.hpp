@@ -141,6 +141,14 @@ struct projection_row {
   /// Money per hour for each extra sample/s bought by the devices added since the previous row
   /// (the first row: relative to no device); +infinity when they added no throughput.
   double marginal_cost = 0;
+  /// Under a gradient noise scale (`apply_noise_scale`): samples needed for the loss the
+  /// measured global batch reaches, E(B_N) / E(B_measured); 1 without one.
+  double samples_factor = 1;
+  /// One device's time to that loss over N's (= speedup without a noise scale).
+  double loss_speedup = 1;
+  /// Of the samples/s the devices added since the previous row bring, the share that shortens
+  /// the time to that loss (1 without a noise scale, 0 when they bring none).
+  double useful_share = 1;
 };
 
 /// A projection: its inputs, its rows and the knee.
@@ -157,6 +165,19 @@ struct projection {
   int last_worthwhile = 1;
   /// Rows left out because strong scaling would give a device less than one sample.
   bool truncated = false;
+  /// The gradient noise scale the rows' time to the same loss assumes (`apply_noise_scale`);
+  /// empty: none, and every row's samples_factor is 1.
+  std::optional<double> b_noise;
+  /// A device is worth adding while this share of the samples/s it brings shortens the time to
+  /// the same loss.
+  double useful_fraction = 0.2;
+  /// The first N whose added devices bring samples/s of which less than useful_fraction shortens
+  /// the time to the same loss; empty without a noise scale or when every N is useful.
+  std::optional<int> noise_knee;
+  /// The largest N before the noise knee (every N when there is none).
+  int last_useful = 1;
+  /// The first N whose global batch passes B_noise.
+  std::optional<int> noise_crossed_at;
 
   /// The row of `n` devices, or nullptr.
   const projection_row* row(int n) const noexcept {
@@ -382,6 +403,7 @@ inline projection project(const measured_step& m, const projection_options& o = 
                                     : std::numeric_limits<double>::infinity();
     if (!p.knee && prev_n > 0 && r.gain_per_added_device < worth) p.knee = n;
     if (!p.knee) p.last_worthwhile = n;
+    p.last_useful = n;
     prev_n = n;
     prev_sps = r.samples_per_s;
     p.rows.push_back(r);
@@ -393,17 +415,21 @@ inline projection project(const measured_step& m, const projection_options& o = 
 /// (the `tutti plan` table and the projection `tutti train` prints).
 inline std::string format_projection_table(const projection& p) {
   using detail::ledger_impl::sfmt;
-  std::string out = sfmt("%7s %5s %12s %10s %10s %10s %12s %8s %6s %11s %12s %12s\n", "devices",
+  std::string out = sfmt("%7s %5s %12s %10s %10s %10s %12s %8s %6s %11s %12s %12s", "devices",
                          "nodes", "allreduce", "reduce", "exposed", "step", "samples/s", "speedup",
                          "eff", "dev-h/epoch", "cost/epoch", "marginal");
+  out += p.b_noise ? sfmt(" %9s %9s %7s\n", "samples x", "to-loss x", "useful") : "\n";
   for (const auto& r : p.rows) {
     namespace f = detail::ledger_impl;
-    out += sfmt("%7d %5d %12s %10s %10s %10s %12s %8.2f %5.0f%% %11s %12s %12s\n", r.devices,
-                r.nodes, to_string(r.algorithm), f::duration_text(r.reduce_total_s).c_str(),
+    out += sfmt("%7d %5d %12s %10s %10s %10s %12s %8.2f %5.0f%% %11s %12s %12s", r.devices, r.nodes,
+                to_string(r.algorithm), f::duration_text(r.reduce_total_s).c_str(),
                 f::duration_text(r.reduce_exposed_s).c_str(), f::duration_text(r.step_s).c_str(),
                 f::figure(r.samples_per_s).c_str(), r.speedup, 100.0 * r.efficiency,
                 f::figure(r.device_hours_per_epoch).c_str(), f::figure(r.cost_per_epoch).c_str(),
                 f::figure(r.marginal_cost).c_str());
+    out += p.b_noise ? sfmt(" %9.3f %9.2f %6.0f%%\n", r.samples_factor, r.loss_speedup,
+                            100.0 * r.useful_share)
+                     : "\n";
   }
   out += sfmt(
       "(%s scaling; reduce = predicted allreduce per step, exposed = the part the step waits "
@@ -427,6 +453,19 @@ inline std::string format_projection_table(const projection& p) {
       out += sfmt(" N = %d %g thread%s x%.3g,", r.devices, r.threads_per_rank,
                   r.threads_per_rank == 1 ? "" : "s", r.host_factor);
     out += sfmt(" host work; sync %s per step of N > 1)\n", f::duration_text(h.sync_s).c_str());
+  }
+  if (p.b_noise) {
+    out += sfmt(
+        "(time to the same loss at B_noise = %s samples: samples x = the samples that loss takes "
+        "at N's global batch against the measured %s; to-loss x = one device's time to it over "
+        "N's; useful = the share of the added samples/s that shortens it)\n",
+        detail::ledger_impl::count_text(*p.b_noise).c_str(),
+        detail::ledger_impl::count_text(p.measured.global_batch).c_str());
+    if (p.noise_knee)
+      out += sfmt(
+          "noise knee: N = %d, where less than %.0f%% of what the added devices bring shortens "
+          "the time to the same loss; the last N worth it is %d\n",
+          *p.noise_knee, 100.0 * p.useful_fraction, p.last_useful);
   }
   if (p.knee)
     out += sfmt(

@@ -25,8 +25,17 @@ inline double data_batch_limit(const plan_inputs& in) {
                                     : std::numeric_limits<double>::infinity();
 }
 
+// The whole job on a row: its time to the loss the measured global batch reaches in the epochs
+// asked for (the epochs themselves without a noise scale), and its money.
+inline double job_seconds(const plan_inputs& in, const projection_row& x) {
+  return in.epochs * x.epoch_s * x.samples_factor;
+}
+inline double job_cost(const plan_inputs& in, const projection_row& x) {
+  return in.epochs * x.cost_per_epoch * x.samples_factor;
+}
+
 // The limits a row of the projection is beyond, by name: "min_steps_per_epoch",
-// "max_safe_batch", "knee".
+// "max_safe_batch", "knee", "noise_knee".
 inline std::vector<std::string> row_limits(const plan_inputs& in, const projection& p,
                                            const projection_row& row) {
   std::vector<std::string> out;
@@ -34,6 +43,7 @@ inline std::vector<std::string> row_limits(const plan_inputs& in, const projecti
   if (in.max_safe_batch && row.global_batch > *in.max_safe_batch)
     out.emplace_back("max_safe_batch");
   if (p.knee && row.devices > p.last_worthwhile) out.emplace_back("knee");
+  if (p.noise_knee && row.devices > p.last_useful) out.emplace_back("noise_knee");
   return out;
 }
 
@@ -45,9 +55,9 @@ inline std::string signed_duration(double s) {
 // What N buys for the whole job against one device: time saved and money spent.
 inline std::string saving_text(const plan_inputs& in, const projection_row& x, double one_s,
                                double price) {
-  const double job = in.epochs * x.epoch_s;
+  const double job = job_seconds(in, x);
   const double one_cost = one_s / 3600.0 * price;
-  const double extra = in.epochs * x.cost_per_epoch - one_cost;
+  const double extra = job_cost(in, x) - one_cost;
   return sfmt("N = %d would save %s (%s instead of %s) for %s more (%+.0f%%)", x.devices,
               signed_duration(one_s - job).c_str(), duration_text(job).c_str(),
               duration_text(one_s).c_str(), figure(extra).c_str(),
@@ -66,6 +76,22 @@ inline std::string knee_text(const projection& p) {
       figure(k->marginal_cost).c_str());
 }
 
+// The noise knee as a sentence: what the devices past the last useful N bring to the time to the
+// same loss.
+inline std::string noise_knee_text(const plan_inputs& in, const projection& p) {
+  const projection_row* k = p.row(*p.noise_knee);
+  const projection_row* u = p.row(p.last_useful);
+  return sfmt(
+      "past N = %d (global batch %s, %.2gx B_noise = %s) the devices added to reach N = %d bring "
+      "samples/s of which %s shortens the time to the same loss (under %s): at N = %d that loss "
+      "takes %.2fx the samples of the measured batch %s, and the job %s against %s at N = %d",
+      p.last_useful, count_text(u->global_batch).c_str(), u->global_batch / *p.b_noise,
+      count_text(*p.b_noise).c_str(), k->devices, pct(std::max(0.0, k->useful_share)).c_str(),
+      pct(p.useful_fraction).c_str(), k->devices, k->samples_factor,
+      count_text(p.measured.global_batch).c_str(), duration_text(job_seconds(in, *k)).c_str(),
+      duration_text(job_seconds(in, *u)).c_str(), p.last_useful);
+}
+
 // What every step of the verdict reads: the inputs, the projection, the target (the deadline,
 // else the reasonable time), the largest N each limit allows, and the N chosen.
 struct verdict_context {
@@ -76,17 +102,18 @@ struct verdict_context {
   double target = 0;
   double max_batch_from_data = 0;
   int data_cap = 1, safe_cap = 1, knee_cap = 1, hard_cap = 1;  // largest N within each limit
-  std::optional<int> want{};                        // fewest N meeting the target, limits aside
-  bool met = false;                                 // `want` is within the limits
-  int n = 1;                                        // the N advised
-  int blocked = 1;                                  // the N the target asks for
-  const projection_row* row = nullptr;              // the advised N's row
-  const projection_row* next = nullptr;             // the first row past it
-  const projection_row* fastest = nullptr;          // the fastest row of all
-  const projection_row* fastest_allowed = nullptr;  // the fastest N > 1 within the hard limits
+  int noise_cap = 1;          // largest N before the noise knee (the last row without one)
+  std::optional<int> want{};  // fewest N meeting the target, limits aside
+  bool met = false;           // `want` is within the limits
+  int n = 1;                  // the N advised
+  int blocked = 1;            // the N the target asks for
+  const projection_row* row = nullptr;                   // the advised N's row
+  const projection_row* next = nullptr;                  // the first row past it
+  const projection_row* fastest = nullptr;               // the fastest row of all
+  const projection_row* fastest_allowed = nullptr;       // the fastest N > 1 within the hard limits
   std::string n_devices{}, n_time{}, one_time{}, tgt{};  // the phrases the sentences share
 
-  double job(const projection_row& x) const { return in.epochs * x.epoch_s; }
+  double job(const projection_row& x) const { return job_seconds(in, x); }
   bool data_ok(const projection_row& x) const { return x.global_batch <= max_batch_from_data; }
   bool safe_ok(const projection_row& x) const {
     return !in.max_safe_batch || x.global_batch <= *in.max_safe_batch;
@@ -115,7 +142,9 @@ inline verdict_context choose_devices(plan_result& r) {
   c.data_cap = c.cap([&](const projection_row& x) { return c.data_ok(x); });
   c.safe_cap = c.cap([&](const projection_row& x) { return c.safe_ok(x); });
   c.knee_cap = p.last_worthwhile;
+  c.noise_cap = p.last_useful;
   c.hard_cap = std::min(c.data_cap, c.safe_cap);
+  const int soft_cap = std::min({c.hard_cap, c.knee_cap, c.noise_cap});
   if (r.one_device_s <= c.target)
     c.want = 1;
   else
@@ -126,9 +155,9 @@ inline verdict_context choose_devices(plan_result& r) {
       }
   r.wanted_devices = c.want;
   if (c.has_deadline) r.deadline_met_at = c.want;
-  const int allowed = c.has_deadline ? c.hard_cap : std::min(c.hard_cap, c.knee_cap);
+  const int allowed = c.has_deadline ? c.hard_cap : soft_cap;
   c.met = c.want && *c.want <= allowed;
-  c.n = c.met ? *c.want : std::min(c.hard_cap, c.knee_cap);
+  c.n = c.met ? *c.want : soft_cap;
   c.blocked = c.want.value_or(p.rows.back().devices);
   c.row = p.row(c.n);
   for (const auto& x : p.rows)
@@ -233,6 +262,13 @@ inline void reason_limits(plan_result& r, const verdict_context& c) {
                       " of a device's throughput");
       r.binding.push_back({"knee", knee_text(c.p)});
     }
+    if (c.noise_cap == c.n && c.p.noise_knee) {
+      more.push_back("turn at least " + pct(c.p.useful_fraction) +
+                     " of what they bring into time to the same loss");
+      fewer.push_back("turn less than " + pct(c.p.useful_fraction) +
+                      " of what it brings into time to the same loss");
+      r.binding.push_back({"noise_scale", noise_knee_text(c.in, c.p)});
+    }
     if (c.data_cap == c.n) {
       more.push_back(sfmt("keep at least %g steps per epoch", c.in.min_steps_per_epoch));
       fewer.push_back(sfmt("leave fewer than %g steps per epoch", c.in.min_steps_per_epoch));
@@ -291,6 +327,25 @@ inline void add_cautions(plan_result& r, const verdict_context& c) {
                                             "(N = %d): ",
                                             c.n, *c.p.knee) +
                                            knee_text(c.p)});
+  if (c.has_deadline && c.met && c.p.noise_knee && c.n >= *c.p.noise_knee)
+    r.cautions.push_back(
+        {"past_noise_knee", sfmt("the deadline forces N = %d, at or past the noise knee (N = %d): ",
+                                 c.n, *c.p.noise_knee) +
+                                noise_knee_text(c.in, c.p)});
+  if (const auto& ns = c.in.noise_scale; ns && ns->at_least) {
+    int within = 1;
+    for (const auto& x : c.p.rows)
+      if (x.global_batch <= ns->b_noise) within = x.devices;
+    r.cautions.push_back(
+        {"noise_scale_unresolved",
+         sfmt("the measured run bounds B_noise only from below (at least %s samples: |G|^2 was "
+              "within its noise): the times are per epoch, not to the same loss, and up to N = %d "
+              "(global batch within the bound) a larger batch needs at most %.2fx the samples; "
+              "beyond it nothing is known; a longer run or 2+ ranks at a larger batch resolve it",
+              count_text(ns->b_noise).c_str(), within,
+              samples_to_same_loss(c.p.row(within)->global_batch, c.in.step.global_batch,
+                                   ns->b_noise))});
+  }
   if (c.row && !c.data_ok(*c.row))
     r.cautions.push_back(
         {"min_steps_per_epoch",
@@ -309,11 +364,15 @@ inline void add_cautions(plan_result& r, const verdict_context& c) {
     r.cautions.push_back(
         {"batch_untested",
          sfmt("at N = %d the global batch is %s, %.3gx the %s the measured run trained with; "
-              "nothing here says the model keeps its accuracy there: check it with tutti study "
-              "large-batch (--study) or give --max-safe-batch",
+              "nothing here says the model keeps its accuracy there%s: check it with tutti "
+              "study large-batch (--study) or give --max-safe-batch",
               c.n, count_text(c.row->global_batch).c_str(),
               c.row->global_batch / c.in.step.global_batch,
-              count_text(c.in.step.global_batch).c_str())});
+              count_text(c.in.step.global_batch).c_str(),
+              c.p.b_noise ? " (the noise scale prices the extra samples the loss takes, with the "
+                            "learning rate retuned for the batch; it says nothing of the test "
+                            "metric)"
+                          : "")});
 }
 
 // The batch limit's fields (`max_safe_batch`), in numbers and in words.
