@@ -841,12 +841,15 @@ class trainer {
           if (m_noise_step.active() && !m_noise_step.first_micro)
             m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
         };
-      } else if (guarded) {
-        check = [this, &step_local_flag](std::size_t begin, std::size_t end) {
-          parallel_for(
-              m_space, end - begin,
-              detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
-                                      m_grads.data() + m_params.size(), step_local_flag});
+      } else if (guarded || m_options.noise_scale_every > 0) {
+        check = [this, guarded, &step_local_flag](std::size_t begin, std::size_t end) {
+          if (guarded)
+            parallel_for(
+                m_space, end - begin,
+                detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
+                                        m_grads.data() + m_params.size(), step_local_flag});
+          if (m_noise_step.active() && !m_noise_step.first_micro)  // waits, on measured steps
+            m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
         };
       }
       pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
@@ -1028,12 +1031,11 @@ class trainer {
             collect_touched_rows();
             timer.mark(account::reduce);
           }
-          if constexpr (space_type::host_accessible) {
-            if (m_noise_step.first_micro && mb == begin) {  // one rank: the smaller batch
+          if (m_noise_step.first_micro && mb == begin) {  // one rank: the smaller batch
+            if constexpr (space_type::host_accessible)
               if (m_row_step) m_rows.select(m_touched);
-              m_noise_small = arena_squared_norm();
-              timer.mark(account::guard);
-            }
+            m_noise_small = arena_squared_norm();
+            timer.mark(account::guard);
           }
         }
 
@@ -1045,7 +1047,7 @@ class trainer {
         }
         // With the overlapped reduction each bucket was checked before it left.
         if (m_row_step) m_rows.select(m_touched);
-        if constexpr (space_type::host_accessible) record_small_noise(pipeline.has_value());
+        record_small_noise(pipeline.has_value());
         if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
         timer.mark(account::guard);
 
@@ -1093,10 +1095,14 @@ class trainer {
         if constexpr (space_type::host_accessible) {
           skip = guarded && !(m_grads.data()[arena] == 0.f);
           if (!skip) add_noise_measurement();
-        } else if (guarded) {
-          m_space.copy(m_snapshot.data(), m_params.data(), m_params.size() * sizeof(float));
-          if (!m_state.empty())
-            m_space.copy(m_snapshot.data() + arena, m_state.data(), m_state.size() * sizeof(float));
+        } else {
+          if (guarded) {
+            m_space.copy(m_snapshot.data(), m_params.data(), m_params.size() * sizeof(float));
+            if (!m_state.empty())
+              m_space.copy(m_snapshot.data() + arena, m_state.data(),
+                           m_state.size() * sizeof(float));
+          }
+          add_noise_measurement();  // waits for the flags, on measured steps only
         }
         timer.mark(account::guard);
 
@@ -1393,16 +1399,15 @@ class trainer {
  private:
   static constexpr std::size_t trailing_floats = gradient_trailing_floats;
 
-  // Whether this step measures the noise scale, and how: on a host space, every
-  // `noise_scale_every`-th global step whose batch is full, from each rank's local gradient (W
+  // Whether this step measures the noise scale, and how: every `noise_scale_every`-th global
+  // step whose batch is full, from each rank's local gradient (W
   // ranks; rank r took the `first(r, s)` split's slots) or from the first micro-batch's (one
   // rank with accumulation); `count` is this rank's slots in the step.
   detail::noise_step plan_noise_step(std::size_t global_step, std::uint64_t global_real,
                                      const detail::batch_split& split, std::size_t s,
                                      std::size_t count, std::size_t micro_batch) const {
     const std::size_t every = m_options.noise_scale_every;
-    if (!space_type::host_accessible || every == 0 || global_step % every != 0 ||
-        global_real != m_options.batch || count == 0)
+    if (every == 0 || global_step % every != 0 || global_real != m_options.batch || count == 0)
       return {};
     const double batch = double(m_options.batch), world = double(split.world);
     if (split.world > 1) {
@@ -1418,34 +1423,45 @@ class trainer {
   }
 
   // Σ g² over what this rank's arena holds: the selected rows and the dense segments on the
-  // row-sparse step (the rest is zero), else the whole arena. Host.
+  // row-sparse step (the rest is zero; host), else the whole arena. A device waits for it.
   double arena_squared_norm() const {
-    if (m_row_step) return m_rows.squared_norm(m_space, m_grads.data());
+    if constexpr (space_type::host_accessible)
+      if (m_row_step) return m_rows.squared_norm(m_space, m_grads.data());
     return detail::squared_norm(m_space, m_grads.data(), m_params.size());
   }
 
   // A step that measures the noise scale: this rank's small-batch squared norm into its
   // trailing float, taken now from the arena, or already from the first micro-batch or from
-  // the buckets as they left. Host.
+  // the buckets as they left.
   void record_small_noise(bool from_buckets) {
     if (!m_noise_step.active()) return;
     if (!m_noise_step.first_micro && !from_buckets) m_noise_small = arena_squared_norm();
-    m_grads.data()[m_params.size() + 2] = static_cast<float>(m_noise_small * m_noise_step.factor);
+    const auto small = static_cast<float>(m_noise_small * m_noise_step.factor);
+    if constexpr (space_type::host_accessible)
+      m_grads.data()[m_params.size() + 2] = small;
+    else
+      fill(m_space, m_grads.subspan(m_params.size() + 2, 1), small);
   }
 
-  // After the reduction of a measured step that is applied: the mean small-batch squared norm
-  // over the ranks and the reduced gradient's give one estimate. Host.
+  // After the reduction of a measured step that is applied (the host calls it for those only; a
+  // device reads the reduced flag itself): the mean small-batch squared norm over the ranks and
+  // the reduced gradient's give one estimate.
   void add_noise_measurement() {
     if (!m_noise_step.active()) return;
-    const double small = m_grads.data()[m_params.size() + 2];
-    m_noise.add(small, m_noise_step.inv_small, arena_squared_norm(), double(m_options.batch));
+    float trailing[3] = {0.f, 0.f, 0.f};  // non-finite flag, stop request, small-batch norm
+    if constexpr (space_type::host_accessible) {
+      trailing[2] = m_grads.data()[m_params.size() + 2];
+    } else {
+      m_space.copy_to_host(trailing, m_grads.data() + m_params.size(), sizeof trailing);
+      if (trailing[0] != 0.f) return;  // a skipped step
+    }
+    m_noise.add(trailing[2], m_noise_step.inv_small, arena_squared_norm(), double(m_options.batch));
   }
 
   // Why a run has no noise-scale estimate; empty when it has one.
   std::string noise_scale_why(std::size_t steps) const {
     if (m_noise.estimate().known()) return {};
     if (m_options.noise_scale_every == 0) return "off (noise_scale_every = 0)";
-    if (!space_type::host_accessible) return "measured on host spaces only";
     if (m_reducer.world_size() == 1 && m_options.accumulation < 2)
       return "one rank has one batch size per step; measure with accumulation >= 2";
     if (m_noise.estimate().measurements == 0)

@@ -180,3 +180,50 @@ TEST_CASE("cuda space: a stopped run resumed from its checkpoint ends within 1e-
   CHECK(relative_difference(again.parameters_on_host(), expected) <= 1e-6);
   fs::remove_all(dir);
 }
+
+namespace {
+
+// One rank of 4 micro-batches per step measures the noise scale every `every` steps; returns
+// the parameters and writes the run's estimate.
+template <class Space>
+std::vector<float> train_noise(const tutti::data::split_result& parts, std::size_t every,
+                               tutti::noise_scale_estimate* estimate) {
+  using model = tutti::models::matrix_factorization<Space>;
+  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::cosine, tutti::adam> t(
+      model({.dim = 16, .l2 = 1e-3f, .loss = tutti::loss_kind::squared}, parts.train.n_users(),
+            parts.train.n_items()),
+      tutti::shuffled_shards{}, tutti::no_op_reducer{}, tutti::cosine{}, tutti::adam{},
+      {.batch = 512,
+       .epochs = 2,
+       .base_lr = 0.02,
+       .seed = 9,
+       .evaluate_each_epoch = false,
+       .accumulation = 4,
+       .noise_scale_every = every});
+  *estimate = t.fit(parts.train, parts.test).noise_scale;
+  return t.parameters_on_host();
+}
+
+}  // namespace
+
+TEST_CASE("cuda space: the gradient noise scale is the host's, and measuring it only reads") {
+  auto all = tutti::data::synthetic_courses(
+      {.learners = 400, .courses = 80, .interactions_per_learner = 15, .implicit = false});
+  auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 2});
+  tutti::noise_scale_estimate host{}, cuda{}, off{};
+  const auto host_params = train_noise<tutti::host_space>(parts, 2, &host);
+  const auto cuda_params = train_noise<tutti::cuda_space>(parts, 2, &cuda);
+  const auto cuda_off = train_noise<tutti::cuda_space>(parts, 0, &off);
+  REQUIRE(host.measurements > 0);
+  CHECK(cuda.measurements == host.measurements);
+  CHECK(off.measurements == 0);
+  CHECK(cuda_params == cuda_off);  // bit for bit: the measurement only reads
+  CHECK(relative_difference(cuda_params, host_params) <= 1e-4);
+  // The same gradients within float rounding: the smoothed squared norms agree closely; their
+  // difference, |G|², and the ratio somewhat less so.
+  CHECK(cuda.trace == doctest::Approx(host.trace).epsilon(1e-2));
+  CHECK(cuda.grad_sq == doctest::Approx(host.grad_sq).epsilon(5e-2));
+  CHECK(cuda.bounded() == host.bounded());
+  if (host.known() && cuda.known())
+    CHECK(cuda.b_simple == doctest::Approx(host.b_simple).epsilon(5e-2));
+}

@@ -66,14 +66,31 @@ struct squared_block_fn {
   }
 };
 
-struct double_plus_fn {
-  double operator()(double a, double b) const { return a + b; }
+/// Device: x[i]² in double.
+struct square_at_fn {
+  const float* x;
+  TUTTI_HOST_DEVICE double operator()(std::size_t i) const {
+    const double v = x[i];
+    return v * v;
+  }
 };
 
-/// Host: the squared Euclidean norm of x[0, n), in parallel blocks.
+struct double_plus_fn {
+  TUTTI_HOST_DEVICE double operator()(double a, double b) const { return a + b; }
+};
+
+/// The squared Euclidean norm of x[0, n): on the host in parallel blocks of float lanes; on a
+/// device one reduction in double, which synchronises the host (it returns the value).
 template <class Space>
 double squared_norm(const Space& space, const float* x, std::size_t n) {
-  return reduce_blocks(space, n, squared_block_fn{x, n}, 0.0, double_plus_fn{});
+  if constexpr (Space::host_accessible) {
+    return reduce_blocks(space, n, squared_block_fn{x, n}, 0.0, double_plus_fn{});
+  } else {
+    if (n == 0) return 0.0;
+    return thrust::transform_reduce(space.policy(), thrust::counting_iterator<std::size_t>(0),
+                                    thrust::counting_iterator<std::size_t>(n), square_at_fn{x}, 0.0,
+                                    double_plus_fn{});
+  }
 }
 
 /// One step's plan for measuring the noise scale; inactive (the default) on a step not measured.
