@@ -131,6 +131,7 @@ struct train_config {
   double timeout = 300;           // seconds a collective waits for the other ranks
   std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
   std::size_t noise_every = 16;   // steps between gradient noise scale measurements; 0: off
+  double noise_decay = 0.95;      // the noise scale's moving averages' weight on the past
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
@@ -318,7 +319,13 @@ inline void add_train_options(CLI::App& app, train_config& c) {
       ->capture_default_str();
   app.add_option("--noise-scale-every", c.noise_every,
                  "steps between measurements of the gradient noise scale (the batch beyond which "
-                 "larger batches buy little; needs 2+ ranks or --accumulation 2+; host); 0: off")
+                 "larger batches buy little; needs 2+ ranks or --accumulation 2+); 0: off")
+      ->capture_default_str();
+  app.add_option("--noise-scale-decay", c.noise_decay,
+                 "the noise scale's moving averages' weight on the past, per measurement: "
+                 "closer to 1 averages over more measurements (a tighter estimate of a slower "
+                 "moving scale)")
+      ->check(CLI::Range(0.5, 0.99999))
       ->capture_default_str();
   app.add_option("--compress", c.compress,
                  "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
@@ -690,6 +697,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.stop = &stop_requested;
   opt.accumulation = c.accumulation;
   opt.noise_scale_every = c.noise_every;
+  opt.noise_scale_decay = c.noise_decay;
   opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
   opt.overlap_reduce = c.overlap;
   opt.bucket_bytes = mib_bytes(c.bucket_mb);
