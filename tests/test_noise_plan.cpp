@@ -100,7 +100,7 @@ TEST_CASE("projection under a noise scale: the closed form of perfect weak scali
   CHECK_THROWS_AS(tutti::apply_noise_scale(p, 1000, 0.0), tutti::invalid_argument);
 }
 
-TEST_CASE("planner: without a deadline no N past the noise knee; a deadline names the cost") {
+TEST_CASE("planner: without a deadline no N past the noise knee, and a deadline names the cost") {
   // One device takes 4096 steps x 10 epochs = 11.4 h. No N reaches the same loss within 10
   // minutes (N = 256 takes 43 min: 16 steps x 10 x 16.0 the samples), and past N = 16 the added
   // devices buy less than 20% of their throughput in progress: N = 16 (80 min) is advised.

@@ -85,3 +85,29 @@ TEST_CASE("parameter_layout aligns segments and rejects bad shapes") {
   l2.add("a", 3, 5, tutti::segment_kind::embedding);
   CHECK(l2.digest() != l.digest());
 }
+
+TEST_CASE("parameter_layout::add's handle gives the segment's offset, not its index") {
+  // A weight vector of 4 and a bias: the bias is segment 1 but starts at arena index 16.
+  tutti::parameter_layout l;
+  const tutti::segment_handle w = l.add("w", 4, 1, tutti::segment_kind::dense);
+  const tutti::segment_handle b = l.add("b", 1, 1, tutti::segment_kind::bias);
+  const tutti::segment_handle e = l.add("e", 10, 3, tutti::segment_kind::embedding);
+  CHECK(w.index == 0);
+  CHECK(w.offset == 0);
+  CHECK(b.index == 1);
+  CHECK(b.offset == 16);
+  CHECK(b.offset != b.index);
+  CHECK(&l[b] == &l.segments()[1]);
+  CHECK(l[e].offset == e.offset);
+  CHECK(e.size() == 30);
+  CHECK(e.at(2, 1) == e.offset + 2 * 3 + 1);
+  CHECK(e.at(9, 2) == e.offset + e.size() - 1);
+  // Every value of every segment has its own arena index.
+  std::vector<int> owner(l.total(), -1);
+  for (const auto& h : {w, b, e})
+    for (std::size_t r = 0; r < h.rows; ++r)
+      for (std::size_t c = 0; c < h.cols; ++c) {
+        CHECK(owner[h.at(r, c)] == -1);
+        owner[h.at(r, c)] = static_cast<int>(h.index);
+      }
+}

@@ -32,6 +32,22 @@ struct segment {
   std::size_t size() const noexcept { return rows * cols; }
 };
 
+/// Where a segment `parameter_layout::add` appended lives: its position among the segments and
+/// its first value in the arena. It converts to no integer, so neither number can be taken for
+/// the other: index an arena with `offset` (or `at(row, col)`), the layout with the handle.
+struct segment_handle {
+  std::size_t index = 0;   ///< position among the layout's segments
+  std::size_t offset = 0;  ///< arena index of the segment's first value
+  std::size_t rows = 0;    ///< rows of the segment
+  std::size_t cols = 0;    ///< values per row
+  /// Number of values (rows × cols).
+  std::size_t size() const noexcept { return rows * cols; }
+  /// The arena index of value (row, col): offset + row × cols + col.
+  std::size_t at(std::size_t row, std::size_t col = 0) const noexcept {
+    return offset + row * cols + col;
+  }
+};
+
 /// The parameter layout of a model: an ordered list of named segments in one flat arena.
 /// The trainer allocates parameter, gradient and optimizer-state arenas of `total()` values;
 /// every model, checkpoint, checksum and optimizer therefore handles parameters alike.
@@ -41,8 +57,9 @@ class parameter_layout {
   /// Offsets are multiples of this many values (16 floats = 64 bytes).
   static constexpr std::size_t alignment = 16;
 
-  /// Appends a segment and returns its index. Names must be unique and rows, cols non-zero.
-  std::size_t add(std::string name, std::size_t rows, std::size_t cols, segment_kind kind) {
+  /// Appends a segment and returns its handle: its `offset` in the arena (where its values
+  /// start) and its `index` among the segments. Names must be unique and rows, cols non-zero.
+  segment_handle add(std::string name, std::size_t rows, std::size_t cols, segment_kind kind) {
     TUTTI_EXPECTS(rows > 0 && cols > 0, "tutti::parameter_layout::add",
                   "segment '" + name + "' has shape " + std::to_string(rows) + "x" +
                       std::to_string(cols) + "; expected both extents >= 1");
@@ -50,14 +67,17 @@ class parameter_layout {
       TUTTI_EXPECTS(s.name != name, "tutti::parameter_layout::add",
                     "segment name '" + name + "' is already used; expected unique names");
     segment s{std::move(name), m_total, rows, cols, kind};
+    const segment_handle h{m_segments.size(), m_total, rows, cols};
     m_total += (s.size() + alignment - 1) / alignment * alignment;
     m_segments.push_back(std::move(s));
-    return m_segments.size() - 1;
+    return h;
   }
   /// The segments in arena order.
   const std::vector<segment>& segments() const noexcept { return m_segments; }
   /// The segment at `index`.
   const segment& operator[](std::size_t index) const { return m_segments.at(index); }
+  /// The segment `add` returned `h` for.
+  const segment& operator[](const segment_handle& h) const { return m_segments.at(h.index); }
   /// The segment called `name`; throws `tutti::invalid_argument` when there is none.
   const segment& find(const std::string& name) const {
     for (const auto& s : m_segments)

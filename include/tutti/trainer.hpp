@@ -1014,8 +1014,8 @@ class trainer {
             if constexpr (reports_gradient_ready<Model>) {
               // Only the last micro-batch's values are final.
               if (pipeline && mb + micro_batch >= end) {
-                auto report = [&pipeline](std::size_t offset, std::size_t count) {
-                  pipeline->ready(offset, count);
+                auto report = [&pipeline](std::size_t offset, std::size_t values) {
+                  pipeline->ready(offset, values);
                 };
                 m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data(),
                                           gradient_ready(report));

@@ -11,32 +11,34 @@
 
 namespace tutti_compile_checks {
 
+// The minimal model of docs/concepts.md, as printed there.
 /// A model with one parameter, the prediction for every pair (squared loss).
 struct minimal_model {
   using space_type = tutti::host_space;
   using value_type = float;
 
-  minimal_model() { m_layout.add("bias", 1, 1, tutti::segment_kind::bias); }
+  minimal_model() : m_bias(m_layout.add("bias", 1, 1, tutti::segment_kind::bias).offset) {}
   const space_type& space() const noexcept { return m_space; }
   const tutti::parameter_layout& layout() const noexcept { return m_layout; }
   tutti::loss_kind loss() const noexcept { return tutti::loss_kind::squared; }
-  void initialize(std::span<float> params, std::uint64_t /*seed*/) const { params[0] = 0.0f; }
+  void initialize(std::span<float> params, std::uint64_t /*seed*/) const { params[m_bias] = 0.0f; }
   void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
                          std::span<float> grads, float scale, float* loss_sum) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      const float residual = params[0] - batch.labels[i];
-      grads[0] += scale * batch.weights[i] * 2.0f * residual;
+      const float residual = params[m_bias] - batch.labels[i];
+      grads[m_bias] += scale * batch.weights[i] * 2.0f * residual;
       *loss_sum += batch.weights[i] * residual * residual;
     }
   }
   void predict(std::span<const float> params, std::span<const std::int32_t> /*users*/,
                std::span<const std::int32_t> /*items*/, std::span<float> out) {
-    for (float& value : out) value = params[0];
+    for (float& value : out) value = params[m_bias];
   }
 
  private:
   space_type m_space;
-  tutti::parameter_layout m_layout;
+  tutti::parameter_layout m_layout;  // declared before m_bias: it is built first
+  std::size_t m_bias;                // the bias's index in the arena
 };
 
 /// Rank r takes positions r, r + W, ... in dataset order; the tail is dropped.

@@ -150,11 +150,9 @@ class logistic_regression {
                   "loss is not a tutti::loss_kind; expected squared or logistic");
     const auto nu = static_cast<std::size_t>(n_users);
     const auto ni = static_cast<std::size_t>(n_items);
-    m_off.user_weight =
-        m_layout[m_layout.add("user_weight", nu, 1, segment_kind::embedding)].offset;
-    m_off.item_weight =
-        m_layout[m_layout.add("item_weight", ni, 1, segment_kind::embedding)].offset;
-    m_off.bias = m_layout[m_layout.add("bias", 1, 1, segment_kind::bias)].offset;
+    m_off.user_weight = m_layout.add("user_weight", nu, 1, segment_kind::embedding).offset;
+    m_off.item_weight = m_layout.add("item_weight", ni, 1, segment_kind::embedding).offset;
+    m_off.bias = m_layout.add("bias", 1, 1, segment_kind::bias).offset;
   }
 
   /// The space instance kernels run on.

@@ -243,13 +243,11 @@ class matrix_factorization {
     const auto nu = static_cast<std::size_t>(n_users);
     const auto ni = static_cast<std::size_t>(n_items);
     const auto d = static_cast<std::size_t>(opt.dim);
-    m_off.user_embedding =
-        m_layout[m_layout.add("user_embedding", nu, d, segment_kind::embedding)].offset;
-    m_off.item_embedding =
-        m_layout[m_layout.add("item_embedding", ni, d, segment_kind::embedding)].offset;
-    m_off.user_bias = m_layout[m_layout.add("user_bias", nu, 1, segment_kind::bias)].offset;
-    m_off.item_bias = m_layout[m_layout.add("item_bias", ni, 1, segment_kind::bias)].offset;
-    m_off.global_bias = m_layout[m_layout.add("global_bias", 1, 1, segment_kind::bias)].offset;
+    m_off.user_embedding = m_layout.add("user_embedding", nu, d, segment_kind::embedding).offset;
+    m_off.item_embedding = m_layout.add("item_embedding", ni, d, segment_kind::embedding).offset;
+    m_off.user_bias = m_layout.add("user_bias", nu, 1, segment_kind::bias).offset;
+    m_off.item_bias = m_layout.add("item_bias", ni, 1, segment_kind::bias).offset;
+    m_off.global_bias = m_layout.add("global_bias", 1, 1, segment_kind::bias).offset;
   }
 
   /// The space instance kernels run on.

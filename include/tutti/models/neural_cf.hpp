@@ -354,7 +354,7 @@ class neural_cf {
     const auto ni = static_cast<std::size_t>(n_items);
     const std::size_t g = m_opt.gmf_dim, m = m_mlp_dim;
     auto add = [&](std::string name, std::size_t rows, std::size_t cols, segment_kind kind) {
-      return m_layout[m_layout.add(std::move(name), rows, cols, kind)].offset;
+      return m_layout.add(std::move(name), rows, cols, kind).offset;
     };
     m_off.gmf_user = add("gmf_user_embedding", nu, g, segment_kind::embedding);
     m_off.gmf_item = add("gmf_item_embedding", ni, g, segment_kind::embedding);
