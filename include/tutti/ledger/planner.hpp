@@ -30,14 +30,6 @@ inline projection plan_projection(const plan_inputs& in, const projection_option
   return p;
 }
 
-// The largest N whose global batch is within `batch` (1 when none is).
-inline int devices_within(const projection& p, double batch) {
-  int n = 1;
-  for (const auto& x : p.rows)
-    if (x.global_batch <= batch) n = x.devices;
-  return n;
-}
-
 // Question 4: how large a batch is still useful, from the noise scale; against the largest safe
 // batch when both are known, with the one that binds.
 inline std::string noise_answer(const plan_result& r) {

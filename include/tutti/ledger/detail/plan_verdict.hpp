@@ -25,6 +25,14 @@ inline double data_batch_limit(const plan_inputs& in) {
                                     : std::numeric_limits<double>::infinity();
 }
 
+// The largest N whose global batch is within `batch` (1 when none is).
+inline int devices_within(const projection& p, double batch) {
+  int n = 1;
+  for (const auto& x : p.rows)
+    if (x.global_batch <= batch) n = x.devices;
+  return n;
+}
+
 // The whole job on a row: its time to the loss the measured global batch reaches in the epochs
 // asked for (the epochs themselves without a noise scale), and its money.
 inline double job_seconds(const plan_inputs& in, const projection_row& x) {
@@ -333,9 +341,7 @@ inline void add_cautions(plan_result& r, const verdict_context& c) {
                                  c.n, *c.p.noise_knee) +
                                 noise_knee_text(c.in, c.p)});
   if (const auto& ns = c.in.noise_scale; ns && ns->at_least) {
-    int within = 1;
-    for (const auto& x : c.p.rows)
-      if (x.global_batch <= ns->b_noise) within = x.devices;
+    const int within = devices_within(c.p, ns->b_noise);
     r.cautions.push_back(
         {"noise_scale_unresolved",
          sfmt("the measured run bounds B_noise only from below (at least %s samples: |G|^2 was "
