@@ -24,6 +24,13 @@
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
+#include <tutti/trainer/errors.hpp>
+#include <tutti/trainer/evaluation.hpp>
+#include <tutti/trainer/log_records.hpp>
+#include <tutti/trainer/options.hpp>
+#include <tutti/trainer/run_settings.hpp>
+#include <tutti/trainer/sparse_exchange.hpp>
+#include <tutti/trainer/step_kernels.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -50,506 +57,7 @@
 
 namespace tutti {
 
-/// Per-step progress handed to `train_options::on_step` (on every rank, after the optimizer).
-struct step_progress {
-  int rank = 0;
-  std::size_t epoch = 0;        ///< 0-based epoch
-  std::size_t step = 0;         ///< 0-based step within the epoch
-  std::size_t steps = 0;        ///< steps per epoch
-  std::size_t global_step = 0;  ///< 0-based step over the run
-  std::size_t total_steps = 0;  ///< steps over the run
-  double lr = 0;                ///< learning rate used by this step
-};
-
-/// A thread-safe JSON-lines sink shared by the ranks of one process.
-class json_lines_log {
- public:
-  /// Writes to `out`, which must outlive the log.
-  explicit json_lines_log(std::ostream& out) : m_out(&out) {}
-  /// Appends one record (a complete JSON object without the newline) as a line.
-  void write(const std::string& record) {
-    std::lock_guard lock(m_mutex);
-    *m_out << record << '\n';
-    m_out->flush();
-  }
-
- private:
-  std::ostream* m_out;
-  std::mutex m_mutex;
-};
-
-/// Seconds a rank spent in each phase of its steps (the `tutti::ledger` accounts, summed).
-struct phase_seconds {
-  double data = 0;       ///< sampling and gathering the batch into the space
-  double compute = 0;    ///< loss and gradient (forward + backward)
-  double reduce = 0;     ///< averaging gradients across ranks (measured wait excluded)
-  double optimizer = 0;  ///< applying the update
-  double guard = 0;      ///< finite check, skip protection and replica checks
-  double wait = 0;       ///< waiting for the slowest rank (when measured)
-  double other = 0;      ///< callbacks and logging between steps
-  /// Sum of the phases: the wall time of the steps.
-  double total() const noexcept {
-    return data + compute + reduce + optimizer + guard + wait + other;
-  }
-};
-
-/// A test-split evaluation: RMSE for squared loss, exact AUC for logistic loss.
-struct eval_result {
-  const char* metric = "none";  ///< "rmse", "auc" or "none" (no test rows)
-  double value = 0;             ///< the metric's value
-};
-
-/// What the trainer does when a step's loss or gradient is not finite on some rank.
-enum class nonfinite_policy : std::uint8_t {
-  skip,  ///< skip the optimizer step on every rank; parameters and optimizer state untouched
-  stop,  ///< stop with `tutti::nonfinite_error` on every rank
-  off,   ///< no check: non-finite values reach the reduction and the parameters
-};
-
-/// Whether the trainer exchanges the row-sparse segments of the gradient (embedding tables) as
-/// the rows a step touched instead of reducing them densely; see `train_options::sparse_exchange`.
-enum class sparse_exchange_policy : std::uint8_t {
-  off,        ///< every value goes through the reducer's dense `all_reduce_mean`
-  automatic,  ///< per step and segment, rows when they move fewer bytes than the dense reduce
-  on,         ///< always rows (host spaces, models that report `touched_rows`)
-  /// as `automatic`, with each path's bytes weighted by its measured cost: the first
-  /// `train_options::sparse_trial_steps` steps alternate dense and rows and time them; every
-  /// rank then takes the slowest rank's costs per byte, so all decide alike
-  measured,
-};
-
-/// The policy's name as `tutti train --sparse-exchange` spells it: "off", "auto", "on" or
-/// "measured".
-constexpr const char* to_string(sparse_exchange_policy p) noexcept {
-  switch (p) {
-    case sparse_exchange_policy::off:
-      return "off";
-    case sparse_exchange_policy::automatic:
-      return "auto";
-    case sparse_exchange_policy::measured:
-      return "measured";
-    case sparse_exchange_policy::on:
-      break;
-  }
-  return "on";
-}
-
-/// The policy `name` spells ("off", "auto", "on", "measured", as `to_string` writes them), or
-/// nullopt for any other text.
-inline std::optional<sparse_exchange_policy> sparse_exchange_policy_named(std::string_view name) {
-  for (const auto p : {sparse_exchange_policy::off, sparse_exchange_policy::automatic,
-                       sparse_exchange_policy::on, sparse_exchange_policy::measured})
-    if (name == to_string(p)) return p;
-  return std::nullopt;
-}
-
-/// A step whose loss or gradient was not finite on one rank.
-struct nonfinite_record {
-  int rank = 0;                           ///< the rank whose loss or gradient was not finite
-  std::size_t epoch = 0;                  ///< 0-based epoch
-  std::size_t step = 0;                   ///< 0-based step within the epoch
-  std::size_t global_step = 0;            ///< 0-based step over the trainer's life
-  std::vector<std::uint64_t> sample_ids;  ///< training-set rows of that rank's batch, in order
-};
-
-/// Training stopped (`nonfinite_policy::stop`) because a step's loss or gradient was not finite
-/// on some rank; raised on every rank with the same records.
-class nonfinite_error : public error {
- public:
-  /// An error listing `records` (at least one).
-  explicit nonfinite_error(std::vector<nonfinite_record> records)
-      : error(describe(records)), m_records(std::move(records)) {}
-  /// The offending ranks' records, ordered by step then rank.
-  const std::vector<nonfinite_record>& records() const noexcept { return m_records; }
-
- private:
-  static std::string describe(const std::vector<nonfinite_record>& records) {
-    std::string s = "tutti::trainer::fit(): non-finite loss or gradient";
-    for (const auto& r : records) {
-      s += "; rank " + std::to_string(r.rank) + ", epoch " + std::to_string(r.epoch) + ", step " +
-           std::to_string(r.step) + " (global step " + std::to_string(r.global_step) + "), samples";
-      const std::size_t shown = std::min<std::size_t>(r.sample_ids.size(), 16);
-      for (std::size_t i = 0; i < shown; ++i)
-        s += (i ? ", " : " ") + std::to_string(r.sample_ids[i]);
-      if (shown < r.sample_ids.size())
-        s += " and " + std::to_string(r.sample_ids.size() - shown) + " more";
-    }
-    return s + "; stopped on every rank (nonfinite_policy::stop)";
-  }
-  std::vector<nonfinite_record> m_records;
-};
-
-/// A replica check that found ranks whose parameters differ from rank 0's.
-struct replica_event {
-  std::size_t epoch = 0;        ///< 0-based epoch of the check
-  std::size_t step = 0;         ///< 0-based step (within the epoch) after which it ran
-  std::size_t global_step = 0;  ///< 0-based step over the trainer's life
-  std::vector<int> ranks;       ///< ranks whose checksum differs from rank 0's, ascending
-};
-
-/// Parameter replicas diverged: some ranks' checksum differs from rank 0's. Raised on every rank.
-class replica_mismatch_error : public mismatch_error {
- public:
-  /// An error for `event`, whose message is `what`.
-  replica_mismatch_error(replica_event event, const std::string& what)
-      : mismatch_error(what), m_event(std::move(event)) {}
-  /// Where the check ran and which ranks differ.
-  const replica_event& event() const noexcept { return m_event; }
-  /// The ranks whose parameters differ from rank 0's.
-  const std::vector<int>& ranks() const noexcept { return m_event.ranks; }
-
- private:
-  replica_event m_event;
-};
-
-/// `fit` was stopped on request (`train_options::stop`): every rank finished the same step, and
-/// rank 0 wrote a checkpoint when a checkpoint directory was set. Thrown on every rank.
-class interrupted_error : public error {
- public:
-  interrupted_error(std::size_t global_step, std::string checkpoint, const std::string& what)
-      : error(what), m_global_step(global_step), m_checkpoint(std::move(checkpoint)) {}
-  /// Steps applied when the run stopped.
-  std::size_t global_step() const noexcept { return m_global_step; }
-  /// The checkpoint written at the stop (rank 0; empty elsewhere or without a directory).
-  const std::string& checkpoint() const noexcept { return m_checkpoint; }
-
- private:
-  std::size_t m_global_step;
-  std::string m_checkpoint;
-};
-
-/// What happened in one epoch (identical on every rank except `phases` and `step_seconds`).
-struct epoch_record {
-  std::size_t epoch = 0;                        ///< 1-based epoch number
-  double train_loss = 0;                        ///< weighted mean data loss of applied steps
-  std::vector<std::uint64_t> samples_per_rank;  ///< real (weight 1) samples each rank used
-  /// Real samples of this epoch consumed before the run was resumed from a checkpoint (counted
-  /// in `weighted_samples`, not in `samples_per_rank`); 0 unless the epoch was resumed.
-  std::uint64_t samples_before_resume = 0;
-  double weighted_samples = 0;       ///< sum of sample weights over all ranks
-  std::size_t steps = 0;             ///< steps in the epoch (skipped ones included)
-  std::size_t skipped_steps = 0;     ///< steps skipped for a non-finite value
-  double seconds = 0;                ///< wall time of the epoch on this rank
-  double step_seconds = 0;           ///< wall time of its steps on this rank
-  double samples_per_second = 0;     ///< weighted_samples / seconds
-  eval_result eval;                  ///< test metric after the epoch
-  phase_seconds phases;              ///< this rank's time per phase
-  rank_table ranks;                  ///< every rank's mean step and work time
-  noise_scale_estimate noise_scale;  ///< the gradient noise scale as of the epoch's end
-};
-
-/// One interval of a rank's step for a timeline (`train_options::on_phase`): step `step` of
-/// epoch `epoch` (global step `global_step`) spent [start, start + seconds) on `phase`, in
-/// seconds since `fit` began on this rank.
-struct phase_event {
-  int rank = 0;
-  std::size_t epoch = 0, step = 0, global_step = 0;
-  account phase = account::other;
-  double start = 0, seconds = 0;
-};
-
-/// The floats after the gradient arena that travel with every reduction: this rank's
-/// non-finite flag, its stop request, and its small-batch squared gradient norm on a step that
-/// measures the noise scale (0 otherwise); after the mean over ranks: any rank non-finite, any
-/// rank asked to stop, the mean small-batch squared norm. A step reduces (parameters + these)
-/// floats.
-inline constexpr std::size_t gradient_trailing_floats = 3;
-
-/// Run options of a trainer: an aggregate, set with designated initialisers.
-struct train_options {
-  std::size_t batch = 4096;               ///< global batch: samples per step over all ranks
-  std::size_t epochs = 3;                 ///< passes over the training data
-  double base_lr = 0.05;                  ///< learning rate before scaling and schedule
-  lr_scaling scaling = lr_scaling::none;  ///< rule applied to base_lr for the global batch
-  std::size_t reference_batch = 256;      ///< batch at which base_lr was tuned (for scaling)
-  std::uint64_t seed = 1;                 ///< initialisation and shuffling seed
-  bool evaluate_each_epoch = true;        ///< evaluate the test split after every epoch
-  std::size_t log_every = 0;              ///< steps between JSON-lines records; 0: per epoch
-  json_lines_log* log = nullptr;          ///< JSON-lines sink (per-rank records), or none
-  std::function<void(const step_progress&)> on_step{};  ///< called after each step, or empty
-  std::function<void(int rank, const epoch_record&)> on_epoch{};  ///< after each epoch
-  /// Called on each rank's thread with every interval the step's clock marks, as it is marked
-  /// (the ledger's own clock reads; nothing is added to the step). Host spaces; a device
-  /// space's intervals are GPU events resolved in batches and are not traced.
-  std::function<void(const phase_event&)> on_phase{};
-  /// What a non-finite loss or gradient on any rank does: skip the step, stop, or nothing.
-  nonfinite_policy nonfinite = nonfinite_policy::skip;
-  /// Steps between replica checks (checksums of parameters and optimizer state compared
-  /// across ranks); 0: only at the end of `fit`, which always ends with one.
-  std::size_t replica_check_every = 0;
-  /// On a replica mismatch, broadcast rank 0's parameters and optimizer state and record the
-  /// event, instead of raising `tutti::replica_mismatch_error`.
-  bool rebroadcast_on_mismatch = false;
-  /// Measure each rank's wait for the slowest one with a one-value `all_reduce_max` before
-  /// every gradient reduce, charged to the wait account and kept out of the reduce's. Off by
-  /// default: it adds a collective per step, and on reducers whose scalar collectives
-  /// synchronise the device (nccl_ring) a synchronisation too. Without it the wait stays
-  /// inside the reduce account, unless the reducer reports `double last_wait_seconds()`.
-  bool measure_wait = false;
-  /// A rank whose work time per step is at least (1 + this) × the median is flagged slow.
-  double slow_rank_threshold = 0.2;
-  /// Called on every rank before each step with the dataset positions of this rank's slots and
-  /// their weights (0 for padding), e.g. to keep an audit trail of who consumed what; or empty.
-  std::function<void(const step_progress&, std::span<const std::uint64_t> samples,
-                     std::span<const float> weights)>
-      on_batch{};
-  /// Gradient accumulation: each rank computes its local batch as this many micro-batches
-  /// (of ceil(local batch / K) samples) whose gradients add up before the one reduction of the
-  /// step; the update is that of the whole batch (up to the order of float sums), with a
-  /// K-times smaller batch working set. 1: no accumulation.
-  std::size_t accumulation = 1;
-  /// Sparse embedding exchange (docs/trainer.md#sparse-embedding-exchange): for the segments a
-  /// model reports as row-sparse, each rank sends the rows its step touched (ids and values,
-  /// one `all_gather`), every rank sums them in rank order and divides by W; the rest of the
-  /// arena goes through `all_reduce_mean` as before. `automatic` decides per step and segment
-  /// by bytes; `on` always sends rows. Needs a host space and a model with `touched_rows`
-  /// (`on` is refused otherwise; `automatic` stays dense). The result equals the dense path up
-  /// to the order of float sums.
-  sparse_exchange_policy sparse_exchange = sparse_exchange_policy::off;
-  /// `sparse_exchange = measured`: the steps (an even number, at least 4) that alternate the
-  /// dense path and the rows before the costs per byte are agreed on and the rule applies; the
-  /// first pair warms both paths up (buffers, caches) and is not counted. Every `fit` call
-  /// measures anew.
-  std::size_t sparse_trial_steps = 10;
-  /// Overlapped reduction (docs/trainer.md#overlapped-reduction): the gradient arena is cut
-  /// into buckets of `bucket_bytes` from its end, and each bucket is reduced as soon as
-  /// backward has made all of it final (models that report `tutti::gradient_ready`), while the
-  /// rest of backward runs: on the host by a communication thread per rank, with `nccl_ring` on
-  /// its communication stream, ordered by events. The ledger's exposed reduce is then the wait
-  /// after backward; on the host its total reduce is the thread's time in collectives. The
-  /// result equals the unbucketed path (bitwise with 2 ranks, to the order of float sums with
-  /// more). Not with `sparse_exchange`; under MPI, the thread level must be at least
-  /// MPI_THREAD_SERIALIZED.
-  bool overlap_reduce = false;
-  /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
-  std::size_t bucket_bytes = std::size_t{25} << 20;
-  /// The overlapped reduction's last bucket, the arena's first values (which backward makes
-  /// final last), is cut to at most this many bytes: once backward ends only it and the flags
-  /// remain to reduce, so it bounds the exposed part. 0: buckets of `bucket_bytes` throughout.
-  /// (PyTorch DDP makes its *first* bucket small, 1 MB, to start communicating early.)
-  std::size_t last_bucket_bytes = std::size_t{256} << 10;
-  /// Nice value (-20 … 19; Linux) of the overlapped reduction's communication thread on the
-  /// host; nullopt keeps the process's. A bucket is reduced only when the thread gets a core,
-  /// and where backward keeps every core busy an equal-priority thread gets one late, so the
-  /// reduction piles up behind backward and is exposed after it. A lower nice value (a higher
-  /// priority) lets the thread preempt backward as each bucket completes: the GPU analogue is
-  /// `nccl_ring`'s high-priority communication stream. Lowering a thread's nice below the
-  /// process's needs CAP_SYS_NICE or RLIMIT_NICE; when refused the thread keeps the process's
-  /// priority, `fit_result::comm_thread_nice` says so and `on_warning` gets the reason.
-  std::optional<int> comm_thread_nice = -10;
-  /// Steps between measurements of the gradient noise scale B_simple = tr(Σ)/|G|²
-  /// (docs/trainer.md#gradient-noise-scale), from the squared norms of each rank's gradient
-  /// before the reduction and of the reduced one after it (one rank: of the first micro-batch
-  /// and of the whole step, which needs `accumulation` >= 2). It only reads the gradient: the
-  /// training is bitwise the same with it off. 0: off. Host spaces.
-  std::size_t noise_scale_every = 16;
-  /// The moving averages' weight on the past, per measurement (0 < decay < 1).
-  double noise_scale_decay = 0.95;
-  /// Warn (through `on_warning`, and the log) when the global batch exceeds the reference
-  /// batch by this factor or more with no learning-rate scaling rule (`scaling` = none).
-  double batch_growth_warning = 4.0;
-  /// Receives the trainer's warnings (rank 0 only), e.g. a grown batch with no scaling rule.
-  std::function<void(const std::string&)> on_warning{};
-  /// Directory rank 0 writes checkpoints to (docs/checkpoints.md); empty: no checkpoints.
-  std::string checkpoint_dir{};
-  /// Steps between checkpoints; 0: only when stopped through `stop`.
-  std::size_t checkpoint_every = 0;
-  /// Checkpoints kept in `checkpoint_dir` (the newest).
-  std::size_t checkpoint_keep = 3;
-  /// The caller's settings that change the result (model, data, ...), as (name, value): written
-  /// into every checkpoint next to the trainer's own, and compared when resuming.
-  std::vector<std::pair<std::string, std::string>> run_config{};
-  /// Continue from this checkpoint (e.g. `find_latest_checkpoint(dir)->state`) instead of
-  /// starting afresh; every rank passes one, rank 0's parameters and state are broadcast.
-  const checkpoint_state* resume = nullptr;
-  /// Set on any rank (e.g. by a SIGINT/SIGTERM handler) to stop: every rank finishes the step
-  /// in progress, rank 0 writes a checkpoint when `checkpoint_dir` is set, and `fit` throws
-  /// `tutti::interrupted_error` on every rank. The request travels with the gradient reduce
-  /// (one more float), so ranks agree on the step; on a device space it costs a 4-byte read
-  /// per step while set.
-  const std::atomic<bool>* stop = nullptr;
-};
-
-/// Result of `trainer::fit`.
-struct fit_result {
-  std::vector<epoch_record> epochs;  ///< one record per epoch
-  eval_result eval;                  ///< final test metric
-  phase_seconds phases;              ///< this rank's time per phase over the run
-  std::size_t steps = 0;             ///< steps taken (skipped ones included)
-  double seconds = 0;                ///< wall time of fit on this rank
-  double lr = 0;                     ///< base learning rate after scaling
-  std::size_t global_batch = 0;      ///< samples per step over all ranks
-  int world_size = 1;                ///< ranks
-  ledger_summary ledger;             ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
-  std::size_t param_count = 0;       ///< model parameters (padding excluded)
-  std::size_t arena_floats = 0;      ///< floats of the parameter arena (padding included)
-  std::size_t optimizer_state_floats = 0;  ///< floats of optimizer state
-  /// The gradient noise scale at the end of the run (`train_options::noise_scale_every`);
-  /// `known()` is false when no step could be measured, and `noise_scale_why` says why.
-  noise_scale_estimate noise_scale;
-  std::string noise_scale_why;
-  /// Gradient bytes each rank reduces per step, the mean over this fit's steps. A sparse
-  /// exchange counts as the allreduce payload that moves as many bytes per rank (W / 2 × the
-  /// bytes each rank gathers; docs/trainer.md#sparse-embedding-exchange).
-  std::uint64_t bytes_reduced_per_step = 0;
-  std::uint64_t dense_bytes_per_step = 0;  ///< what the dense reduce of the arena takes per step
-  std::int64_t bytes_saved_per_step = 0;   ///< dense_bytes_per_step − bytes_reduced_per_step
-  std::size_t sparse_steps = 0;  ///< steps of this fit that sent some segment as touched rows
-  /// `sparse_exchange = measured`: the rows' measured cost per byte ÷ the dense path's, agreed
-  /// by all ranks after the trial steps (rows travel when their bytes × this are below the dense
-  /// bytes); 0 before that or with another policy.
-  double sparse_row_cost_ratio = 0;
-  std::size_t skipped_steps = 0;              ///< steps skipped for a non-finite value
-  std::vector<nonfinite_record> nonfinite;    ///< every rank's non-finite steps (all ranks alike)
-  std::size_t replica_checks = 0;             ///< replica checks made (0 with one rank)
-  std::vector<replica_event> replica_events;  ///< mismatches repaired by rebroadcast
-  std::uint64_t parameters_checksum = 0;      ///< `replica_checksum()` at the end of the run
-  std::size_t resumed_from_step = 0;          ///< global step of the checkpoint resumed, or 0
-  std::size_t checkpoints_written = 0;        ///< checkpoints written by this rank (rank 0)
-  std::string last_checkpoint;                ///< the newest one it wrote, or empty
-  /// The overlapped reduction's communication thread's nice value (read back from the thread
-  /// as it started), or nullopt without one (no `overlap_reduce`, or a device reducer).
-  std::optional<int> comm_thread_nice;
-};
-
 namespace detail {
-
-template <class T>
-struct gather_batch_fn {
-  const std::uint64_t* slots;  // dataset positions of this step's slots
-  const float* slot_weights;
-  const std::int32_t* users;
-  const std::int32_t* items;
-  const float* labels;
-  std::int32_t* out_users;
-  std::int32_t* out_items;
-  float* out_labels;
-  float* out_weights;
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    std::uint64_t k = slots[i];
-    out_users[i] = users[k];
-    out_items[i] = items[k];
-    out_labels[i] = labels[k];
-    out_weights[i] = slot_weights[i];
-  }
-};
-
-struct bit_or_fn {
-  TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
-};
-
-/// Host: 1 when block b (of `host_block` values) of g[0, n) holds an infinity or a NaN.
-struct nonfinite_block_fn {
-  const float* g;
-  std::size_t n;
-  unsigned operator()(std::size_t b) const {
-    std::size_t i = b * host_block;
-    const std::size_t hi = i + host_block < n ? i + host_block : n;
-    unsigned bad = 0;
-#if TUTTI_HOST_SIMD && !(defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
-    // x * 0 is NaN for an infinity or a NaN and ±0 otherwise, so a sum of them is NaN exactly
-    // when a value was not finite: vectorised arithmetic at any optimisation level (a build
-    // that assumes finite math could fold it away, and takes the loop over the bits below).
-    host_floats acc(0.f);
-    const host_floats zero(0.f);
-    for (; i + host_floats::size() <= hi; i += host_floats::size())
-      acc += host_floats(g + i, stdx::element_aligned) * zero;
-    for (std::size_t k = 0; k < host_floats::size(); ++k) bad |= finite_value(acc[k]) ? 0u : 1u;
-#endif
-    for (; i < hi; ++i) bad |= finite_value(g[i]) ? 0u : 1u;
-    return bad;
-  }
-};
-
-/// Host: true when g[0, n) holds an infinity or a NaN.
-template <execution_space Space>
-bool any_nonfinite(const Space& space, const float* g, std::size_t n) {
-  return reduce_blocks(space, n, nonfinite_block_fn{g, n}, 0u, bit_or_fn{}) != 0u;
-}
-
-// The device-side finite check: every thread that sees a non-finite value stores the same 1, so
-// the racing stores agree and no reduction (or host read) is needed.
-struct finite_check_fn {
-  const float* g;
-  std::size_t n;
-  const float* loss;
-  float* flag;       // this rank's trailing float of the gradient arena
-  float* local_log;  // this rank's flag of this step, kept past the reduction
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    bool bad = i < n && !finite_value(g[i]);
-    if (i == 0 && !finite_value(*loss)) bad = true;
-    if (bad) {
-      *flag = 1.f;
-      *local_log = 1.f;
-    }
-  }
-};
-
-// After the reduction: logs the OR-ed flag, and adds the step's loss and weight to the epoch's
-// sums only when the step is applied. One thread.
-struct guard_commit_fn {
-  const float* flag;   // the reduced flag: > 0 on every rank iff some rank was non-finite
-  float* global_log;   // this step's entry
-  float* sticky;       // set once any step of the epoch was non-finite
-  bool sticky_skips;   // stop policy on a device space: every step after the first bad is skipped
-  float* step_loss;    // this rank's loss of the step; zeroed for the next one
-  double* sums;        // [loss, weight] of the epoch's applied steps
-  double step_weight;  // this rank's sample weight in the step
-  TUTTI_HOST_DEVICE void operator()(std::size_t) const {
-    const bool bad = !(*flag == 0.f);
-    *global_log = bad ? 1.f : 0.f;
-    if (bad) *sticky = 1.f;
-    const bool skip = sticky_skips ? *sticky != 0.f : bad;
-    if (!skip) {
-      sums[0] += double(*step_loss);
-      sums[1] += step_weight;
-    }
-    *step_loss = 0.f;
-  }
-};
-
-// Undoes an optimizer step on a device space when the step is to be skipped: the host cannot
-// read the flag without synchronising, so the update runs and is reverted from a snapshot.
-struct guard_restore_fn {
-  const float* skip;
-  float* params;
-  const float* params_before;
-  std::size_t n_params;
-  float* state;
-  const float* state_before;
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    if (*skip == 0.f) return;
-    if (i < n_params)
-      params[i] = params_before[i];
-    else
-      state[i - n_params] = state_before[i - n_params];
-  }
-};
-
-// Order-free 64-bit checksum of parameters then optimizer state: a sum of per-element hashes of
-// (bits, index), each injective in the bits, so any single changed value changes the sum.
-struct replica_hash_fn {
-  const float* params;
-  std::size_t n_params;
-  const float* state;
-  TUTTI_HOST_DEVICE std::uint64_t operator()(std::size_t i) const {
-    const float v = i < n_params ? params[i] : state[i - n_params];
-    return mix64(std::uint64_t(float_bits(v)) ^ (std::uint64_t(i) * 0x9e3779b97f4a7c15ULL));
-  }
-};
-
-struct sum_u64_fn {
-  TUTTI_HOST_DEVICE std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const {
-    return a + b;
-  }
-};
-
-inline std::uint64_t hash_double(std::uint64_t h, double v) {
-  std::uint64_t bits;
-  static_assert(sizeof bits == sizeof v);
-  std::memcpy(&bits, &v, sizeof bits);
-  return mix64(h ^ bits);
-}
 
 inline std::uint64_t double_to_bits(double v) {
   std::uint64_t bits;
@@ -563,32 +71,6 @@ inline double bits_to_double(std::uint64_t bits) {
   return v;
 }
 
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-inline std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
-}
-
-/// A model that can say which rows of a segment its last `loss_and_gradient` call touched
-/// (unique, ascending, host memory): what the sparse exchange sends.
-template <class M>
-concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
-  { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
-};
-
-/// A model that names its row-sparse segments itself (otherwise: those of kind embedding).
-template <class M>
-concept model_names_row_sparse = requires(const M& m, std::size_t segment) {
-  { m.row_sparse(segment) } -> std::convertible_to<bool>;
-};
-
 /// Floats of optimizer state for `layout`: by the layout where the optimizer sizes it so.
 template <class O>
 std::size_t optimizer_state_floats(const O& o, const parameter_layout& layout) {
@@ -597,19 +79,6 @@ std::size_t optimizer_state_floats(const O& o, const parameter_layout& layout) {
   else
     return o.state_size(layout.total());
 }
-
-/// One row-sparse segment of the gradient arena, and this step's plan for it.
-struct sparse_segment {
-  std::size_t index = 0;   // in the layout
-  std::size_t offset = 0;  // first value in the arena
-  std::size_t rows = 0, cols = 0;
-  std::size_t extent = 0;  // values up to the next segment: rows·cols and the alignment padding
-  std::size_t words = 0;   // 64-bit words per sent row: the id and the values, two to a word
-  // This step:
-  std::uint64_t max_rows = 0;  // the most rows any rank sends
-  std::size_t block_offset = 0;
-  bool as_rows = false;
-};
 
 }  // namespace detail
 
@@ -676,49 +145,7 @@ class trainer {
         m_step_loss(1, m_space),
         m_sticky(1, m_space),
         m_sums(2, m_space) {
-    const int world = m_reducer.world_size();
-    TUTTI_EXPECTS(m_options.batch > 0, "tutti::trainer", "global batch is 0; expected >= 1");
-    TUTTI_EXPECTS(m_options.batch >= static_cast<std::size_t>(world), "tutti::trainer",
-                  "global batch " + std::to_string(m_options.batch) + " is smaller than the " +
-                      std::to_string(world) +
-                      " ranks; expected at least one sample per rank and step");
-    TUTTI_EXPECTS(m_options.epochs > 0, "tutti::trainer", "epochs is 0; expected >= 1");
-    TUTTI_EXPECTS(m_options.accumulation >= 1 &&
-                      m_options.accumulation <= m_options.batch / static_cast<std::size_t>(world),
-                  "tutti::trainer",
-                  "accumulation = " + std::to_string(m_options.accumulation) +
-                      "; expected 1 .. the smallest local batch (" +
-                      std::to_string(m_options.batch / static_cast<std::size_t>(world)) + ")");
-    TUTTI_EXPECTS(std::isfinite(m_options.base_lr) && m_options.base_lr > 0, "tutti::trainer",
-                  "base_lr is " + std::to_string(m_options.base_lr) + "; expected > 0");
-    TUTTI_EXPECTS(m_options.nonfinite == nonfinite_policy::skip ||
-                      m_options.nonfinite == nonfinite_policy::stop ||
-                      m_options.nonfinite == nonfinite_policy::off,
-                  "tutti::trainer",
-                  "nonfinite is not a tutti::nonfinite_policy; expected skip, "
-                  "stop or off");
-    TUTTI_EXPECTS(
-        std::isfinite(m_options.slow_rank_threshold) && m_options.slow_rank_threshold >= 0,
-        "tutti::trainer",
-        "slow_rank_threshold is " + std::to_string(m_options.slow_rank_threshold) +
-            "; expected a finite value >= 0");
-    TUTTI_EXPECTS(m_options.sparse_exchange == sparse_exchange_policy::off ||
-                      m_options.sparse_exchange == sparse_exchange_policy::automatic ||
-                      m_options.sparse_exchange == sparse_exchange_policy::on ||
-                      m_options.sparse_exchange == sparse_exchange_policy::measured,
-                  "tutti::trainer",
-                  "sparse_exchange is not a tutti::sparse_exchange_policy; expected off, "
-                  "automatic, on or measured");
-    TUTTI_EXPECTS(m_options.sparse_exchange != sparse_exchange_policy::measured ||
-                      (m_options.sparse_trial_steps >= 4 && m_options.sparse_trial_steps % 2 == 0),
-                  "tutti::trainer",
-                  "sparse_trial_steps = " + std::to_string(m_options.sparse_trial_steps) +
-                      "; expected an even number of at least 4 (dense and rows alternate, the "
-                      "first pair warms up)");
-    TUTTI_EXPECTS(m_options.noise_scale_decay > 0 && m_options.noise_scale_decay < 1,
-                  "tutti::trainer",
-                  "noise_scale_decay = " + std::to_string(m_options.noise_scale_decay) +
-                      "; expected a weight strictly between 0 and 1");
+    detail::check_train_options(m_options, m_reducer.world_size());
     plan_sparse_exchange();
     plan_row_step();
     check_overlap_options();
@@ -795,10 +222,7 @@ class trainer {
     buffer<float, space_type> global_log(steps_per_epoch, m_space);
 
     fit_result result;
-    m_trial_costs[0].clear();  // sparse_exchange = measured: every fit measures anew
-    m_trial_costs[1].clear();
-    m_trial_step = 0;
-    m_row_cost_ratio = 0;
+    m_exchange.begin_fit();  // sparse_exchange = measured: every fit measures anew
     m_noise = detail::noise_scale_tracker(m_options.noise_scale_decay);
     result.lr = lr0;
     result.global_batch = m_options.batch;
@@ -986,7 +410,7 @@ class trainer {
           clear_flags();
         else
           fill(m_space, m_grads, 0.f);
-        for (auto& rows : m_touched) rows.clear();
+        m_exchange.begin_step();
         if (pipeline) {
           pipeline->begin_step();
           bucket_nonfinite = false;
@@ -1026,14 +450,14 @@ class trainer {
               m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
           }
           timer.mark(account::compute);
-          if (global_real > 0 && !m_sparse.empty()) {
+          if (global_real > 0 && !m_exchange.empty()) {
             // The rows of every micro-batch: the step's touched set is their union.
             collect_touched_rows();
             timer.mark(account::reduce);
           }
           if (m_noise_step.first_micro && mb == begin) {  // one rank: the smaller batch
             if constexpr (space_type::host_accessible)
-              if (m_row_step) m_rows.select(m_touched);
+              if (m_row_step) m_rows.select(m_exchange.touched());
             m_noise_small = arena_squared_norm();
             timer.mark(account::guard);
           }
@@ -1046,7 +470,7 @@ class trainer {
           timer.reduce_in_background(pipeline->busy_seconds());
         }
         // With the overlapped reduction each bucket was checked before it left.
-        if (m_row_step) m_rows.select(m_touched);
+        if (m_row_step) m_rows.select(m_exchange.touched());
         record_small_noise(pipeline.has_value());
         if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
         timer.mark(account::guard);
@@ -1067,8 +491,8 @@ class trainer {
             pipeline ? reduce_flags(wire_bytes) : reduce_gradients(wire_bytes, result);
         if (m_row_step && world > 1) {
           // The rows any rank touched: what the optimizer updates and the arena zeroes after.
-          step_bytes += m_rows.merge_ranks(m_reducer, m_touched);
-          m_rows.select(m_touched);
+          step_bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
+          m_rows.select(m_exchange.touched());
         }
         timer.mark(account::reduce);
         bool stop_now = false;
@@ -1292,66 +716,14 @@ class trainer {
   }
 
   /// Evaluates the current parameters on `test`: RMSE for squared loss, exact AUC for logistic
-  /// loss; computed on rank 0 and shared, so every rank returns the same value. Collective.
+  /// loss; computed on rank 0 and shared, or, when each rank holds its own rows, over the union
+  /// of every rank's `test` rows. Every rank returns the same value. Collective.
   eval_result evaluate(const data::interactions& test) {
-    if constexpr (rank_local_sampler<Sampler>) return evaluate_across_ranks(test);
-    eval_result r;
-    if (test.size() == 0) return r;
-    r.metric = m_model.loss() == loss_kind::squared ? "rmse" : "auc";
-    double value[1] = {0.0};
-    if (m_reducer.rank() == 0) {
-      // Predictions and the metric stay on the model's space: only the value comes back.
-      const buffer<float, space_type> predictions = predict_on_space(test);
-      auto labels = make_buffer(m_space, std::span<const float>(test.labels));
-      const std::span<const float> p(predictions.span()), y(labels.span());
-      value[0] = m_model.loss() == loss_kind::squared ? rmse(m_space, p, y) : auc(m_space, p, y);
-    }
-    m_reducer.all_reduce_sum(std::span<double>(value));
-    r.value = value[0];
-    return r;
-  }
-
-  /// Evaluates the current parameters on the union of every rank's `test` rows (in rank order):
-  /// RMSE from summed squared errors; the exact AUC from every rank's (score, label) pairs,
-  /// gathered. Each rank predicts only its own rows. Collective; every rank returns the same.
-  eval_result evaluate_across_ranks(const data::interactions& test) {
-    const int world = m_reducer.world_size();
-    std::vector<float> predictions = test.size() ? predict(test) : std::vector<float>{};
-    eval_result r;
-    if (m_model.loss() == loss_kind::squared) {
-      double sums[2] = {0.0, static_cast<double>(test.size())};
-      for (std::size_t i = 0; i < predictions.size(); ++i) {
-        const double e = double(predictions[i]) - double(test.labels[i]);
-        sums[0] += e * e;
-      }
-      m_reducer.all_reduce_sum(std::span<double>(sums));
-      if (sums[1] == 0) return r;
-      r.metric = "rmse";
-      r.value = std::sqrt(sums[0] / sums[1]);
-      return r;
-    }
-    const std::uint64_t mine[1] = {test.size()};
-    std::vector<std::uint64_t> counts(static_cast<std::size_t>(world));
-    m_reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(counts));
-    const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
-    if (width == 0) return r;
-    // One word per row: the score's bits over the label's bits; padding past a rank's count.
-    std::vector<std::uint64_t> packed(static_cast<std::size_t>(width), 0);
-    for (std::size_t i = 0; i < predictions.size(); ++i)
-      packed[i] = std::uint64_t{std::bit_cast<std::uint32_t>(predictions[i])} << 32 |
-                  std::bit_cast<std::uint32_t>(test.labels[i]);
-    std::vector<std::uint64_t> all(packed.size() * counts.size());
-    m_reducer.all_gather(std::span<const std::uint64_t>(packed), std::span<std::uint64_t>(all));
-    std::vector<float> scores, labels;
-    for (std::size_t k = 0; k < counts.size(); ++k)
-      for (std::uint64_t i = 0; i < counts[k]; ++i) {
-        const std::uint64_t w = all[k * packed.size() + static_cast<std::size_t>(i)];
-        scores.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w >> 32)));
-        labels.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w)));
-      }
-    r.metric = "auc";
-    r.value = auc(scores, labels);
-    return r;
+    const auto params = std::span<const float>(m_params.span());
+    if constexpr (rank_local_sampler<Sampler>)
+      return detail::evaluate_across_ranks(m_model, m_space, params, m_reducer, test);
+    else
+      return detail::evaluate_on_rank0(m_model, m_space, params, m_reducer, test);
   }
 
   /// Predictions of the current parameters for every row of `rows` (copied to the host).
@@ -1361,13 +733,8 @@ class trainer {
 
   /// Predictions of the current parameters for every row of `rows`, in the space's memory.
   buffer<float, space_type> predict_on_space(const data::interactions& rows) {
-    auto d_users = make_buffer(m_space, std::span<const std::int32_t>(rows.users));
-    auto d_items = make_buffer(m_space, std::span<const std::int32_t>(rows.items));
-    buffer<float, space_type> out(rows.size(), m_space);
-    m_model.predict(std::span<const float>(m_params.span()),
-                    std::span<const std::int32_t>(d_users.span()),
-                    std::span<const std::int32_t>(d_items.span()), out.span());
-    return out;
+    return detail::predict_on_space(m_model, m_space, std::span<const float>(m_params.span()),
+                                    rows);
   }
 
   /// A 64-bit checksum of the parameters and the optimizer state (on the space; a device space
@@ -1556,7 +923,8 @@ class trainer {
                   "the optimizer takes the row-sparse step (it updates only the rows a step "
                   "touched), which runs on host spaces; expected a host space, or a dense "
                   "optimizer (sgd, adam) on this one");
-    TUTTI_EXPECTS(detail::model_reports_touched_rows<Model> && !m_sparse.empty(), "tutti::trainer",
+    TUTTI_EXPECTS(detail::model_reports_touched_rows<Model> && !m_exchange.empty(),
+                  "tutti::trainer",
                   "the optimizer takes the row-sparse step, and the model reports no row-sparse "
                   "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
                   "const` and an embedding segment); expected such a model, or a dense optimizer");
@@ -1564,7 +932,7 @@ class trainer {
                   "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
                   "after backward; expected one of the two");
     std::vector<std::size_t> sparse;
-    for (const auto& g : m_sparse) sparse.push_back(g.index);
+    for (const auto& g : m_exchange.segments()) sparse.push_back(g.index);
     m_rows.plan(m_model.layout(), std::move(sparse));
     m_row_step = true;
   }
@@ -1591,51 +959,22 @@ class trainer {
                     "(`std::span<const std::int32_t> touched_rows(std::size_t segment) const`); "
                     "expected off, or automatic (which stays dense for such a model)");
     } else {
-      const parameter_layout& layout = m_model.layout();
-      const auto& segs = layout.segments();
-      for (std::size_t i = 0; i < segs.size(); ++i) {
-        bool row_sparse = segs[i].kind == segment_kind::embedding;
-        if constexpr (detail::model_names_row_sparse<Model>) row_sparse = m_model.row_sparse(i);
-        if (!row_sparse) continue;
-        detail::sparse_segment g;
-        g.index = i;
-        g.offset = segs[i].offset;
-        g.rows = segs[i].rows;
-        g.cols = segs[i].cols;
-        g.extent = (i + 1 < segs.size() ? segs[i + 1].offset : layout.total()) - g.offset;
-        g.words = (g.cols + 2) / 2;
-        m_sparse.push_back(g);
-      }
-      m_touched.resize(m_sparse.size());
+      const auto& segs = m_model.layout().segments();
+      m_exchange.plan(m_model.layout(), [&](std::size_t i) {
+        if constexpr (detail::model_names_row_sparse<Model>)
+          return static_cast<bool>(m_model.row_sparse(i));
+        else
+          return segs[i].kind == segment_kind::embedding;
+      });
     }
   }
 
-  // Adds the rows the last `loss_and_gradient` call touched to the step's touched sets (a union
-  // over the micro-batches of gradient accumulation), checking what the model reports: a row
-  // outside the segment would be written out of bounds on every rank.
+  // Adds the rows the last `loss_and_gradient` call touched to the step's touched sets.
   void collect_touched_rows() {
     if constexpr (detail::model_reports_touched_rows<Model>) {
-      for (std::size_t k = 0; k < m_sparse.size(); ++k) {
-        const detail::sparse_segment& g = m_sparse[k];
-        const std::span<const std::int32_t> ids = m_model.touched_rows(g.index);
-        for (std::size_t j = 0; j < ids.size(); ++j)
-          TUTTI_EXPECTS(ids[j] >= 0 && static_cast<std::size_t>(ids[j]) < g.rows &&
-                            (j == 0 || ids[j - 1] < ids[j]),
-                        "tutti::trainer::fit",
-                        "the model's touched_rows(" + std::to_string(g.index) + ") holds " +
-                            std::to_string(ids[j]) + " at position " + std::to_string(j) +
-                            "; expected unique ascending row ids in [0, " + std::to_string(g.rows) +
-                            ")");
-        std::vector<std::int32_t>& acc = m_touched[k];
-        if (acc.empty()) {
-          acc.assign(ids.begin(), ids.end());
-        } else {
-          m_union.clear();
-          std::set_union(acc.begin(), acc.end(), ids.begin(), ids.end(),
-                         std::back_inserter(m_union));
-          acc.swap(m_union);
-        }
-      }
+      const auto segments = m_exchange.segments();
+      for (std::size_t k = 0; k < segments.size(); ++k)
+        m_exchange.add_touched(k, m_model.touched_rows(segments[k].index));
     }
   }
 
@@ -1675,195 +1014,23 @@ class trainer {
     }
   }
 
-  // Averages the gradient arena (the trailing floats included) over the ranks; returns the
-  // bytes the ledger charges the step.
+  // Averages the gradient arena (the trailing floats included) over the ranks, the row-sparse
+  // segments as touched rows when the sparse exchange is on; returns the bytes the ledger
+  // charges the step.
   std::uint64_t reduce_gradients(std::uint64_t dense_bytes, fit_result& result) {
     if constexpr (space_type::host_accessible) {
-      if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_sparse.empty())
-        return exchange_sparse(result);
+      if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_exchange.empty()) {
+        const auto done = m_exchange.exchange(
+            m_reducer, m_grads, m_options.sparse_exchange, m_options.sparse_trial_steps,
+            [this](std::size_t floats) { return dense_wire_bytes(floats); });
+        if (done.sent_rows) ++result.sparse_steps;
+        if (done.agreed_ratio > 0) result.sparse_row_cost_ratio = done.agreed_ratio;
+        return done.bytes;
+      }
     }
     (void)result;
     m_reducer.all_reduce_mean(m_grads);
     return dense_bytes;
-  }
-
-  // The sparse exchange of one step (docs/trainer.md#sparse-embedding-exchange). Every rank
-  // takes the same decisions from the same gathered counts, so the collectives match:
-  //   1. one all_gather of each rank's touched-row count per row-sparse segment;
-  //   2. per segment, rows when `on`, or (`automatic`) when W·max_rows·words·8 / 2 bytes, the
-  //      allreduce payload that moves as many bytes per rank as the gather, is below the dense
-  //      reduce's bytes for the segment;
-  //   3. everything else (dense and bias segments, padding, the trailing floats) through one
-  //      all_reduce_mean: in place when it is one contiguous run, else packed;
-  //   4. one all_gather of every rank's rows (id and values, padded to the largest count);
-  //   5. per segment, each row touched anywhere is the sum of its senders' rows in rank order,
-  //      divided by W, written over this rank's own; rows nobody touched stay 0, as in the mean.
-  // Returns the step's bytes in the ledger's convention (allreduce payload).
-  //
-  // With `measured`, until the ratio is agreed the steps alternate all-dense and all-rows
-  // (trial k even: dense) and each after the first pair records its seconds per byte (the
-  // allreduce-equivalent bytes the step moved); after the last trial step
-  // every rank takes the largest median of each path over the ranks (one all_reduce_max), so
-  // all compute the same ratio and take the same decisions from then on.
-  std::uint64_t exchange_sparse(fit_result& result) {
-    if (m_options.sparse_exchange != sparse_exchange_policy::measured || m_row_cost_ratio > 0)
-      return exchange_sparse_step(result, trial::none);
-    const std::size_t k = m_trial_step++;
-    const auto path = k % 2 == 0 ? trial::dense : trial::rows;
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::uint64_t bytes = exchange_sparse_step(result, path);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (k >= 2)  // the first pair warms up
-      m_trial_costs[path == trial::rows].push_back(seconds /
-                                                   double(std::max<std::uint64_t>(bytes, 1)));
-    if (k + 1 == m_options.sparse_trial_steps) {
-      double cost[2];
-      for (int p = 0; p < 2; ++p) {
-        auto& v = m_trial_costs[p];
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        cost[p] = v[v.size() / 2];
-      }
-      m_reducer.all_reduce_max(std::span<double>(cost));
-      // Positive, so the trial ends even if a clock read no time at all.
-      m_row_cost_ratio = cost[0] > 0 && cost[1] > 0 ? cost[1] / cost[0] : 1.0;
-      result.sparse_row_cost_ratio = m_row_cost_ratio;
-    }
-    return bytes;
-  }
-
-  enum class trial { none, dense, rows };
-
-  std::uint64_t exchange_sparse_step(fit_result& result, trial path) {
-    const auto world = static_cast<std::size_t>(m_reducer.world_size());
-    const std::size_t segments = m_sparse.size();
-    m_counts.resize(segments);
-    m_all_counts.resize(segments * world);
-    for (std::size_t k = 0; k < segments; ++k) m_counts[k] = m_touched[k].size();
-    m_reducer.all_gather(std::span<const std::uint64_t>(m_counts),
-                         std::span<std::uint64_t>(m_all_counts));
-    // A gather of b bytes per rank moves (W − 1)·b into each rank, as an allreduce of W·b/2 does.
-    std::uint64_t bytes = world * segments * sizeof(std::uint64_t) / 2;
-
-    std::size_t block = 0;
-    bool any_rows = false;
-    for (std::size_t k = 0; k < segments; ++k) {
-      detail::sparse_segment& g = m_sparse[k];
-      g.max_rows = 0;
-      for (std::size_t r = 0; r < world; ++r)
-        g.max_rows = std::max(g.max_rows, m_all_counts[r * segments + k]);
-      const std::uint64_t as_rows = world * g.max_rows * g.words * sizeof(std::uint64_t) / 2;
-      const double weight =
-          m_options.sparse_exchange == sparse_exchange_policy::measured ? m_row_cost_ratio : 1.0;
-      g.as_rows = path == trial::none
-                      ? m_options.sparse_exchange == sparse_exchange_policy::on ||
-                            double(as_rows) * weight < double(dense_wire_bytes(g.extent))
-                      : path == trial::rows;
-      if (!g.as_rows) continue;
-      any_rows = true;
-      g.block_offset = block;
-      block += static_cast<std::size_t>(g.max_rows) * g.words;
-      bytes += as_rows;
-    }
-    if (any_rows) ++result.sparse_steps;
-
-    // The dense remainder: the arena less the segments sent as rows (in arena order).
-    float* grads = m_grads.data();
-    const std::size_t n = m_grads.size();
-    std::vector<std::pair<std::size_t, std::size_t>> runs;
-    std::size_t at = 0, dense_floats = 0;
-    for (const auto& g : m_sparse) {
-      if (!g.as_rows) continue;
-      if (g.offset > at) runs.emplace_back(at, g.offset);
-      at = g.offset + g.extent;
-    }
-    runs.emplace_back(at, n);  // never empty: the trailing floats end the arena
-    for (const auto& [b, e] : runs) dense_floats += e - b;
-    if (runs.size() == 1) {
-      m_reducer.all_reduce_mean(std::span<float>(grads + runs[0].first, dense_floats));
-    } else {
-      m_remainder.resize(dense_floats);
-      float* to = m_remainder.data();
-      for (const auto& [b, e] : runs) to = std::copy(grads + b, grads + e, to);
-      m_reducer.all_reduce_mean(std::span<float>(m_remainder));
-      const float* from = m_remainder.data();
-      for (const auto& [b, e] : runs) {
-        std::copy(from, from + (e - b), grads + b);
-        from += e - b;
-      }
-    }
-    bytes += dense_wire_bytes(dense_floats);
-    if (block == 0) return bytes;
-
-    // Rows: a 32-bit id then the values, packed two 32-bit fields to a word; padding slots 0.
-    m_block.assign(block, 0);
-    for (std::size_t k = 0; k < segments; ++k) {
-      const detail::sparse_segment& g = m_sparse[k];
-      if (!g.as_rows) continue;
-      const std::vector<std::int32_t>& ids = m_touched[k];
-      for (std::size_t j = 0; j < ids.size(); ++j) {
-        auto* slot =
-            reinterpret_cast<unsigned char*>(m_block.data() + g.block_offset + j * g.words);
-        std::memcpy(slot, &ids[j], sizeof(std::int32_t));
-        std::memcpy(slot + sizeof(std::int32_t),
-                    grads + g.offset + static_cast<std::size_t>(ids[j]) * g.cols,
-                    g.cols * sizeof(float));
-      }
-    }
-    m_gathered.resize(block * world);
-    m_reducer.all_gather(std::span<const std::uint64_t>(m_block),
-                         std::span<std::uint64_t>(m_gathered));
-
-    const float divisor = static_cast<float>(world);
-    m_heads.resize(world);
-    for (std::size_t k = 0; k < segments; ++k) {
-      const detail::sparse_segment& g = m_sparse[k];
-      if (!g.as_rows || g.max_rows == 0) continue;
-      const auto slot = [&](std::size_t r, std::size_t j) {
-        return reinterpret_cast<const unsigned char*>(m_gathered.data() + r * block +
-                                                      g.block_offset + j * g.words);
-      };
-      const auto id_at = [&](std::size_t r, std::size_t j) {
-        std::int32_t id;
-        std::memcpy(&id, slot(r, j), sizeof id);
-        return id;
-      };
-      std::fill(m_heads.begin(), m_heads.end(), std::size_t{0});
-      m_row.resize(2 * g.cols);
-      float* sum = m_row.data();
-      float* incoming = m_row.data() + g.cols;
-      // Every rank's ids ascend, so a W-way merge visits each touched row once, in order.
-      for (;;) {
-        std::int32_t next = 0;
-        bool any = false;
-        for (std::size_t r = 0; r < world; ++r)
-          if (m_heads[r] < m_all_counts[r * segments + k]) {
-            const std::int32_t id = id_at(r, m_heads[r]);
-            if (!any || id < next) next = id;
-            any = true;
-          }
-        if (!any) break;
-        // The first sender's row, then the others' added in rank order: the bits of the dense
-        // reduce, whose ranks that did not touch the row add exact zeros (local_ring and the
-        // MPI shared arena sum in rank order).
-        bool first = true;
-        for (std::size_t r = 0; r < world; ++r)
-          if (m_heads[r] < m_all_counts[r * segments + k] && id_at(r, m_heads[r]) == next) {
-            const unsigned char* values = slot(r, m_heads[r]) + sizeof(std::int32_t);
-            if (first) {
-              std::memcpy(sum, values, g.cols * sizeof(float));
-            } else {
-              std::memcpy(incoming, values, g.cols * sizeof(float));
-              for (std::size_t c = 0; c < g.cols; ++c) sum[c] += incoming[c];
-            }
-            first = false;
-            ++m_heads[r];
-          }
-        float* dst = grads + g.offset + static_cast<std::size_t>(next) * g.cols;
-        for (std::size_t c = 0; c < g.cols; ++c) dst[c] = sum[c] / divisor;
-      }
-    }
-    return bytes;
   }
 
   // Sets this rank's flag (the gradient arena's trailing float) and its log entry for the step
@@ -1972,19 +1139,16 @@ class trainer {
   // warmup) and warns when the batch grew well past the reference with no scaling rule — the
   // usual way a data-parallel run silently trains at the small batch's rate.
   void report_learning_rate(double lr0) const {
-    std::size_t warmup_steps = 0;
+    detail::learning_rate_facts facts;
+    facts.world_size = m_reducer.world_size();
+    facts.global_batch = m_options.batch;
+    facts.reference_batch = m_options.reference_batch;
+    facts.scaling = m_options.scaling;
+    facts.base_lr = m_options.base_lr;
+    facts.lr = lr0;
     if constexpr (requires(const Schedule& s) { s.warmup_steps; })
-      warmup_steps = static_cast<std::size_t>(m_schedule.warmup_steps);
-    if (m_options.log) {
-      m_options.log->write("{\"rank\":0,\"event\":\"learning_rate\",\"world_size\":" +
-                           std::to_string(m_reducer.world_size()) +
-                           ",\"global_batch\":" + std::to_string(m_options.batch) +
-                           ",\"reference_batch\":" + std::to_string(m_options.reference_batch) +
-                           ",\"scaling\":\"" + to_string(m_options.scaling) +
-                           "\",\"base_lr\":" + detail::json_number(m_options.base_lr) +
-                           ",\"lr\":" + detail::json_number(lr0) +
-                           ",\"warmup_steps\":" + std::to_string(warmup_steps) + "}");
-    }
+      facts.warmup_steps = static_cast<std::size_t>(m_schedule.warmup_steps);
+    if (m_options.log) m_options.log->write(detail::learning_rate_record(facts));
     const double growth = double(m_options.batch) / double(m_options.reference_batch);
     if (m_options.scaling == lr_scaling::none && growth >= m_options.batch_growth_warning &&
         m_options.on_warning) {
@@ -1993,17 +1157,7 @@ class trainer {
       const std::string local =
           split.even() ? std::to_string(split.smallest())
                        : std::to_string(split.smallest()) + "-" + std::to_string(split.largest());
-      char text[512];
-      std::snprintf(text, sizeof text,
-                    "the global batch %zu (%zu ranks x %s) is %.3g x the reference batch %zu, "
-                    "and no learning-rate scaling rule is set: the run trains at the base rate "
-                    "%g tuned for batch %zu. Consider linear scaling with warmup (lr %g) or "
-                    "square-root scaling (lr %g), or a smaller batch",
-                    m_options.batch, static_cast<std::size_t>(m_reducer.world_size()),
-                    local.c_str(), growth, m_options.reference_batch, m_options.base_lr,
-                    m_options.reference_batch, m_options.base_lr * growth,
-                    m_options.base_lr * std::sqrt(growth));
-      m_options.on_warning(text);
+      m_options.on_warning(detail::batch_growth_warning(facts, growth, local));
     }
   }
 
@@ -2041,15 +1195,7 @@ class trainer {
 
   // What a checkpoint records of this run's settings, and compares when resuming: the
   // trainer's options and shapes, the training data, and the caller's `run_config`.
-  std::vector<std::pair<std::string, std::string>> checkpoint_config(
-      const data::interactions& train) const {
-    const auto hex = [](std::uint64_t v) {
-      char buf[17];
-      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-      return std::string(buf);
-    };
-    char lr[32];
-    std::snprintf(lr, sizeof lr, "%.17g", m_options.base_lr);
+  detail::run_setting_list checkpoint_config(const data::interactions& train) const {
     std::uint64_t data = train.digest();
     std::uint64_t rows = train.size();
     if constexpr (rank_local_sampler<Sampler>) {
@@ -2061,22 +1207,8 @@ class trainer {
         rows += m_sampler.rows_of(r);
       }
     }
-    std::vector<std::pair<std::string, std::string>> c = {
-        {"batch", std::to_string(m_options.batch)},
-        {"epochs", std::to_string(m_options.epochs)},
-        {"base_lr", lr},
-        {"scaling", std::to_string(static_cast<int>(m_options.scaling))},
-        {"reference_batch", std::to_string(m_options.reference_batch)},
-        {"seed", std::to_string(m_options.seed)},
-        {"nonfinite", std::to_string(static_cast<int>(m_options.nonfinite))},
-        {"accumulation", std::to_string(m_options.accumulation)},
-        {"parameter_layout", hex(m_model.layout().digest())},
-        {"optimizer_state_floats", std::to_string(m_state.size())},
-        {"train_rows", std::to_string(rows)},
-        {"train_digest", hex(data)},
-        {"world_size", std::to_string(m_reducer.world_size())}};
-    for (const auto& field : m_options.run_config) c.push_back(field);
-    return c;
+    return detail::checkpoint_settings(
+        m_options, {m_model.layout().digest(), m_state.size(), rows, data, m_reducer.world_size()});
   }
 
   // Loads a checkpoint's parameters and optimizer state after checking that it belongs to this
@@ -2084,24 +1216,7 @@ class trainer {
   void restore(const checkpoint_state& ck,
                const std::vector<std::pair<std::string, std::string>>& now, std::size_t n) {
     static constexpr const char* fn = "tutti::trainer::fit";
-    static constexpr std::string_view ignore[] = {"world_size"};
-    const auto differing = config_differences(ck.config, now, ignore);
-    if (!differing.empty()) {
-      std::string list;
-      for (const auto& name : differing) {
-        std::string saved = "(absent)", current = "(absent)";
-        for (const auto& [k, v] : ck.config)
-          if (k == name) saved = v;
-        for (const auto& [k, v] : now)
-          if (k == name) current = v;
-        list +=
-            (list.empty() ? "" : ", ") + name + " (checkpoint " + saved + ", now " + current + ")";
-      }
-      detail::throw_invalid(fn,
-                            "cannot resume: settings that change the result differ from the "
-                            "checkpoint's: " +
-                                list + "; expected the options of the run that wrote it");
-    }
+    detail::check_resume_settings(ck.config, now);
     TUTTI_EXPECTS(
         ck.parameters.size() == m_params.size() && ck.optimizer_state.size() == m_state.size(), fn,
         "the checkpoint holds " + std::to_string(ck.parameters.size()) + " parameters and " +
@@ -2136,11 +1251,7 @@ class trainer {
     if (m_reducer.rank() != 0) return;
     checkpoint_state st;
     st.config = config;
-    std::uint64_t digest = 0;
-    for (const auto& [k, v] : config)
-      for (const std::string* text : {&k, &v})
-        for (unsigned char ch : *text) digest = detail::mix64(digest ^ ch);
-    st.config_digest = digest;
+    st.config_digest = detail::settings_digest(config);
     st.world_size = m_reducer.world_size();
     st.seed = m_options.seed;
     st.epoch = epoch;
@@ -2171,7 +1282,7 @@ class trainer {
   // and each checks that it holds the rows the sampler says it does.
   void check_agreement(const data::interactions& train, const data::interactions& test) {
     const int world = m_reducer.world_size();
-    std::uint64_t config = mix_options();
+    std::uint64_t config = detail::options_digest(m_options);
     std::uint64_t data_digest = train.digest() ^ detail::mix64(test.digest());
     if constexpr (rank_local_sampler<Sampler>) {
       data_digest = detail::mix64(static_cast<std::uint64_t>(world));
@@ -2203,36 +1314,10 @@ class trainer {
     }
   }
 
-  // Options that change which collectives run, or what they compute, must agree on every rank.
-  std::uint64_t mix_options() const {
-    std::uint64_t h = detail::mix64(m_options.batch);
-    h = detail::mix64(h ^ m_options.epochs);
-    h = detail::hash_double(h, m_options.base_lr);
-    h = detail::mix64(h ^ static_cast<std::uint64_t>(m_options.scaling));
-    h = detail::mix64(h ^ m_options.reference_batch);
-    h = detail::mix64(h ^ static_cast<std::uint64_t>(m_options.nonfinite));
-    h = detail::mix64(h ^ m_options.replica_check_every);
-    h = detail::mix64(h ^ (m_options.rebroadcast_on_mismatch ? 1u : 0u));
-    h = detail::mix64(h ^ (m_options.measure_wait ? 2u : 0u));
-    h = detail::mix64(h ^ m_options.checkpoint_every);
-    h = detail::mix64(h ^ (m_options.accumulation << 8));
-    h = detail::mix64(h ^ (m_options.resume ? m_options.resume->global_step + 1 : 0));
-    if (m_options.sparse_exchange != sparse_exchange_policy::off)
-      h = detail::mix64(h ^ (0x5350ULL << 40) ^
-                        static_cast<std::uint64_t>(m_options.sparse_exchange));
-    if (m_options.sparse_exchange == sparse_exchange_policy::measured)
-      h = detail::mix64(h ^ (0x5354ULL << 40) ^ m_options.sparse_trial_steps);
-    return h;
-  }
-
   void write_log(std::size_t epoch, std::size_t step, std::size_t global_step, double loss,
                  double samples, double lr, double seconds) {
-    std::string rec =
-        "{\"rank\":" + std::to_string(m_reducer.rank()) + ",\"epoch\":" + std::to_string(epoch) +
-        ",\"step\":" + std::to_string(step) + ",\"global_step\":" + std::to_string(global_step) +
-        ",\"loss\":" + detail::json_number(loss) + ",\"samples\":" + detail::json_number(samples) +
-        ",\"lr\":" + detail::json_number(lr) + ",\"seconds\":" + detail::json_number(seconds) + "}";
-    m_options.log->write(rec);
+    m_options.log->write(detail::step_record(m_reducer.rank(), epoch, step, global_step, loss,
+                                             samples, lr, seconds));
   }
 
   // The gradient arena of `count` floats: memory the reducer lends, when it offers some it can
@@ -2268,22 +1353,12 @@ class trainer {
   buffer<double, space_type> m_sums;      // loss and weight of the epoch's applied steps
   buffer<float, space_type> m_snapshot;   // device spaces: parameters and state before the update
   std::size_t m_global_step = 0;
-  // Sparse exchange (host spaces; empty when off or unavailable): the row-sparse segments, and
-  // per segment the rows this step touched; the rest is scratch kept between steps.
-  std::vector<detail::sparse_segment> m_sparse;
+  // Sparse exchange (host spaces; empty when off or unavailable): the row-sparse segments and
+  // the rows each step touched in them.
+  detail::sparse_exchange m_exchange;
   // The row-sparse step (`optimizer_steps_rows`): taken when the optimizer asks for it.
   bool m_row_step = false;
   detail::row_step m_rows;
-  std::vector<std::vector<std::int32_t>> m_touched;
-  std::vector<std::int32_t> m_union;
-  std::vector<std::uint64_t> m_counts, m_all_counts, m_block, m_gathered;
-  std::vector<float> m_remainder, m_row;
-  // sparse_exchange = measured: seconds per byte of this fit's trial steps, dense [0] and rows
-  // [1]; then the agreed ratio rows ÷ dense (0 until agreed).
-  std::vector<double> m_trial_costs[2];
-  std::size_t m_trial_step = 0;
-  double m_row_cost_ratio = 0;
-  std::vector<std::size_t> m_heads;
   // The gradient noise scale: the run's estimate, and this step's small-batch squared norm.
   detail::noise_scale_tracker m_noise;
   detail::noise_step m_noise_step;

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file trainer/step_kernels.hpp
+/// @brief The element functors of the trainer's step, for host and device spaces alike: the
+/// batch gather, the finite check and the skip guard's commit and restore, the replica checksum.
+#pragma once
+
+#include <tutti/config.hpp>
+#include <tutti/detail/finite.hpp>
+#include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/random.hpp>
+#include <tutti/space/algorithms.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tutti::detail {
+
+template <class T>
+struct gather_batch_fn {
+  const std::uint64_t* slots;  // dataset positions of this step's slots
+  const float* slot_weights;
+  const std::int32_t* users;
+  const std::int32_t* items;
+  const float* labels;
+  std::int32_t* out_users;
+  std::int32_t* out_items;
+  float* out_labels;
+  float* out_weights;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    std::uint64_t k = slots[i];
+    out_users[i] = users[k];
+    out_items[i] = items[k];
+    out_labels[i] = labels[k];
+    out_weights[i] = slot_weights[i];
+  }
+};
+
+struct bit_or_fn {
+  TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
+};
+
+/// Host: 1 when block b (of `host_block` values) of g[0, n) holds an infinity or a NaN.
+struct nonfinite_block_fn {
+  const float* g;
+  std::size_t n;
+  unsigned operator()(std::size_t b) const {
+    std::size_t i = b * host_block;
+    const std::size_t hi = i + host_block < n ? i + host_block : n;
+    unsigned bad = 0;
+#if TUTTI_HOST_SIMD && !(defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+    // x * 0 is NaN for an infinity or a NaN and ±0 otherwise, so a sum of them is NaN exactly
+    // when a value was not finite: vectorised arithmetic at any optimisation level (a build
+    // that assumes finite math could fold it away, and takes the loop over the bits below).
+    host_floats acc(0.f);
+    const host_floats zero(0.f);
+    for (; i + host_floats::size() <= hi; i += host_floats::size())
+      acc += host_floats(g + i, stdx::element_aligned) * zero;
+    for (std::size_t k = 0; k < host_floats::size(); ++k) bad |= finite_value(acc[k]) ? 0u : 1u;
+#endif
+    for (; i < hi; ++i) bad |= finite_value(g[i]) ? 0u : 1u;
+    return bad;
+  }
+};
+
+/// Host: true when g[0, n) holds an infinity or a NaN.
+template <execution_space Space>
+bool any_nonfinite(const Space& space, const float* g, std::size_t n) {
+  return reduce_blocks(space, n, nonfinite_block_fn{g, n}, 0u, bit_or_fn{}) != 0u;
+}
+
+// The device-side finite check: every thread that sees a non-finite value stores the same 1, so
+// the racing stores agree and no reduction (or host read) is needed.
+struct finite_check_fn {
+  const float* g;
+  std::size_t n;
+  const float* loss;
+  float* flag;       // this rank's trailing float of the gradient arena
+  float* local_log;  // this rank's flag of this step, kept past the reduction
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    bool bad = i < n && !finite_value(g[i]);
+    if (i == 0 && !finite_value(*loss)) bad = true;
+    if (bad) {
+      *flag = 1.f;
+      *local_log = 1.f;
+    }
+  }
+};
+
+// After the reduction: logs the OR-ed flag, and adds the step's loss and weight to the epoch's
+// sums only when the step is applied. One thread.
+struct guard_commit_fn {
+  const float* flag;   // the reduced flag: > 0 on every rank iff some rank was non-finite
+  float* global_log;   // this step's entry
+  float* sticky;       // set once any step of the epoch was non-finite
+  bool sticky_skips;   // stop policy on a device space: every step after the first bad is skipped
+  float* step_loss;    // this rank's loss of the step; zeroed for the next one
+  double* sums;        // [loss, weight] of the epoch's applied steps
+  double step_weight;  // this rank's sample weight in the step
+  TUTTI_HOST_DEVICE void operator()(std::size_t) const {
+    const bool bad = !(*flag == 0.f);
+    *global_log = bad ? 1.f : 0.f;
+    if (bad) *sticky = 1.f;
+    const bool skip = sticky_skips ? *sticky != 0.f : bad;
+    if (!skip) {
+      sums[0] += double(*step_loss);
+      sums[1] += step_weight;
+    }
+    *step_loss = 0.f;
+  }
+};
+
+// Undoes an optimizer step on a device space when the step is to be skipped: the host cannot
+// read the flag without synchronising, so the update runs and is reverted from a snapshot.
+struct guard_restore_fn {
+  const float* skip;
+  float* params;
+  const float* params_before;
+  std::size_t n_params;
+  float* state;
+  const float* state_before;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    if (*skip == 0.f) return;
+    if (i < n_params)
+      params[i] = params_before[i];
+    else
+      state[i - n_params] = state_before[i - n_params];
+  }
+};
+
+// Order-free 64-bit checksum of parameters then optimizer state: a sum of per-element hashes of
+// (bits, index), each injective in the bits, so any single changed value changes the sum.
+struct replica_hash_fn {
+  const float* params;
+  std::size_t n_params;
+  const float* state;
+  TUTTI_HOST_DEVICE std::uint64_t operator()(std::size_t i) const {
+    const float v = i < n_params ? params[i] : state[i - n_params];
+    return mix64(std::uint64_t(float_bits(v)) ^ (std::uint64_t(i) * 0x9e3779b97f4a7c15ULL));
+  }
+};
+
+struct sum_u64_fn {
+  TUTTI_HOST_DEVICE std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const {
+    return a + b;
+  }
+};
+
+}  // namespace tutti::detail
