@@ -24,6 +24,7 @@
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
+#include <tutti/trainer/epoch_summary.hpp>
 #include <tutti/trainer/errors.hpp>
 #include <tutti/trainer/evaluation.hpp>
 #include <tutti/trainer/log_records.hpp>
@@ -58,18 +59,6 @@
 namespace tutti {
 
 namespace detail {
-
-inline std::uint64_t double_to_bits(double v) {
-  std::uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-
-inline double bits_to_double(std::uint64_t bits) {
-  double v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
 
 /// Floats of optimizer state for `layout`: by the layout where the optimizer sizes it so.
 template <class O>
@@ -164,553 +153,63 @@ class trainer {
   /// Throws `tutti::nonfinite_error` (policy `stop`) or `tutti::replica_mismatch_error` on
   /// every rank alike.
   fit_result fit(const data::interactions& train, const data::interactions& test) {
-    using clock = std::chrono::steady_clock;
     const auto fit_start = clock::now();
-    const int world = m_reducer.world_size();
-    const int rank = m_reducer.rank();
     TUTTI_EXPECTS(train.size() > 0, "tutti::trainer::fit", "training set is empty; expected rows");
     const checkpoint_state* resume = m_options.resume;
-    const auto config = checkpoint_config(train);
+    const std::uint64_t train_digest = train.digest();  // the training set is hashed once
+    const detail::run_setting_list config = checkpoint_config(train, train_digest);
     if (resume) restore(*resume, config, train.size());
-    check_agreement(train, test);
-
+    check_agreement(train, test, train_digest);
     // Identical replicas: rank 0's initial (or restored) parameters and state everywhere.
     m_reducer.broadcast(m_params.span(), 0);
     if (resume && !m_state.empty()) m_reducer.broadcast(m_state.span(), 0);
 
-    auto d_users = make_buffer(m_space, std::span<const std::int32_t>(train.users));
-    auto d_items = make_buffer(m_space, std::span<const std::int32_t>(train.items));
-    auto d_labels = make_buffer(m_space, std::span<const float>(train.labels));
-
-    // Each rank's slots per step: B/W, or ⌈B/W⌉ and ⌊B/W⌋ when W does not divide B.
-    const detail::batch_split split{m_options.batch, static_cast<std::size_t>(world)};
-    const std::size_t local_batch = split.largest();
-    // With a rank-local sampler `train` holds only this rank's rows; otherwise every rank holds
-    // the whole training set.
-    const std::size_t n = train.size();
-    // Slots per rank are the same in every epoch, so the step count is known up front. Every
-    // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
-    // `none`) joins the remaining steps' reductions with nothing to add.
-    std::size_t slots = 0;
-    std::vector<std::uint64_t> real_counts;  // split unevenly: every rank's real slots
-    {
-      const shard first = m_sampler.shard(n, world, rank, m_options.seed, 0);
-      slots = first.real_prefix.size() - 1;
-      real_counts = gather_real_slots(first, split);
-    }
-    TUTTI_EXPECTS(slots > 0, "tutti::trainer::fit",
-                  "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
-                      " samples; expected fewer ranks or the pad tail policy");
-    const std::size_t steps_per_epoch =
-        split.even() ? (slots + local_batch - 1) / local_batch : split.steps_to_cover(real_counts);
-    const std::size_t total_steps = steps_per_epoch * m_options.epochs;
-    const double lr0 =
-        scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
-    if (rank == 0 && !resume) report_learning_rate(lr0);
-    const std::size_t arena = m_params.size();
-    const bool guarded = m_options.nonfinite != nonfinite_policy::off;
-
-    buffer<std::uint64_t, space_type> d_slots(slots, m_space);
-    buffer<float, space_type> d_slot_weights(slots, m_space);
-    // Micro-batches of the local batch (gradient accumulation); one when not accumulating.
-    const std::size_t micro_batch =
-        (local_batch + m_options.accumulation - 1) / m_options.accumulation;
-    buffer<std::int32_t, space_type> b_users(micro_batch, m_space), b_items(micro_batch, m_space);
-    buffer<float, space_type> b_labels(micro_batch, m_space), b_weights(micro_batch, m_space);
-    // Per step: this rank's own finite flag, and the flag after the reduction (any rank).
-    buffer<float, space_type> local_log(steps_per_epoch, m_space);
-    buffer<float, space_type> global_log(steps_per_epoch, m_space);
-
-    fit_result result;
-    m_exchange.begin_fit();  // sparse_exchange = measured: every fit measures anew
-    m_noise = detail::noise_scale_tracker(m_options.noise_scale_decay);
-    result.lr = lr0;
-    result.global_batch = m_options.batch;
-    result.world_size = world;
-    result.param_count = m_model.layout().parameter_count();
-    result.arena_floats = arena;
-    result.optimizer_state_floats = m_state.size();
-    // What the dense reduce moves per step (a compressing reducer says what travels).
-    const std::uint64_t wire_bytes = dense_wire_bytes(m_grads.size());
-    result.bytes_reduced_per_step = wire_bytes;
-    result.dense_bytes_per_step = wire_bytes;
-    if (resume) {
-      const bool complete =
-          resume->epoch + 1 >= m_options.epochs && resume->step_in_epoch >= steps_per_epoch;
-      TUTTI_EXPECTS(
-          resume->epoch < m_options.epochs && resume->step_in_epoch <= steps_per_epoch && !complete,
-          "tutti::trainer::fit",
-          "the checkpoint is at epoch " + std::to_string(resume->epoch) + ", step " +
-              std::to_string(resume->step_in_epoch) + "; this run has " +
-              std::to_string(m_options.epochs) + " epochs of " + std::to_string(steps_per_epoch) +
-              " steps (is the run already complete?)");
-      result.resumed_from_step = static_cast<std::size_t>(resume->global_step);
-    }
-
+    const run_plan plan = plan_run(train.size(), config);
+    step_buffers buf = make_buffers(train, plan);
+    fit_result result = begin_result(plan);
     ledger book;
-    detail::ledger_impl::step_clock<space_type> timer(m_space);
-    // The overlapped reduction's buckets and communication thread (joined when fit returns).
-    // Each bucket is checked for non-finite values as it leaves, while it holds this rank's own
-    // values: on the host into `bucket_nonfinite`, on a device into the step's flags by a kernel.
-    std::optional<detail::bucket_pipeline<Reducer>> pipeline;
-    bool bucket_nonfinite = false;
-    float* step_local_flag = nullptr;  // this step's entry of local_log
-    if (m_options.overlap_reduce) {
-      std::function<void(std::size_t, std::size_t)> check;
-      if constexpr (space_type::host_accessible) {
-        // The noise scale's small-batch norm is taken here too, while the bucket is this rank's.
-        check = [this, guarded, &bucket_nonfinite](std::size_t begin, std::size_t end) {
-          if (guarded && !bucket_nonfinite)
-            bucket_nonfinite = detail::any_nonfinite(m_space, m_grads.data() + begin, end - begin);
-          if (m_noise_step.active() && !m_noise_step.first_micro)
-            m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
-        };
-      } else if (guarded || m_options.noise_scale_every > 0) {
-        check = [this, guarded, &step_local_flag](std::size_t begin, std::size_t end) {
-          if (guarded)
-            parallel_for(
-                m_space, end - begin,
-                detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
-                                        m_grads.data() + m_params.size(), step_local_flag});
-          if (m_noise_step.active() && !m_noise_step.first_micro)  // waits, on measured steps
-            m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
-        };
-      }
-      pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
-                       m_options.bucket_bytes / sizeof(float), std::move(check),
-                       m_options.comm_thread_nice, m_options.last_bucket_bytes / sizeof(float));
-      if (const auto priority = pipeline->priority()) {
-        result.comm_thread_nice = priority->nice;
-        if (m_options.comm_thread_nice && !priority->applied && rank == 0 && m_options.on_warning)
-          m_options.on_warning(
-              "the overlapped reduction's communication thread runs at nice " +
-              std::to_string(priority->nice) + ", not the " +
-              std::to_string(*m_options.comm_thread_nice) + " asked for (" + priority->why +
-              "); it competes with backward for cores on equal terms, so more of the "
-              "reduction may be exposed after backward");
-      }
-    }
-    std::vector<double> run_step(static_cast<std::size_t>(world)),
-        run_work(static_cast<std::size_t>(world)), run_wait(static_cast<std::size_t>(world));
+    step_clock timer(m_space);
+    overlap pipeline;
+    if (m_options.overlap_reduce) start_overlap(pipeline, plan.guarded, result);
+    rank_means run(static_cast<std::size_t>(m_reducer.world_size()));
     std::size_t global_step =
         resume ? static_cast<std::size_t>(resume->global_step) : m_global_step;
-    if constexpr (requires { timer.trace({}, fit_start); }) {
-      if (m_options.on_phase)  // the timeline: every marked interval, as it is marked
-        timer.trace(
-            [this, rank, &global_step](const auto& s) {
-              m_options.on_phase(
-                  phase_event{rank, s.epoch, s.step, global_step, s.phase, s.start, s.seconds});
-            },
-            fit_start);
-    }
+    trace_phases(timer, fit_start, global_step);
+
     const std::size_t start_epoch = resume ? static_cast<std::size_t>(resume->epoch) : 0;
     for (std::size_t epoch = start_epoch; epoch < m_options.epochs; ++epoch) {
       const auto epoch_start = clock::now();
-      // A resumed epoch starts at the checkpoint's step. On the world size that wrote it the
-      // shards are the same and the first steps are skipped; on another, the positions not yet
-      // consumed, [s·B, n), are dealt anew (`shard_from`), so each sample still counts once.
-      const bool resumed = resume && epoch == start_epoch;
-      const std::size_t first_step = resumed ? static_cast<std::size_t>(resume->step_in_epoch) : 0;
-      const std::size_t start_pos =
-          resumed && resume->world_size != world ? std::min(n, first_step * m_options.batch) : 0;
-      // Steps are counted from the first step of the shard: the epoch's first, or the resumed
-      // step when its positions were dealt anew.
-      const std::size_t step_base = start_pos > 0 ? first_step : 0;
-      const auto slot_of = [&split, step_base](std::size_t r, std::size_t s) {
-        return split.first(r, s - step_base);
-      };
-      const std::size_t my_rank = static_cast<std::size_t>(rank);
-      const std::size_t epoch_first_step = global_step - first_step;
       book.begin_epoch();
-      // The shard of the epoch is charged to the first step's data.
-      timer.start();
-      shard sh = epoch_shard(n, rank, epoch, start_pos);
-      if (start_pos == 0)
-        TUTTI_EXPECTS(
-            sh.size() <= slots && sh.real_prefix.size() == slots + 1, "tutti::trainer::fit",
-            "the sampler returned a shard of " + std::to_string(sh.size()) + " slots over " +
-                std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
-                std::to_string(epoch) + "; expected at most " + std::to_string(slots) +
-                " slots over " + std::to_string(slots + 1) + " entries in every epoch");
-      TUTTI_EXPECTS(
-          !sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
-          "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
-              " entries for " + std::to_string(sh.size()) + " slots; expected at least slots + 1");
-      // The slots of the epoch on the longest rank: what the steps walk through.
-      const std::size_t epoch_slots = sh.real_prefix.size() - 1;
-      std::vector<std::uint64_t> epoch_real = real_counts;
-      if (!split.even() && (epoch > 0 || start_pos > 0)) epoch_real = gather_real_slots(sh, split);
-      TUTTI_EXPECTS(start_pos > 0 || epoch_real == real_counts, "tutti::trainer::fit",
-                    "the sampler's ranks hold other counts of real slots in epoch " +
-                        std::to_string(epoch) +
-                        " than in epoch 0; expected the same in every "
-                        "epoch, so every epoch takes the same steps");
-      const std::size_t last_step = start_pos == 0 ? steps_per_epoch
-                                    : split.even()
-                                        ? first_step + (epoch_slots + local_batch - 1) / local_batch
-                                        : first_step + split.steps_to_cover(epoch_real);
-      if (sh.first == 0) {
-        copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
-                       d_slots.span().first(sh.size()));
-      } else {
-        // Rank-local rows: training-set positions become positions in this rank's rows.
-        std::vector<std::uint64_t> local(sh.indices);
-        for (auto& i : local) i -= sh.first;
-        copy_from_host(m_space, std::span<const std::uint64_t>(local),
-                       d_slots.span().first(sh.size()));
-      }
-      copy_from_host(m_space, std::span<const float>(sh.weights),
-                     d_slot_weights.span().first(sh.size()));
-      fill(m_space, local_log.span(), 0.f);
-      fill(m_space, global_log.span(), 0.f);
-      fill(m_space, m_step_loss.span(), 0.f);
-      fill(m_space, m_sticky.span(), 0.f);
-      fill(m_space, m_sums.span(), 0.0);
-      const std::uint64_t before_resume = resumed ? resume->samples_in_epoch : 0;
-      if (resumed && rank == 0) {
-        // The epoch's loss so far travels with rank 0 into the epoch's sums.
-        const double sums[2] = {resume->epoch_loss_sum, resume->epoch_weight_sum};
-        copy_from_host(m_space, std::span<const double>(sums), m_sums.span());
-      }
-      // This rank's real samples in the slots this run visits.
-      double local_weight = 0;
-      for (std::size_t i = slot_of(my_rank, first_step); i < sh.size(); ++i)
-        local_weight += sh.weights[i];
-
-      double logged_loss = 0, logged_weight = 0, since_log_weight = 0;
-      for (std::size_t step = first_step; step < last_step; ++step, ++global_step) {
-        const std::size_t step_begin = slot_of(my_rank, step);
-        const std::size_t step_end = std::min(epoch_slots, slot_of(my_rank, step + 1));
-        // This rank's part of the step; empty once a shorter shard has run out.
-        const std::size_t begin = std::min(sh.size(), step_begin);
-        const std::size_t end = std::min(sh.size(), step_end);
-        const std::size_t count = end - begin;
+      timer.start();  // the shard of the epoch is charged to the first step's data
+      const epoch_plan ep =
+          begin_epoch(plan, buf, epoch, epoch == start_epoch ? resume : nullptr, global_step);
+      step_log log;
+      for (std::size_t step = ep.first_step; step < ep.last_step; ++step, ++global_step) {
+        const step_slots s = slots_of(plan, ep, step);
         timer.begin_step(epoch, step);
-        if constexpr (requires(Reducer & r) { r.set_position(epoch, step); })
-          m_reducer.set_position(epoch, step);  // for the message of a collective's timeout
-        if (m_options.on_batch)
-          m_options.on_batch(
-              step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, 0.0},
-              std::span<const std::uint64_t>(sh.indices).subspan(begin, count),
-              std::span<const float>(sh.weights).subspan(begin, count));
-
-        const std::uint64_t global_real = split.even()
-                                              ? sh.global_real(step_begin, step_end)
-                                              : split.global_real(epoch_real, step - step_base);
-        double step_weight = 0;
-        for (std::size_t i = begin; i < end; ++i) step_weight += sh.weights[i];
-        m_noise_step =
-            plan_noise_step(global_step, global_real, split, step - step_base, count, micro_batch);
+        announce_step(plan, ep, s, global_step);
+        m_noise_step = plan_noise_step(global_step, s.global_real, plan.split, step - ep.step_base,
+                                       s.count, plan.micro_batch);
         m_noise_small = 0;
-        // Each rank scales by W / (real samples in the global step), so the mean over ranks is
-        // the gradient of the mean loss over the global batch, whatever the padding. With
-        // accumulation the local batch runs as micro-batches whose gradients add up in the
-        // arena (models add, never overwrite), and the step still reduces once.
-        if (m_row_step)  // the arena is zero but for the flags (see detail::row_step)
-          clear_flags();
-        else
-          fill(m_space, m_grads, 0.f);
-        m_exchange.begin_step();
-        if (pipeline) {
-          pipeline->begin_step();
-          bucket_nonfinite = false;
-          step_local_flag = local_log.data() + step;
-        }
+        begin_gradient(pipeline, buf.local_log.data() + step);
         timer.mark(account::data);
-        const float scale =
-            global_real > 0 ? static_cast<float>(double(world) / double(global_real)) : 0.f;
-        for (std::size_t mb = begin; mb < end; mb += micro_batch) {
-          const std::size_t mb_count = std::min(micro_batch, end - mb);
-          parallel_for(m_space, mb_count,
-                       detail::gather_batch_fn<float>{
-                           d_slots.data() + mb, d_slot_weights.data() + mb, d_users.data(),
-                           d_items.data(), d_labels.data(), b_users.data(), b_items.data(),
-                           b_labels.data(), b_weights.data()});
-          batch_view batch{{b_users.data(), mb_count},
-                           {b_items.data(), mb_count},
-                           {b_labels.data(), mb_count},
-                           {b_weights.data(), mb_count}};
-          timer.mark(account::data);
-          if (global_real > 0) {
-            const auto params = std::span<const float>(m_params.span());
-            const auto grads = m_grads.first(arena);
-            bool reported = false;
-            if constexpr (reports_gradient_ready<Model>) {
-              // Only the last micro-batch's values are final.
-              if (pipeline && mb + micro_batch >= end) {
-                auto report = [&pipeline](std::size_t offset, std::size_t values) {
-                  pipeline->ready(offset, values);
-                };
-                m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data(),
-                                          gradient_ready(report));
-                reported = true;
-              }
-            }
-            if (!reported)
-              m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
-          }
-          timer.mark(account::compute);
-          if (global_real > 0 && !m_exchange.empty()) {
-            // The rows of every micro-batch: the step's touched set is their union.
-            collect_touched_rows();
-            timer.mark(account::reduce);
-          }
-          if (m_noise_step.first_micro && mb == begin) {  // one rank: the smaller batch
-            if constexpr (space_type::host_accessible)
-              if (m_row_step) m_rows.select(m_exchange.touched());
-            m_noise_small = arena_squared_norm();
-            timer.mark(account::guard);
-          }
-        }
-
-        if (pipeline) {
-          // What backward did not hide: the wait for the buckets still in flight.
-          pipeline->finish();
-          timer.mark(account::reduce);
-          timer.reduce_in_background(pipeline->busy_seconds());
-        }
-        // With the overlapped reduction each bucket was checked before it left.
-        if (m_row_step) m_rows.select(m_exchange.touched());
-        record_small_noise(pipeline.has_value());
-        if (guarded) check_finite(local_log.data() + step, pipeline.has_value(), bucket_nonfinite);
-        timer.mark(account::guard);
-
-        if (m_options.measure_wait) {
-          double arrive[1] = {0.0};
-          m_reducer.all_reduce_max(std::span<double>(arrive));
-          timer.mark(account::wait);
-        }
-        const bool asked_to_stop = m_options.stop && m_options.stop->load();
-        if (asked_to_stop) {
-          if constexpr (space_type::host_accessible)
-            m_grads.data()[arena + 1] = 1.f;
-          else
-            fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
-        }
-        std::uint64_t step_bytes =
-            pipeline ? reduce_flags(wire_bytes) : reduce_gradients(wire_bytes, result);
-        if (m_row_step && world > 1) {
-          // The rows any rank touched: what the optimizer updates and the arena zeroes after.
-          step_bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
-          m_rows.select(m_exchange.touched());
-        }
-        timer.mark(account::reduce);
-        bool stop_now = false;
-        if constexpr (space_type::host_accessible) {
-          stop_now = m_grads.data()[arena + 1] != 0.f;
-        } else if (m_options.stop) {
-          float flag = 0.f;
-          m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
-          stop_now = flag != 0.f;
-        }
-        if constexpr (requires(Reducer & r) {
-                        { r.last_wait_seconds() } -> std::convertible_to<double>;
-                      }) {
-          timer.wait_within_reduce(m_reducer.last_wait_seconds());
-        }
-
-        const bool sticky_skips =
-            !space_type::host_accessible && m_options.nonfinite == nonfinite_policy::stop;
-        parallel_for(m_space, 1,
-                     detail::guard_commit_fn{m_grads.data() + arena, global_log.data() + step,
-                                             m_sticky.data(), sticky_skips, m_step_loss.data(),
-                                             m_sums.data(), step_weight});
-        bool skip = false;
-        if constexpr (space_type::host_accessible) {
-          skip = guarded && !(m_grads.data()[arena] == 0.f);
-          if (!skip) add_noise_measurement();
-        } else {
-          if (guarded) {
-            m_space.copy(m_snapshot.data(), m_params.data(), m_params.size() * sizeof(float));
-            if (!m_state.empty())
-              m_space.copy(m_snapshot.data() + arena, m_state.data(),
-                           m_state.size() * sizeof(float));
-          }
-          add_noise_measurement();  // waits for the flags, on measured steps only
-        }
-        timer.mark(account::guard);
-
-        const double lr = m_schedule.lr(global_step, total_steps, lr0);
-        if constexpr (space_type::host_accessible) {
-          if (skip && m_options.nonfinite == nonfinite_policy::stop) {
-            // Every rank stops here; one gather tells them which ranks were non-finite.
-            const std::uint64_t mine = local_log.data()[step] != 0.f ? 1 : 0;
-            std::vector<std::uint64_t> culprits(static_cast<std::size_t>(world));
-            m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1),
-                                 std::span<std::uint64_t>(culprits));
-            std::vector<std::pair<int, std::size_t>> at;
-            for (int r = 0; r < world; ++r)
-              if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
-            throw nonfinite_error(
-                make_records(at, epoch, epoch_first_step, sh, n, split, step_base, start_pos));
-          }
-        }
-        if (!skip) apply_optimizer(lr, global_step + 1);
-        if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
-          if (m_row_step) m_rows.zero(m_space, m_grads.data());
-        timer.mark(account::optimizer);
-        if constexpr (!space_type::host_accessible) {
-          if (guarded) {
-            const float* skip_flag = sticky_skips ? m_sticky.data() : global_log.data() + step;
-            parallel_for(
-                m_space, arena + m_state.size(),
-                detail::guard_restore_fn{skip_flag, m_params.data(), m_snapshot.data(), arena,
-                                         m_state.data(), m_snapshot.data() + arena});
-            timer.mark(account::guard);
-          }
-        }
-
-        since_log_weight += step_weight;
-        const bool last = step + 1 == last_step;
-        if (m_options.log &&
-            (last || (m_options.log_every > 0 && (step + 1) % m_options.log_every == 0))) {
-          // Reading the loss is the one host read of a step; it happens only when logging.
-          double sums[2] = {0.0, 0.0};
-          m_space.copy_to_host(sums, m_sums.data(), sizeof sums);
-          const double applied = sums[1] - logged_weight;
-          const double interval_loss = applied > 0 ? (sums[0] - logged_loss) / applied : 0.0;
-          write_log(epoch + 1, step + 1, global_step + 1, interval_loss, since_log_weight, lr,
-                    seconds_since(fit_start));
-          logged_loss = sums[0];
-          logged_weight = sums[1];
-          since_log_weight = 0;
-        }
-        if (m_options.on_step)
-          m_options.on_step(
-              step_progress{rank, epoch, step, steps_per_epoch, global_step, total_steps, lr});
-        timer.mark(account::other);
-
-        const bool periodic = m_options.replica_check_every > 0 &&
-                              (global_step + 1) % m_options.replica_check_every == 0;
-        const bool final_step = last && epoch + 1 == m_options.epochs;
-        if (world > 1 && (periodic || final_step)) {
-          replica_check(epoch, step, global_step, result);
-          timer.mark(account::guard);
-        }
-        const bool checkpoint_due =
-            m_options.checkpoint_every > 0 && (global_step + 1) % m_options.checkpoint_every == 0;
-        if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
-          write_checkpoint_now(config, epoch, step + 1, global_step + 1, before_resume,
-                               std::span<const float>(sh.weights).first(end),
-                               slot_of(my_rank, first_step),
-                               stop_now ? "stop requested" : "periodic", result);
-          timer.mark(account::other);
-        }
-        if (stop_now) {
-          const std::string where =
-              result.last_checkpoint.empty()
-                  ? std::string(m_options.checkpoint_dir.empty() ? "no checkpoint directory was set"
-                                                                 : "checkpoint written by rank 0")
-                  : "checkpoint " + result.last_checkpoint;
-          throw interrupted_error(global_step + 1, result.last_checkpoint,
-                                  "tutti::trainer::fit(): stopped on request after global step " +
-                                      std::to_string(global_step + 1) + " (epoch " +
-                                      std::to_string(epoch + 1) + ", step " +
-                                      std::to_string(step + 1) + "); " + where);
-        }
-        timer.end_step(step_bytes, book);
+        compute_gradient(plan, buf, s, pipeline, timer);
+        finish_gradient(plan, buf, step, pipeline, timer);
+        const reduced r = reduce_step(plan, pipeline, timer, result);
+        const bool skip = commit_step(plan, buf, step, s.weight, timer);
+        const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
+        if (skip) stop_if_nonfinite(plan, buf, ep, step);
+        update(plan, buf, step, skip, lr, global_step, timer);
+        log_step(plan, ep, s, global_step, lr, log, fit_start, timer);
+        end_step(plan, ep, s, global_step, r.stop, timer, result);
+        timer.end_step(r.bytes, book);
       }
       timer.flush(book);
-      const double step_seconds = seconds_since(epoch_start);
-
-      // Which steps were skipped (the same on every rank) and which of them this rank caused.
-      std::vector<float> flags_local, flags_global;
-      if (guarded) {
-        flags_local = to_host_vector(m_space, std::span<const float>(local_log.span()));
-        flags_global = to_host_vector(m_space, std::span<const float>(global_log.span()));
-      }
-      std::vector<std::uint64_t> my_bad_steps;
-      std::size_t skipped = 0, first_skipped = steps_per_epoch;
-      for (std::size_t s = 0; s < flags_global.size(); ++s) {
-        if (flags_local[s] != 0.f) my_bad_steps.push_back(s);
-        if (flags_global[s] != 0.f) {
-          ++skipped;
-          first_skipped = std::min(first_skipped, s);
-        }
-      }
-
-      // Epoch summary: one gather for per-rank counts, mean step and work times and bad steps;
-      // one small reduction for the loss.
-      const step_account& totals = book.epoch_totals();
-      const double per = book.epoch_steps() ? 1.0 / double(book.epoch_steps()) : 0.0;
-      const std::uint64_t mine[5] = {static_cast<std::uint64_t>(std::llround(local_weight)),
-                                     detail::double_to_bits(totals.seconds() * per),
-                                     detail::double_to_bits(totals.work() * per),
-                                     detail::double_to_bits(totals.wait * per),
-                                     my_bad_steps.size()};
-      std::vector<std::uint64_t> gathered(5 * static_cast<std::size_t>(world));
-      m_reducer.all_gather(std::span<const std::uint64_t>(mine),
-                           std::span<std::uint64_t>(gathered));
-      std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(world));
-      std::vector<double> step_mean(per_rank.size()), work_mean(per_rank.size()),
-          wait_mean(per_rank.size());
-      std::vector<std::uint64_t> bad_counts(per_rank.size());
-      for (std::size_t r = 0; r < per_rank.size(); ++r) {
-        per_rank[r] = gathered[5 * r];
-        step_mean[r] = detail::bits_to_double(gathered[5 * r + 1]);
-        work_mean[r] = detail::bits_to_double(gathered[5 * r + 2]);
-        wait_mean[r] = detail::bits_to_double(gathered[5 * r + 3]);
-        bad_counts[r] = gathered[5 * r + 4];
-        run_step[r] += step_mean[r];
-        run_work[r] += work_mean[r];
-        run_wait[r] += wait_mean[r];
-      }
-      if (skipped > 0) {
-        auto records = gather_nonfinite(my_bad_steps, bad_counts, epoch, epoch_first_step, sh, n,
-                                        split, step_base, start_pos);
-        if (m_options.nonfinite == nonfinite_policy::stop) {
-          // Only a device space gets here: its steps after the first bad one were skipped too.
-          std::erase_if(records,
-                        [&](const nonfinite_record& r) { return r.step != first_skipped; });
-          throw nonfinite_error(std::move(records));
-        }
-        for (auto& r : records) result.nonfinite.push_back(std::move(r));
-      }
-
-      double applied[2] = {0.0, 0.0};
-      m_space.copy_to_host(applied, m_sums.data(), sizeof applied);
-      double sums[3] = {applied[0], applied[1], local_weight};
-      m_reducer.all_reduce_sum(std::span<double>(sums));
-      sums[2] += double(before_resume);
-
-      epoch_record rec;
-      rec.epoch = epoch + 1;
-      rec.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-      rec.samples_per_rank = std::move(per_rank);
-      rec.samples_before_resume = before_resume;
-      rec.weighted_samples = sums[2];
-      rec.steps = last_step - first_step;
-      rec.skipped_steps = skipped;
-      rec.step_seconds = step_seconds;
-      rec.ranks = make_rank_table(step_mean, work_mean, wait_mean, m_options.slow_rank_threshold);
-      if (m_options.evaluate_each_epoch || epoch + 1 == m_options.epochs) rec.eval = evaluate(test);
-      rec.seconds = seconds_since(epoch_start);
-      rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
-      rec.phases = to_phases(totals);
-      rec.noise_scale = m_noise.estimate();
-      add_phases(result.phases, rec.phases);
-      result.skipped_steps += skipped;
-      if (m_options.on_epoch) m_options.on_epoch(rank, rec);
-      result.epochs.push_back(std::move(rec));
+      result.epochs.push_back(end_epoch(plan, buf, ep, book, seconds_since(epoch_start),
+                                        epoch_start, test, run, result));
     }
     m_global_step = global_step;
-    result.steps = total_steps;
-    result.noise_scale = m_noise.estimate();
-    result.noise_scale_why = noise_scale_why(total_steps);
-    result.eval = result.epochs.back().eval;
-    result.ledger = book.summarize(world);
-    if (result.ledger.steps > 0)
-      result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
-    result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
-                                  static_cast<std::int64_t>(result.bytes_reduced_per_step);
-    for (std::size_t r = 0; r < run_step.size(); ++r) {
-      run_step[r] /= double(m_options.epochs);
-      run_work[r] /= double(m_options.epochs);
-      run_wait[r] /= double(m_options.epochs);
-    }
-    result.ledger.ranks =
-        make_rank_table(run_step, run_work, run_wait, m_options.slow_rank_threshold);
-    result.parameters_checksum = replica_checksum();
+    finish_result(plan, book, run, result);
     result.seconds = seconds_since(fit_start);
     return result;
   }
@@ -765,6 +264,660 @@ class trainer {
 
  private:
   static constexpr std::size_t trailing_floats = gradient_trailing_floats;
+
+  using clock = std::chrono::steady_clock;
+  using step_clock = detail::ledger_impl::step_clock<space_type>;
+  using overlap = std::optional<detail::bucket_pipeline<Reducer>>;
+
+  // What fit fixes before its first step.
+  struct run_plan {
+    detail::batch_split split;
+    std::size_t n = 0;            // rows of `train`: this rank's, with rank-local data
+    std::size_t slots = 0;        // this rank's slots per epoch
+    std::size_t micro_batch = 0;  // samples per micro-batch of gradient accumulation
+    std::size_t steps_per_epoch = 0, total_steps = 0;
+    std::vector<std::uint64_t> real_counts;  // split unevenly: every rank's real slots
+    double lr0 = 0;                          // the base rate scaled for the global batch
+    bool guarded = false;                    // the finite guard is on
+    std::uint64_t wire_bytes = 0;            // what the dense reduce moves per step
+    const detail::run_setting_list* config = nullptr;
+  };
+
+  // fit's memory on the space: the training set, this rank's slots of the epoch and their
+  // weights, one micro-batch, and per step this rank's own finite flag and the flag after the
+  // reduction (any rank).
+  struct step_buffers {
+    buffer<std::int32_t, space_type> users, items;
+    buffer<float, space_type> labels;
+    buffer<std::uint64_t, space_type> slots;
+    buffer<float, space_type> slot_weights;
+    buffer<std::int32_t, space_type> b_users, b_items;
+    buffer<float, space_type> b_labels, b_weights;
+    buffer<float, space_type> local_log, global_log;
+  };
+
+  // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and
+  // every rank's real slots.
+  struct epoch_plan {
+    std::size_t epoch = 0;
+    const checkpoint_state* resumed = nullptr;  // the checkpoint this epoch resumes, or none
+    std::size_t first_step = 0, last_step = 0;
+    std::size_t start_pos = 0;         // positions of the epoch consumed before a resharded resume
+    std::size_t step_base = 0;         // the step the shard's first slot belongs to
+    std::size_t epoch_first_step = 0;  // global step of the epoch's step 0
+    std::size_t epoch_slots = 0;       // slots of the epoch on the longest rank
+    std::uint64_t before_resume = 0;   // real samples consumed before the resume
+    double local_weight = 0;           // this rank's real samples in the slots this run visits
+    shard sh;
+    std::vector<std::uint64_t> real;  // split unevenly: every rank's real slots
+  };
+
+  // This rank's part of one step; empty once a shorter shard has run out.
+  struct step_slots {
+    std::size_t step = 0;
+    std::size_t slot_begin = 0, slot_end = 0;   // the step's slots on this rank
+    std::size_t begin = 0, end = 0, count = 0;  // of them, those the shard holds
+    std::uint64_t global_real = 0;              // real samples of the step over all ranks
+    double weight = 0;                          // this rank's sample weight in the step
+  };
+
+  struct reduced {
+    std::uint64_t bytes = 0;  // what the ledger charges the step
+    bool stop = false;        // some rank asked to stop
+  };
+
+  // The loss written to the JSON-lines log so far in the epoch.
+  struct step_log {
+    double loss = 0, weight = 0, since_weight = 0;
+  };
+
+  // Every rank's mean step, work and wait seconds, summed over the epochs.
+  struct rank_means {
+    explicit rank_means(std::size_t world) : step(world), work(world), wait(world) {}
+    std::vector<double> step, work, wait;
+  };
+
+  // The split of the global batch, the steps, the rate; collective (uneven splits gather
+  // every rank's real slots).
+  run_plan plan_run(std::size_t n, const detail::run_setting_list& config) {
+    const int world = m_reducer.world_size();
+    run_plan p;
+    p.split = detail::batch_split{m_options.batch, static_cast<std::size_t>(world)};
+    p.n = n;
+    p.config = &config;
+    // Slots per rank are the same in every epoch, so the step count is known up front. Every
+    // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
+    // `none`) joins the remaining steps' reductions with nothing to add.
+    {
+      const shard first = m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
+      p.slots = first.real_prefix.size() - 1;
+      p.real_counts = gather_real_slots(first, p.split);
+    }
+    TUTTI_EXPECTS(p.slots > 0, "tutti::trainer::fit",
+                  "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
+                      " samples; expected fewer ranks or the pad tail policy");
+    const std::size_t local_batch = p.split.largest();
+    p.steps_per_epoch = p.split.even() ? (p.slots + local_batch - 1) / local_batch
+                                       : p.split.steps_to_cover(p.real_counts);
+    p.total_steps = p.steps_per_epoch * m_options.epochs;
+    p.lr0 =
+        scaled_lr(m_options.base_lr, m_options.batch, m_options.reference_batch, m_options.scaling);
+    if (m_reducer.rank() == 0 && !m_options.resume) report_learning_rate(p.lr0);
+    p.guarded = m_options.nonfinite != nonfinite_policy::off;
+    p.micro_batch = (local_batch + m_options.accumulation - 1) / m_options.accumulation;
+    p.wire_bytes = dense_wire_bytes(m_grads.size());
+    return p;
+  }
+
+  step_buffers make_buffers(const data::interactions& train, const run_plan& p) const {
+    const std::size_t mb = p.micro_batch, steps = p.steps_per_epoch;
+    return {make_buffer(m_space, std::span<const std::int32_t>(train.users)),
+            make_buffer(m_space, std::span<const std::int32_t>(train.items)),
+            make_buffer(m_space, std::span<const float>(train.labels)),
+            buffer<std::uint64_t, space_type>(p.slots, m_space),
+            buffer<float, space_type>(p.slots, m_space),
+            buffer<std::int32_t, space_type>(mb, m_space),
+            buffer<std::int32_t, space_type>(mb, m_space),
+            buffer<float, space_type>(mb, m_space),
+            buffer<float, space_type>(mb, m_space),
+            buffer<float, space_type>(steps, m_space),
+            buffer<float, space_type>(steps, m_space)};
+  }
+
+  fit_result begin_result(const run_plan& p) {
+    fit_result result;
+    m_exchange.begin_fit();  // sparse_exchange = measured: every fit measures anew
+    m_noise = detail::noise_scale_tracker(m_options.noise_scale_decay);
+    result.lr = p.lr0;
+    result.global_batch = m_options.batch;
+    result.world_size = m_reducer.world_size();
+    result.param_count = m_model.layout().parameter_count();
+    result.arena_floats = m_params.size();
+    result.optimizer_state_floats = m_state.size();
+    result.bytes_reduced_per_step = p.wire_bytes;
+    result.dense_bytes_per_step = p.wire_bytes;
+    if (const checkpoint_state* resume = m_options.resume) {
+      const bool complete =
+          resume->epoch + 1 >= m_options.epochs && resume->step_in_epoch >= p.steps_per_epoch;
+      TUTTI_EXPECTS(resume->epoch < m_options.epochs &&
+                        resume->step_in_epoch <= p.steps_per_epoch && !complete,
+                    "tutti::trainer::fit",
+                    "the checkpoint is at epoch " + std::to_string(resume->epoch) + ", step " +
+                        std::to_string(resume->step_in_epoch) + "; this run has " +
+                        std::to_string(m_options.epochs) + " epochs of " +
+                        std::to_string(p.steps_per_epoch) +
+                        " steps (is the run already complete?)");
+      result.resumed_from_step = static_cast<std::size_t>(resume->global_step);
+    }
+    return result;
+  }
+
+  // The overlapped reduction's buckets and communication thread (joined when fit returns).
+  // Each bucket is checked for non-finite values as it leaves, while it holds this rank's own
+  // values: on the host into `m_bucket_nonfinite`, on a device into the step's flags by a
+  // kernel.
+  void start_overlap(overlap& pipeline, bool guarded, fit_result& result) {
+    std::function<void(std::size_t, std::size_t)> check;
+    if constexpr (space_type::host_accessible) {
+      // The noise scale's small-batch norm is taken here too, while the bucket is this rank's.
+      check = [this, guarded](std::size_t begin, std::size_t end) {
+        if (guarded && !m_bucket_nonfinite)
+          m_bucket_nonfinite = detail::any_nonfinite(m_space, m_grads.data() + begin, end - begin);
+        if (m_noise_step.active() && !m_noise_step.first_micro)
+          m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
+      };
+    } else if (guarded || m_options.noise_scale_every > 0) {
+      check = [this, guarded](std::size_t begin, std::size_t end) {
+        if (guarded)
+          parallel_for(
+              m_space, end - begin,
+              detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
+                                      m_grads.data() + m_params.size(), m_step_local_flag});
+        if (m_noise_step.active() && !m_noise_step.first_micro)  // waits, on measured steps
+          m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
+      };
+    }
+    pipeline.emplace(m_reducer, m_grads.data(), m_model.layout(),
+                     m_options.bucket_bytes / sizeof(float), std::move(check),
+                     m_options.comm_thread_nice, m_options.last_bucket_bytes / sizeof(float));
+    if (const auto priority = pipeline->priority()) {
+      result.comm_thread_nice = priority->nice;
+      if (m_options.comm_thread_nice && !priority->applied && m_reducer.rank() == 0 &&
+          m_options.on_warning)
+        m_options.on_warning("the overlapped reduction's communication thread runs at nice " +
+                             std::to_string(priority->nice) + ", not the " +
+                             std::to_string(*m_options.comm_thread_nice) + " asked for (" +
+                             priority->why +
+                             "); it competes with backward for cores on equal terms, so more of "
+                             "the reduction may be exposed after backward");
+    }
+  }
+
+  // The timeline (`on_phase`): every interval the step's clock marks, as it is marked.
+  void trace_phases(step_clock& timer, clock::time_point fit_start,
+                    const std::size_t& global_step) {
+    if constexpr (requires { timer.trace({}, fit_start); }) {
+      if (m_options.on_phase)
+        timer.trace(
+            [this, rank = m_reducer.rank(), &global_step](const auto& s) {
+              m_options.on_phase(
+                  phase_event{rank, s.epoch, s.step, global_step, s.phase, s.start, s.seconds});
+            },
+            fit_start);
+    }
+  }
+
+  // The epoch's shard, its slots copied to the space, and the epoch's sums reset (a resumed
+  // epoch starts from the checkpoint's). A resumed epoch starts at the checkpoint's step. On the
+  // world size that wrote it the shards are the same and the first steps are skipped; on
+  // another, the positions not yet consumed, [s·B, n), are dealt anew (`shard_from`), so each
+  // sample still counts once. Collective when the split is uneven.
+  epoch_plan begin_epoch(const run_plan& p, step_buffers& buf, std::size_t epoch,
+                         const checkpoint_state* resumed, std::size_t global_step) {
+    const int world = m_reducer.world_size();
+    epoch_plan e;
+    e.epoch = epoch;
+    e.resumed = resumed;
+    e.first_step = resumed ? static_cast<std::size_t>(resumed->step_in_epoch) : 0;
+    e.start_pos =
+        resumed && resumed->world_size != world ? std::min(p.n, e.first_step * m_options.batch) : 0;
+    // Steps are counted from the first step of the shard: the epoch's first, or the resumed
+    // step when its positions were dealt anew.
+    e.step_base = e.start_pos > 0 ? e.first_step : 0;
+    e.epoch_first_step = global_step - e.first_step;
+    e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
+    check_shard(p, e);
+    e.epoch_slots = e.sh.real_prefix.size() - 1;
+    e.real = p.real_counts;
+    if (!p.split.even() && (epoch > 0 || e.start_pos > 0))
+      e.real = gather_real_slots(e.sh, p.split);
+    TUTTI_EXPECTS(e.start_pos > 0 || e.real == p.real_counts, "tutti::trainer::fit",
+                  "the sampler's ranks hold other counts of real slots in epoch " +
+                      std::to_string(epoch) +
+                      " than in epoch 0; expected the same in every "
+                      "epoch, so every epoch takes the same steps");
+    const std::size_t local_batch = p.split.largest();
+    e.last_step = e.start_pos == 0 ? p.steps_per_epoch
+                  : p.split.even() ? e.first_step + (e.epoch_slots + local_batch - 1) / local_batch
+                                   : e.first_step + p.split.steps_to_cover(e.real);
+    load_shard(buf, e.sh);
+    e.before_resume = resumed ? resumed->samples_in_epoch : 0;
+    if (resumed && m_reducer.rank() == 0) {
+      // The epoch's loss so far travels with rank 0 into the epoch's sums.
+      const double sums[2] = {resumed->epoch_loss_sum, resumed->epoch_weight_sum};
+      copy_from_host(m_space, std::span<const double>(sums), m_sums.span());
+    }
+    for (std::size_t i = slot(p, e, m_reducer.rank(), e.first_step); i < e.sh.size(); ++i)
+      e.local_weight += e.sh.weights[i];
+    return e;
+  }
+
+  void check_shard(const run_plan& p, const epoch_plan& e) const {
+    const shard& sh = e.sh;
+    if (e.start_pos == 0)
+      TUTTI_EXPECTS(
+          sh.size() <= p.slots && sh.real_prefix.size() == p.slots + 1, "tutti::trainer::fit",
+          "the sampler returned a shard of " + std::to_string(sh.size()) + " slots over " +
+              std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
+              std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
+              " slots over " + std::to_string(p.slots + 1) + " entries in every epoch");
+    TUTTI_EXPECTS(
+        !sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
+        "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) + " entries for " +
+            std::to_string(sh.size()) + " slots; expected at least slots + 1");
+  }
+
+  // The shard's slots and weights into the space; the epoch's flags, loss and sums zeroed.
+  void load_shard(step_buffers& buf, const shard& sh) {
+    if (sh.first == 0) {
+      copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
+                     buf.slots.span().first(sh.size()));
+    } else {
+      // Rank-local rows: training-set positions become positions in this rank's rows.
+      std::vector<std::uint64_t> local(sh.indices);
+      for (auto& i : local) i -= sh.first;
+      copy_from_host(m_space, std::span<const std::uint64_t>(local),
+                     buf.slots.span().first(sh.size()));
+    }
+    copy_from_host(m_space, std::span<const float>(sh.weights),
+                   buf.slot_weights.span().first(sh.size()));
+    fill(m_space, buf.local_log.span(), 0.f);
+    fill(m_space, buf.global_log.span(), 0.f);
+    fill(m_space, m_step_loss.span(), 0.f);
+    fill(m_space, m_sticky.span(), 0.f);
+    fill(m_space, m_sums.span(), 0.0);
+  }
+
+  // The first slot of `rank`'s part of step `s` of the epoch's shard.
+  static std::size_t slot(const run_plan& p, const epoch_plan& e, int rank, std::size_t s) {
+    return p.split.first(static_cast<std::size_t>(rank), s - e.step_base);
+  }
+
+  step_slots slots_of(const run_plan& p, const epoch_plan& e, std::size_t step) const {
+    const int rank = m_reducer.rank();
+    step_slots s;
+    s.step = step;
+    s.slot_begin = slot(p, e, rank, step);
+    s.slot_end = std::min(e.epoch_slots, slot(p, e, rank, step + 1));
+    s.begin = std::min(e.sh.size(), s.slot_begin);
+    s.end = std::min(e.sh.size(), s.slot_end);
+    s.count = s.end - s.begin;
+    s.global_real = p.split.even() ? e.sh.global_real(s.slot_begin, s.slot_end)
+                                   : p.split.global_real(e.real, step - e.step_base);
+    for (std::size_t i = s.begin; i < s.end; ++i) s.weight += e.sh.weights[i];
+    return s;
+  }
+
+  // Tells the reducer where the step is (for the message of a collective's timeout) and the
+  // caller which samples it takes.
+  void announce_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
+                     std::size_t global_step) {
+    if constexpr (requires(Reducer & r) { r.set_position(e.epoch, s.step); })
+      m_reducer.set_position(e.epoch, s.step);
+    if (m_options.on_batch)
+      m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
+                                       global_step, p.total_steps, 0.0},
+                         std::span<const std::uint64_t>(e.sh.indices).subspan(s.begin, s.count),
+                         std::span<const float>(e.sh.weights).subspan(s.begin, s.count));
+  }
+
+  // A zero gradient arena, no touched rows, and the overlapped reduction's buckets ready.
+  void begin_gradient(overlap& pipeline, float* step_local_flag) {
+    if (m_row_step)  // the arena is zero but for the flags (see detail::row_step)
+      clear_flags();
+    else
+      fill(m_space, m_grads, 0.f);
+    m_exchange.begin_step();
+    if (pipeline) {
+      pipeline->begin_step();
+      m_bucket_nonfinite = false;
+      m_step_local_flag = step_local_flag;
+    }
+  }
+
+  // This rank's gradient of the step. Each rank scales by W / (real samples in the global
+  // step), so the mean over ranks is the gradient of the mean loss over the global batch,
+  // whatever the padding. With accumulation the local batch runs as micro-batches whose
+  // gradients add up in the arena (models add, never overwrite), and the step still reduces
+  // once.
+  void compute_gradient(const run_plan& p, step_buffers& buf, const step_slots& s,
+                        overlap& pipeline, step_clock& timer) {
+    const float scale =
+        s.global_real > 0
+            ? static_cast<float>(double(m_reducer.world_size()) / double(s.global_real))
+            : 0.f;
+    for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
+      const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
+      parallel_for(m_space, mb_count,
+                   detail::gather_batch_fn<float>{
+                       buf.slots.data() + mb, buf.slot_weights.data() + mb, buf.users.data(),
+                       buf.items.data(), buf.labels.data(), buf.b_users.data(), buf.b_items.data(),
+                       buf.b_labels.data(), buf.b_weights.data()});
+      batch_view batch{{buf.b_users.data(), mb_count},
+                       {buf.b_items.data(), mb_count},
+                       {buf.b_labels.data(), mb_count},
+                       {buf.b_weights.data(), mb_count}};
+      timer.mark(account::data);
+      // Only the last micro-batch's values are final for the overlapped reduction.
+      if (s.global_real > 0)
+        backward(batch, scale, pipeline && mb + p.micro_batch >= s.end, pipeline);
+      timer.mark(account::compute);
+      if (s.global_real > 0 && !m_exchange.empty()) {
+        // The rows of every micro-batch: the step's touched set is their union.
+        collect_touched_rows();
+        timer.mark(account::reduce);
+      }
+      if (m_noise_step.first_micro && mb == s.begin) {  // one rank: the smaller batch
+        if constexpr (space_type::host_accessible)
+          if (m_row_step) m_rows.select(m_exchange.touched());
+        m_noise_small = arena_squared_norm();
+        timer.mark(account::guard);
+      }
+    }
+  }
+
+  // The model's loss and gradient of one micro-batch; with `report`, it tells the overlapped
+  // reduction which values are final as backward makes them so.
+  void backward(const batch_view& batch, float scale, bool report, overlap& pipeline) {
+    const auto params = std::span<const float>(m_params.span());
+    const auto grads = m_grads.first(m_params.size());
+    if constexpr (reports_gradient_ready<Model>) {
+      if (report) {
+        auto ready = [&pipeline](std::size_t offset, std::size_t values) {
+          pipeline->ready(offset, values);
+        };
+        m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data(),
+                                  gradient_ready(ready));
+        return;
+      }
+    }
+    (void)report;
+    (void)pipeline;
+    m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
+  }
+
+  // After backward: the wait for the buckets still in flight, the rows to step, the noise
+  // scale's small-batch norm and the finite check (each bucket was checked as it left).
+  void finish_gradient(const run_plan& p, step_buffers& buf, std::size_t step, overlap& pipeline,
+                       step_clock& timer) {
+    if (pipeline) {
+      pipeline->finish();
+      timer.mark(account::reduce);
+      timer.reduce_in_background(pipeline->busy_seconds());
+    }
+    if (m_row_step) m_rows.select(m_exchange.touched());
+    record_small_noise(pipeline.has_value());
+    if (p.guarded)
+      check_finite(buf.local_log.data() + step, pipeline.has_value(), m_bucket_nonfinite);
+    timer.mark(account::guard);
+  }
+
+  // The step's collectives: the measured wait, this rank's stop request into its trailing
+  // float, the reduction (the flags alone after the overlapped one), and on the row-sparse
+  // step the union of the rows every rank touched.
+  reduced reduce_step(const run_plan& p, overlap& pipeline, step_clock& timer, fit_result& result) {
+    const std::size_t arena = m_params.size();
+    if (m_options.measure_wait) {
+      double arrive[1] = {0.0};
+      m_reducer.all_reduce_max(std::span<double>(arrive));
+      timer.mark(account::wait);
+    }
+    if (m_options.stop && m_options.stop->load()) {
+      if constexpr (space_type::host_accessible)
+        m_grads.data()[arena + 1] = 1.f;
+      else
+        fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
+    }
+    reduced r;
+    r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
+    if (m_row_step && m_reducer.world_size() > 1) {
+      // The rows any rank touched: what the optimizer updates and the arena zeroes after.
+      r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
+      m_rows.select(m_exchange.touched());
+    }
+    timer.mark(account::reduce);
+    if constexpr (space_type::host_accessible) {
+      r.stop = m_grads.data()[arena + 1] != 0.f;
+    } else if (m_options.stop) {
+      float flag = 0.f;
+      m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
+      r.stop = flag != 0.f;
+    }
+    if constexpr (requires(Reducer & rd) {
+                    { rd.last_wait_seconds() } -> std::convertible_to<double>;
+                  }) {
+      timer.wait_within_reduce(m_reducer.last_wait_seconds());
+    }
+    return r;
+  }
+
+  // The guard's verdict on the reduced flag: logged, and the step's loss added to the epoch's
+  // sums when it is applied. On the host a skipped step is known here; a device snapshots the
+  // parameters and state, for `update` to revert. Returns whether the host skips the step.
+  bool commit_step(const run_plan& p, step_buffers& buf, std::size_t step, double step_weight,
+                   step_clock& timer) {
+    const std::size_t arena = m_params.size();
+    parallel_for(m_space, 1,
+                 detail::guard_commit_fn{m_grads.data() + arena, buf.global_log.data() + step,
+                                         m_sticky.data(), sticky_skips(), m_step_loss.data(),
+                                         m_sums.data(), step_weight});
+    bool skip = false;
+    if constexpr (space_type::host_accessible) {
+      skip = p.guarded && !(m_grads.data()[arena] == 0.f);
+      if (!skip) add_noise_measurement();
+    } else {
+      if (p.guarded) {
+        m_space.copy(m_snapshot.data(), m_params.data(), arena * sizeof(float));
+        if (!m_state.empty())
+          m_space.copy(m_snapshot.data() + arena, m_state.data(), m_state.size() * sizeof(float));
+      }
+      add_noise_measurement();  // waits for the flags, on measured steps only
+    }
+    timer.mark(account::guard);
+    return skip;
+  }
+
+  // The stop policy on a device space: every step after the first bad one is skipped too.
+  bool sticky_skips() const {
+    return !space_type::host_accessible && m_options.nonfinite == nonfinite_policy::stop;
+  }
+
+  // The stop policy on the host, at a skipped step: every rank stops here; one gather tells
+  // them which ranks were non-finite.
+  void stop_if_nonfinite(const run_plan& p, step_buffers& buf, const epoch_plan& e,
+                         std::size_t step) {
+    if constexpr (space_type::host_accessible) {
+      if (m_options.nonfinite != nonfinite_policy::stop) return;
+      const int world = m_reducer.world_size();
+      const std::uint64_t mine = buf.local_log.data()[step] != 0.f ? 1 : 0;
+      std::vector<std::uint64_t> culprits(static_cast<std::size_t>(world));
+      m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1),
+                           std::span<std::uint64_t>(culprits));
+      std::vector<std::pair<int, std::size_t>> at;
+      for (int r = 0; r < world; ++r)
+        if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
+      throw nonfinite_error(make_records(at, p, e));
+    } else {
+      (void)p, (void)buf, (void)e, (void)step;
+    }
+  }
+
+  // The optimizer's step (unless skipped), then the row-sparse step's zeroing, or on a device
+  // the guard's revert of a skipped step.
+  void update(const run_plan& p, step_buffers& buf, std::size_t step, bool skip, double lr,
+              std::size_t global_step, step_clock& timer) {
+    if (!skip) apply_optimizer(lr, global_step + 1);
+    if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
+      if (m_row_step) m_rows.zero(m_space, m_grads.data());
+    timer.mark(account::optimizer);
+    if constexpr (!space_type::host_accessible) {
+      if (p.guarded) {
+        const std::size_t arena = m_params.size();
+        const float* skip_flag = sticky_skips() ? m_sticky.data() : buf.global_log.data() + step;
+        parallel_for(m_space, arena + m_state.size(),
+                     detail::guard_restore_fn{skip_flag, m_params.data(), m_snapshot.data(), arena,
+                                              m_state.data(), m_snapshot.data() + arena});
+        timer.mark(account::guard);
+      }
+    } else {
+      (void)p, (void)buf, (void)step;
+    }
+  }
+
+  // The JSON-lines record (every `log_every` steps and at the epoch's end) and `on_step`.
+  void log_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
+                std::size_t global_step, double lr, step_log& log, clock::time_point fit_start,
+                step_clock& timer) {
+    log.since_weight += s.weight;
+    const bool last = s.step + 1 == e.last_step;
+    if (m_options.log &&
+        (last || (m_options.log_every > 0 && (s.step + 1) % m_options.log_every == 0))) {
+      // Reading the loss is the one host read of a step; it happens only when logging.
+      double sums[2] = {0.0, 0.0};
+      m_space.copy_to_host(sums, m_sums.data(), sizeof sums);
+      const double applied = sums[1] - log.weight;
+      const double interval_loss = applied > 0 ? (sums[0] - log.loss) / applied : 0.0;
+      write_log(e.epoch + 1, s.step + 1, global_step + 1, interval_loss, log.since_weight, lr,
+                seconds_since(fit_start));
+      log.loss = sums[0];
+      log.weight = sums[1];
+      log.since_weight = 0;
+    }
+    if (m_options.on_step)
+      m_options.on_step(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
+                                      global_step, p.total_steps, lr});
+    timer.mark(account::other);
+  }
+
+  // The step's whole-model work when due: the replica check, the checkpoint; and the stop a
+  // rank asked for.
+  void end_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
+                std::size_t global_step, bool stop_now, step_clock& timer, fit_result& result) {
+    const bool periodic =
+        m_options.replica_check_every > 0 && (global_step + 1) % m_options.replica_check_every == 0;
+    const bool final_step = s.step + 1 == e.last_step && e.epoch + 1 == m_options.epochs;
+    if (m_reducer.world_size() > 1 && (periodic || final_step)) {
+      replica_check(e.epoch, s.step, global_step, result);
+      timer.mark(account::guard);
+    }
+    const bool checkpoint_due =
+        m_options.checkpoint_every > 0 && (global_step + 1) % m_options.checkpoint_every == 0;
+    if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
+      write_checkpoint_now(*p.config, e.epoch, s.step + 1, global_step + 1, e.before_resume,
+                           std::span<const float>(e.sh.weights).first(s.end),
+                           slot(p, e, m_reducer.rank(), e.first_step),
+                           stop_now ? "stop requested" : "periodic", result);
+      timer.mark(account::other);
+    }
+    if (!stop_now) return;
+    const std::string where =
+        result.last_checkpoint.empty()
+            ? std::string(m_options.checkpoint_dir.empty() ? "no checkpoint directory was set"
+                                                           : "checkpoint written by rank 0")
+            : "checkpoint " + result.last_checkpoint;
+    throw interrupted_error(global_step + 1, result.last_checkpoint,
+                            "tutti::trainer::fit(): stopped on request after global step " +
+                                std::to_string(global_step + 1) + " (epoch " +
+                                std::to_string(e.epoch + 1) + ", step " +
+                                std::to_string(s.step + 1) + "); " + where);
+  }
+
+  // The epoch's record: the skipped steps and their records, every rank's samples and times
+  // (one gather), the loss (one reduction), the test metric.
+  epoch_record end_epoch(const run_plan& p, step_buffers& buf, const epoch_plan& e, ledger& book,
+                         double step_seconds, clock::time_point epoch_start,
+                         const data::interactions& test, rank_means& run, fit_result& result) {
+    const detail::epoch_skips skips =
+        p.guarded ? detail::read_skips(
+                        to_host_vector(m_space, std::span<const float>(buf.local_log.span())),
+                        to_host_vector(m_space, std::span<const float>(buf.global_log.span())))
+                  : detail::epoch_skips{};
+    const step_account& totals = book.epoch_totals();
+    const detail::epoch_ranks ranks = detail::gather_epoch_ranks(
+        m_reducer, e.local_weight, totals, book.epoch_steps(), skips.mine.size());
+    for (std::size_t r = 0; r < run.step.size(); ++r) {
+      run.step[r] += ranks.step_mean[r];
+      run.work[r] += ranks.work_mean[r];
+      run.wait[r] += ranks.wait_mean[r];
+    }
+    if (skips.count > 0) {
+      auto records = gather_nonfinite(skips.mine, ranks.bad_counts, p, e);
+      if (m_options.nonfinite == nonfinite_policy::stop) {
+        // Only a device space gets here: its steps after the first bad one were skipped too.
+        std::erase_if(records, [&](const nonfinite_record& r) { return r.step != skips.first; });
+        throw nonfinite_error(std::move(records));
+      }
+      for (auto& r : records) result.nonfinite.push_back(std::move(r));
+    }
+    double applied[2] = {0.0, 0.0};
+    m_space.copy_to_host(applied, m_sums.data(), sizeof applied);
+    double sums[3] = {applied[0], applied[1], e.local_weight};
+    m_reducer.all_reduce_sum(std::span<double>(sums));
+    sums[2] += double(e.before_resume);
+
+    epoch_record rec;
+    rec.epoch = e.epoch + 1;
+    rec.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    rec.samples_per_rank = ranks.samples;
+    rec.samples_before_resume = e.before_resume;
+    rec.weighted_samples = sums[2];
+    rec.steps = e.last_step - e.first_step;
+    rec.skipped_steps = skips.count;
+    rec.step_seconds = step_seconds;
+    rec.ranks = make_rank_table(ranks.step_mean, ranks.work_mean, ranks.wait_mean,
+                                m_options.slow_rank_threshold);
+    if (m_options.evaluate_each_epoch || e.epoch + 1 == m_options.epochs) rec.eval = evaluate(test);
+    rec.seconds = seconds_since(epoch_start);
+    rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
+    rec.phases = to_phases(totals);
+    rec.noise_scale = m_noise.estimate();
+    add_phases(result.phases, rec.phases);
+    result.skipped_steps += skips.count;
+    if (m_options.on_epoch) m_options.on_epoch(m_reducer.rank(), rec);
+    return rec;
+  }
+
+  // The run's totals: steps, noise scale, final metric, the ledger's summary and bytes, every
+  // rank's mean times, and the replicas' checksum.
+  void finish_result(const run_plan& p, ledger& book, rank_means& run, fit_result& result) {
+    result.steps = p.total_steps;
+    result.noise_scale = m_noise.estimate();
+    result.noise_scale_why = noise_scale_why(p.total_steps);
+    result.eval = result.epochs.back().eval;
+    result.ledger = book.summarize(m_reducer.world_size());
+    if (result.ledger.steps > 0)
+      result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
+    result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
+                                  static_cast<std::int64_t>(result.bytes_reduced_per_step);
+    for (std::size_t r = 0; r < run.step.size(); ++r) {
+      run.step[r] /= double(m_options.epochs);
+      run.work[r] /= double(m_options.epochs);
+      run.wait[r] /= double(m_options.epochs);
+    }
+    result.ledger.ranks =
+        make_rank_table(run.step, run.work, run.wait, m_options.slow_rank_threshold);
+    result.parameters_checksum = replica_checksum();
+  }
 
   // Whether this step measures the noise scale, and how: every `noise_scale_every`-th global
   // step whose batch is full, from each rank's local gradient (W
@@ -1056,59 +1209,26 @@ class trainer {
     }
   }
 
-  // The records of (rank, step) pairs of this epoch; every rank can compute any rank's batch
-  // from the sampler, so only the step numbers travel.
+  // The records of (rank, step) pairs of the epoch `e`.
   std::vector<nonfinite_record> make_records(std::vector<std::pair<int, std::size_t>> at,
-                                             std::size_t epoch, std::size_t epoch_first_step,
-                                             const shard& mine, std::size_t n,
-                                             const detail::batch_split& split,
-                                             std::size_t step_base, std::size_t start_pos) const {
-    std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
-      return a.second != b.second ? a.second < b.second : a.first < b.first;
-    });
+                                             const run_plan& p, const epoch_plan& e) const {
     std::map<int, shard> others;
-    std::vector<nonfinite_record> out;
-    for (const auto& [r, step] : at) {
-      if (r != m_reducer.rank() && !others.contains(r))
-        others.emplace(r, epoch_shard(rows_of(r, n), r, epoch, start_pos));
-      const shard& sh = r == m_reducer.rank() ? mine : others.at(r);
-      const auto ur = static_cast<std::size_t>(r);
-      const std::size_t begin = std::min(sh.size(), split.first(ur, step - step_base));
-      const std::size_t end = std::min(sh.size(), split.first(ur, step - step_base + 1));
-      nonfinite_record rec;
-      rec.rank = r;
-      rec.epoch = epoch;
-      rec.step = step;
-      rec.global_step = epoch_first_step + step;
-      rec.sample_ids.assign(sh.indices.begin() + static_cast<std::ptrdiff_t>(begin),
-                            sh.indices.begin() + static_cast<std::ptrdiff_t>(end));
-      out.push_back(std::move(rec));
-    }
-    return out;
+    const auto shard_of = [&](int r) -> const shard& {
+      if (r == m_reducer.rank()) return e.sh;
+      auto it = others.find(r);
+      if (it == others.end())
+        it = others.emplace(r, epoch_shard(rows_of(r, p.n), r, e.epoch, e.start_pos)).first;
+      return it->second;
+    };
+    return detail::nonfinite_records(std::move(at), shard_of, p.split, e.step_base, e.epoch,
+                                     e.epoch_first_step);
   }
 
-  // Every rank's non-finite steps of the epoch: one gather of fixed-size lists of step numbers.
-  std::vector<nonfinite_record> gather_nonfinite(const std::vector<std::uint64_t>& my_bad_steps,
+  // Every rank's non-finite steps of the epoch, as records. Collective.
+  std::vector<nonfinite_record> gather_nonfinite(const std::vector<std::uint64_t>& mine,
                                                  const std::vector<std::uint64_t>& counts,
-                                                 std::size_t epoch, std::size_t epoch_first_step,
-                                                 const shard& mine, std::size_t n,
-                                                 const detail::batch_split& split,
-                                                 std::size_t step_base, std::size_t start_pos) {
-    const std::uint64_t width = *std::max_element(counts.begin(), counts.end());
-    std::vector<std::pair<int, std::size_t>> at;
-    if (width > 0) {
-      std::vector<std::uint64_t> list(static_cast<std::size_t>(width), 0);
-      std::copy(my_bad_steps.begin(), my_bad_steps.end(), list.begin());
-      std::vector<std::uint64_t> all(list.size() * counts.size());
-      m_reducer.all_gather(std::span<const std::uint64_t>(list), std::span<std::uint64_t>(all));
-      for (std::size_t r = 0; r < counts.size(); ++r)
-        for (std::uint64_t k = 0; k < counts[r]; ++k)
-          at.emplace_back(
-              static_cast<int>(r),
-              static_cast<std::size_t>(all[r * list.size() + static_cast<std::size_t>(k)]));
-    }
-    return make_records(std::move(at), epoch, epoch_first_step, mine, n, split, step_base,
-                        start_pos);
+                                                 const run_plan& p, const epoch_plan& e) {
+    return make_records(detail::gather_bad_steps(m_reducer, mine, counts), p, e);
   }
 
   // Compares the replicas' checksums (one gather of one value); on a mismatch raises on every
@@ -1195,8 +1315,9 @@ class trainer {
 
   // What a checkpoint records of this run's settings, and compares when resuming: the
   // trainer's options and shapes, the training data, and the caller's `run_config`.
-  detail::run_setting_list checkpoint_config(const data::interactions& train) const {
-    std::uint64_t data = train.digest();
+  detail::run_setting_list checkpoint_config(const data::interactions& train,
+                                             std::uint64_t train_digest) const {
+    std::uint64_t data = train_digest;
     std::uint64_t rows = train.size();
     if constexpr (rank_local_sampler<Sampler>) {
       // Each rank holds its own rows: the counts, not one rank's digest, describe the data.
@@ -1280,10 +1401,11 @@ class trainer {
   // Every rank must train the same thing: compare what each rank believes before any step.
   // Ranks holding their own rows cannot compare data; they compare the sampler's row counts,
   // and each checks that it holds the rows the sampler says it does.
-  void check_agreement(const data::interactions& train, const data::interactions& test) {
+  void check_agreement(const data::interactions& train, const data::interactions& test,
+                       std::uint64_t train_digest) {
     const int world = m_reducer.world_size();
     std::uint64_t config = detail::options_digest(m_options);
-    std::uint64_t data_digest = train.digest() ^ detail::mix64(test.digest());
+    std::uint64_t data_digest = train_digest ^ detail::mix64(test.digest());
     if constexpr (rank_local_sampler<Sampler>) {
       data_digest = detail::mix64(static_cast<std::uint64_t>(world));
       for (int r = 0; r < world; ++r)
@@ -1363,6 +1485,10 @@ class trainer {
   detail::noise_scale_tracker m_noise;
   detail::noise_step m_noise_step;
   double m_noise_small = 0;
+  // The overlapped reduction's step: whether a bucket held a non-finite value (host), and this
+  // step's entry of the local finite flags (device).
+  bool m_bucket_nonfinite = false;
+  float* m_step_local_flag = nullptr;
 };
 
 }  // namespace tutti
