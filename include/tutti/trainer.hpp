@@ -27,6 +27,7 @@
 #include <tutti/trainer/epoch_summary.hpp>
 #include <tutti/trainer/errors.hpp>
 #include <tutti/trainer/evaluation.hpp>
+#include <tutti/trainer/finite_guard.hpp>
 #include <tutti/trainer/log_records.hpp>
 #include <tutti/trainer/options.hpp>
 #include <tutti/trainer/run_settings.hpp>
@@ -132,7 +133,7 @@ class trainer {
         m_grads(gradient_arena(m_model.layout().total() + trailing_floats)),
         m_state(detail::optimizer_state_floats(m_optimizer, m_model.layout()), m_space),
         m_step_loss(1, m_space),
-        m_sticky(1, m_space),
+        m_guard(m_options.nonfinite, m_space),
         m_sums(2, m_space) {
     detail::check_train_options(m_options, m_reducer.world_size());
     plan_sparse_exchange();
@@ -142,10 +143,6 @@ class trainer {
     m_model.initialize(m_params.span(), m_options.seed);
     fill(m_space, m_grads, 0.f);
     if (!m_state.empty()) fill(m_space, m_state.span(), 0.f);
-    if constexpr (!space_type::host_accessible) {
-      if (m_options.nonfinite != nonfinite_policy::off)
-        m_snapshot = buffer<float, space_type>(m_params.size() + m_state.size(), m_space);
-    }
   }
 
   /// Trains on `train` for the configured epochs, evaluating on `test` (which may be empty).
@@ -166,6 +163,7 @@ class trainer {
 
     const run_plan plan = plan_run(train.size(), config);
     step_buffers buf = make_buffers(train, plan);
+    m_guard.begin_fit(plan.steps_per_epoch, m_params.size(), m_state.size());
     fit_result result = begin_result(plan);
     ledger book;
     step_clock timer(m_space);
@@ -191,22 +189,22 @@ class trainer {
         m_noise_step = plan_noise_step(global_step, s.global_real, plan.split, step - ep.step_base,
                                        s.count, plan.micro_batch);
         m_noise_small = 0;
-        begin_gradient(pipeline, buf.local_log.data() + step);
+        begin_gradient(pipeline, m_guard.local_entry(step));
         timer.mark(account::data);
         compute_gradient(plan, buf, s, pipeline, timer);
-        finish_gradient(plan, buf, step, pipeline, timer);
+        finish_gradient(plan, step, pipeline, timer);
         const reduced r = reduce_step(plan, pipeline, timer, result);
-        const bool skip = commit_step(plan, buf, step, s.weight, timer);
+        const bool skip = commit_step(step, s.weight, timer);
         const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
-        if (skip) stop_if_nonfinite(plan, buf, ep, step);
-        update(plan, buf, step, skip, lr, global_step, timer);
+        if (skip) stop_if_nonfinite(plan, ep, step);
+        update(plan, step, skip, lr, global_step, timer);
         log_step(plan, ep, s, global_step, lr, log, fit_start, timer);
         end_step(plan, ep, s, global_step, r.stop, timer, result);
         timer.end_step(r.bytes, book);
       }
       timer.flush(book);
-      result.epochs.push_back(end_epoch(plan, buf, ep, book, seconds_since(epoch_start),
-                                        epoch_start, test, run, result));
+      result.epochs.push_back(
+          end_epoch(plan, ep, book, seconds_since(epoch_start), epoch_start, test, run, result));
     }
     m_global_step = global_step;
     finish_result(plan, book, run, result);
@@ -284,8 +282,7 @@ class trainer {
   };
 
   // fit's memory on the space: the training set, this rank's slots of the epoch and their
-  // weights, one micro-batch, and per step this rank's own finite flag and the flag after the
-  // reduction (any rank).
+  // weights, and one micro-batch.
   struct step_buffers {
     buffer<std::int32_t, space_type> users, items;
     buffer<float, space_type> labels;
@@ -293,7 +290,6 @@ class trainer {
     buffer<float, space_type> slot_weights;
     buffer<std::int32_t, space_type> b_users, b_items;
     buffer<float, space_type> b_labels, b_weights;
-    buffer<float, space_type> local_log, global_log;
   };
 
   // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and
@@ -370,7 +366,7 @@ class trainer {
   }
 
   step_buffers make_buffers(const data::interactions& train, const run_plan& p) const {
-    const std::size_t mb = p.micro_batch, steps = p.steps_per_epoch;
+    const std::size_t mb = p.micro_batch;
     return {make_buffer(m_space, std::span<const std::int32_t>(train.users)),
             make_buffer(m_space, std::span<const std::int32_t>(train.items)),
             make_buffer(m_space, std::span<const float>(train.labels)),
@@ -379,9 +375,7 @@ class trainer {
             buffer<std::int32_t, space_type>(mb, m_space),
             buffer<std::int32_t, space_type>(mb, m_space),
             buffer<float, space_type>(mb, m_space),
-            buffer<float, space_type>(mb, m_space),
-            buffer<float, space_type>(steps, m_space),
-            buffer<float, space_type>(steps, m_space)};
+            buffer<float, space_type>(mb, m_space)};
   }
 
   fit_result begin_result(const run_plan& p) {
@@ -541,10 +535,8 @@ class trainer {
     }
     copy_from_host(m_space, std::span<const float>(sh.weights),
                    buf.slot_weights.span().first(sh.size()));
-    fill(m_space, buf.local_log.span(), 0.f);
-    fill(m_space, buf.global_log.span(), 0.f);
+    m_guard.begin_epoch();
     fill(m_space, m_step_loss.span(), 0.f);
-    fill(m_space, m_sticky.span(), 0.f);
     fill(m_space, m_sums.span(), 0.0);
   }
 
@@ -658,8 +650,7 @@ class trainer {
 
   // After backward: the wait for the buckets still in flight, the rows to step, the noise
   // scale's small-batch norm and the finite check (each bucket was checked as it left).
-  void finish_gradient(const run_plan& p, step_buffers& buf, std::size_t step, overlap& pipeline,
-                       step_clock& timer) {
+  void finish_gradient(const run_plan& p, std::size_t step, overlap& pipeline, step_clock& timer) {
     if (pipeline) {
       pipeline->finish();
       timer.mark(account::reduce);
@@ -667,8 +658,7 @@ class trainer {
     }
     if (m_row_step) m_rows.select(m_exchange.touched());
     record_small_noise(pipeline.has_value());
-    if (p.guarded)
-      check_finite(buf.local_log.data() + step, pipeline.has_value(), m_bucket_nonfinite);
+    if (p.guarded) check_finite(step, pipeline.has_value(), m_bucket_nonfinite);
     timer.mark(account::guard);
   }
 
@@ -714,42 +704,22 @@ class trainer {
   // The guard's verdict on the reduced flag: logged, and the step's loss added to the epoch's
   // sums when it is applied. On the host a skipped step is known here; a device snapshots the
   // parameters and state, for `update` to revert. Returns whether the host skips the step.
-  bool commit_step(const run_plan& p, step_buffers& buf, std::size_t step, double step_weight,
-                   step_clock& timer) {
-    const std::size_t arena = m_params.size();
-    parallel_for(m_space, 1,
-                 detail::guard_commit_fn{m_grads.data() + arena, buf.global_log.data() + step,
-                                         m_sticky.data(), sticky_skips(), m_step_loss.data(),
-                                         m_sums.data(), step_weight});
-    bool skip = false;
-    if constexpr (space_type::host_accessible) {
-      skip = p.guarded && !(m_grads.data()[arena] == 0.f);
-      if (!skip) add_noise_measurement();
-    } else {
-      if (p.guarded) {
-        m_space.copy(m_snapshot.data(), m_params.data(), arena * sizeof(float));
-        if (!m_state.empty())
-          m_space.copy(m_snapshot.data() + arena, m_state.data(), m_state.size() * sizeof(float));
-      }
-      add_noise_measurement();  // waits for the flags, on measured steps only
-    }
+  bool commit_step(std::size_t step, double step_weight, step_clock& timer) {
+    const bool skip = m_guard.commit(step, m_grads.data() + m_params.size(), m_step_loss.data(),
+                                     m_sums.data(), step_weight);
+    if constexpr (!space_type::host_accessible) m_guard.protect(m_params.span(), m_state.span());
+    if (!skip) add_noise_measurement();  // a device waits for the flags, on measured steps only
     timer.mark(account::guard);
     return skip;
   }
 
-  // The stop policy on a device space: every step after the first bad one is skipped too.
-  bool sticky_skips() const {
-    return !space_type::host_accessible && m_options.nonfinite == nonfinite_policy::stop;
-  }
-
   // The stop policy on the host, at a skipped step: every rank stops here; one gather tells
   // them which ranks were non-finite.
-  void stop_if_nonfinite(const run_plan& p, step_buffers& buf, const epoch_plan& e,
-                         std::size_t step) {
+  void stop_if_nonfinite(const run_plan& p, const epoch_plan& e, std::size_t step) {
     if constexpr (space_type::host_accessible) {
       if (m_options.nonfinite != nonfinite_policy::stop) return;
       const int world = m_reducer.world_size();
-      const std::uint64_t mine = buf.local_log.data()[step] != 0.f ? 1 : 0;
+      const std::uint64_t mine = m_guard.local_bad(step) ? 1 : 0;
       std::vector<std::uint64_t> culprits(static_cast<std::size_t>(world));
       m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1),
                            std::span<std::uint64_t>(culprits));
@@ -758,29 +728,21 @@ class trainer {
         if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
       throw nonfinite_error(make_records(at, p, e));
     } else {
-      (void)p, (void)buf, (void)e, (void)step;
+      (void)p, (void)e, (void)step;
     }
   }
 
   // The optimizer's step (unless skipped), then the row-sparse step's zeroing, or on a device
   // the guard's revert of a skipped step.
-  void update(const run_plan& p, step_buffers& buf, std::size_t step, bool skip, double lr,
-              std::size_t global_step, step_clock& timer) {
+  void update(const run_plan& p, std::size_t step, bool skip, double lr, std::size_t global_step,
+              step_clock& timer) {
     if (!skip) apply_optimizer(lr, global_step + 1);
     if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
       if (m_row_step) m_rows.zero(m_space, m_grads.data());
     timer.mark(account::optimizer);
-    if constexpr (!space_type::host_accessible) {
-      if (p.guarded) {
-        const std::size_t arena = m_params.size();
-        const float* skip_flag = sticky_skips() ? m_sticky.data() : buf.global_log.data() + step;
-        parallel_for(m_space, arena + m_state.size(),
-                     detail::guard_restore_fn{skip_flag, m_params.data(), m_snapshot.data(), arena,
-                                              m_state.data(), m_snapshot.data() + arena});
-        timer.mark(account::guard);
-      }
-    } else {
-      (void)p, (void)buf, (void)step;
+    if (!space_type::host_accessible && p.guarded) {
+      m_guard.revert(step, m_params.span(), m_state.span());
+      timer.mark(account::guard);
     }
   }
 
@@ -844,14 +806,10 @@ class trainer {
 
   // The epoch's record: the skipped steps and their records, every rank's samples and times
   // (one gather), the loss (one reduction), the test metric.
-  epoch_record end_epoch(const run_plan& p, step_buffers& buf, const epoch_plan& e, ledger& book,
-                         double step_seconds, clock::time_point epoch_start,
-                         const data::interactions& test, rank_means& run, fit_result& result) {
-    const detail::epoch_skips skips =
-        p.guarded ? detail::read_skips(
-                        to_host_vector(m_space, std::span<const float>(buf.local_log.span())),
-                        to_host_vector(m_space, std::span<const float>(buf.global_log.span())))
-                  : detail::epoch_skips{};
+  epoch_record end_epoch(const run_plan& p, const epoch_plan& e, ledger& book, double step_seconds,
+                         clock::time_point epoch_start, const data::interactions& test,
+                         rank_means& run, fit_result& result) {
+    const detail::epoch_skips skips = m_guard.skips();
     const step_account& totals = book.epoch_totals();
     const detail::epoch_ranks ranks = detail::gather_epoch_ranks(
         m_reducer, e.local_weight, totals, book.epoch_steps(), skips.mine.size());
@@ -1186,27 +1144,21 @@ class trainer {
     return dense_bytes;
   }
 
-  // Sets this rank's flag (the gradient arena's trailing float) and its log entry for the step
-  // when its loss or gradient is not finite. The host reads both directly; a device space
-  // checks in a kernel, so the step never waits for the answer.
   // Sets this rank's finite flag (the float after the arena) and its entry of the step log from
   // the step's loss and gradient. With `arena_checked` (the overlapped reduction checked every
   // bucket as it left) only the loss is left to check: on the host `arena_bad` is the buckets'
   // verdict; on a device their kernels have already set the flags.
-  void check_finite(float* local_entry, bool arena_checked = false, bool arena_bad = false) {
+  void check_finite(std::size_t step, bool arena_checked, bool arena_bad) {
     const std::size_t arena = m_params.size();
     const std::size_t unchecked = arena_checked ? 0 : arena;
-    if constexpr (space_type::host_accessible) {
-      const bool bad = !detail::finite_value(m_step_loss.data()[0]) || arena_bad ||
-                       (m_row_step ? m_rows.any_nonfinite(m_space, m_grads.data())
-                                   : detail::any_nonfinite(m_space, m_grads.data(), unchecked));
-      m_grads.data()[arena] = bad ? 1.f : 0.f;
-      *local_entry = bad ? 1.f : 0.f;
-    } else {
-      parallel_for(m_space, std::max<std::size_t>(unchecked, 1),
-                   detail::finite_check_fn{m_grads.data(), unchecked, m_step_loss.data(),
-                                           m_grads.data() + arena, local_entry});
-    }
+    m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,
+                  arena_bad, [&] {
+                    if constexpr (space_type::host_accessible)
+                      return m_row_step ? m_rows.any_nonfinite(m_space, m_grads.data())
+                                        : detail::any_nonfinite(m_space, m_grads.data(), unchecked);
+                    else
+                      return false;
+                  });
   }
 
   // The records of (rank, step) pairs of the epoch `e`.
@@ -1470,10 +1422,9 @@ class trainer {
   buffer<float, space_type> m_grads_storage;
   std::span<float> m_grads;
   buffer<float, space_type> m_state;
-  buffer<float, space_type> m_step_loss;  // this rank's loss of the step in progress
-  buffer<float, space_type> m_sticky;     // set once a step of the epoch was non-finite
-  buffer<double, space_type> m_sums;      // loss and weight of the epoch's applied steps
-  buffer<float, space_type> m_snapshot;   // device spaces: parameters and state before the update
+  buffer<float, space_type> m_step_loss;     // this rank's loss of the step in progress
+  detail::finite_guard<space_type> m_guard;  // the finite flags of the steps, the device snapshot
+  buffer<double, space_type> m_sums;         // loss and weight of the epoch's applied steps
   std::size_t m_global_step = 0;
   // Sparse exchange (host spaces; empty when off or unavailable): the row-sparse segments and
   // the rows each step touched in them.
