@@ -12,6 +12,7 @@
 #include <tutti/data/split.hpp>
 #include <tutti/data/synthetic.hpp>
 #include <tutti/error.hpp>
+#include <tutti/gradient_check.hpp>
 #include <tutti/launch.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/metrics.hpp>
