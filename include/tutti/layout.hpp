@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -107,5 +108,16 @@ class parameter_layout {
   std::vector<segment> m_segments;
   std::size_t m_total = 0;
 };
+
+/// The rows of one layout segment that a step updates.
+struct segment_rows {
+  /// Every row: a dense segment (or a table the trainer treats whole).
+  bool whole = true;
+  /// When not `whole`: the rows, unique and ascending, in host memory.
+  std::span<const std::int32_t> rows;
+};
+
+/// What a row-sparse step touched: one entry per segment of the layout, in layout order.
+using row_selection = std::span<const segment_rows>;
 
 }  // namespace tutti

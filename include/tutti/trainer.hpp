@@ -111,7 +111,7 @@ class trainer {
   using space_type = typename Model::space_type;
   using value_type = typename Model::value_type;
   static_assert(check_optimizer<Optimizer, space_type>());
-  static_assert(std::is_same_v<value_type, float>,
+  static_assert(std::is_same_v<value_type, float> || detail::model_value_type_mismatch<Model>,
                 "tutti::trainer: trains float models (value_type = double is meant for gradient "
                 "checks); see docs/concepts.md#model");
   static_assert(Reducer::template accepts<space_type>,
@@ -155,7 +155,7 @@ class trainer {
     const checkpoint_state* resume = m_options.resume;
     const std::uint64_t train_digest = train.digest();  // the training set is hashed once
     const detail::run_setting_list config = checkpoint_config(train, train_digest);
-    if (resume) restore(*resume, config, train.size());
+    if (resume) restore(*resume, config);
     check_agreement(train, test, train_digest);
     // Identical replicas: rank 0's initial (or restored) parameters and state everywhere.
     m_reducer.broadcast(m_params.span(), 0);
@@ -564,8 +564,7 @@ class trainer {
   // caller which samples it takes.
   void announce_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
                      std::size_t global_step) {
-    if constexpr (requires(Reducer & r) { r.set_position(e.epoch, s.step); })
-      m_reducer.set_position(e.epoch, s.step);
+    if constexpr (reducer_tracks_position<Reducer>) m_reducer.set_position(e.epoch, s.step);
     if (m_options.on_batch)
       m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
                                        global_step, p.total_steps, 0.0},
@@ -633,7 +632,7 @@ class trainer {
   void backward(const batch_view& batch, float scale, bool report, overlap& pipeline) {
     const auto params = std::span<const float>(m_params.span());
     const auto grads = m_grads.first(m_params.size());
-    if constexpr (reports_gradient_ready<Model>) {
+    if constexpr (model_reports_gradient_ready<Model>) {
       if (report) {
         auto ready = [&pipeline](std::size_t offset, std::size_t values) {
           pipeline->ready(offset, values);
@@ -693,11 +692,8 @@ class trainer {
       m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
       r.stop = flag != 0.f;
     }
-    if constexpr (requires(Reducer & rd) {
-                    { rd.last_wait_seconds() } -> std::convertible_to<double>;
-                  }) {
+    if constexpr (reducer_reports_wait<Reducer>)
       timer.wait_within_reduce(m_reducer.last_wait_seconds());
-    }
     return r;
   }
 
@@ -983,9 +979,7 @@ class trainer {
   // Bytes the dense reduce of `floats` gradient values moves, as the ledger counts them (a
   // compressing reducer, `compressed<R, bf16>`, says what travels).
   std::uint64_t dense_wire_bytes(std::size_t floats) const {
-    if constexpr (requires(const Reducer& r) {
-                    { r.wire_bytes(std::size_t{1}) } -> std::convertible_to<std::uint64_t>;
-                  })
+    if constexpr (reducer_counts_wire_bytes<Reducer>)
       return m_reducer.wire_bytes(floats);
     else
       return static_cast<std::uint64_t>(floats) * sizeof(float);
@@ -1004,10 +998,7 @@ class trainer {
         return;
       }
     }
-    if constexpr (requires(const Optimizer& o) {
-                    o.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), 1.f,
-                           std::uint64_t{1});
-                  })
+    if constexpr (optimizer_steps_by_layout<Optimizer, space_type>)
       m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
     else
       m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
@@ -1016,9 +1007,7 @@ class trainer {
   // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
   // where the step cannot run, `plan_row_step` says so.
   bool wants_row_step() const {
-    if constexpr (requires(const Optimizer& o) {
-                    { o.row_sparse() } -> std::convertible_to<bool>;
-                  })
+    if constexpr (optimizer_steps_rows<Optimizer, host_space>)
       return m_optimizer.row_sparse();
     else
       return false;
@@ -1034,8 +1023,7 @@ class trainer {
                   "the optimizer takes the row-sparse step (it updates only the rows a step "
                   "touched), which runs on host spaces; expected a host space, or a dense "
                   "optimizer (sgd, adam) on this one");
-    TUTTI_EXPECTS(detail::model_reports_touched_rows<Model> && !m_exchange.empty(),
-                  "tutti::trainer",
+    TUTTI_EXPECTS(model_reports_touched_rows<Model> && !m_exchange.empty(), "tutti::trainer",
                   "the optimizer takes the row-sparse step, and the model reports no row-sparse "
                   "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
                   "const` and an embedding segment); expected such a model, or a dense optimizer");
@@ -1064,7 +1052,7 @@ class trainer {
                     "sparse_exchange = on: the exchange packs rows in host memory, and the "
                     "model's space is not host accessible; expected off, or automatic (which "
                     "stays dense on a device space)");
-    } else if constexpr (!detail::model_reports_touched_rows<Model>) {
+    } else if constexpr (!model_reports_touched_rows<Model>) {
       TUTTI_EXPECTS(policy != sparse_exchange_policy::on, "tutti::trainer",
                     "sparse_exchange = on: the model does not report the rows a step touched "
                     "(`std::span<const std::int32_t> touched_rows(std::size_t segment) const`); "
@@ -1072,7 +1060,7 @@ class trainer {
     } else {
       const auto& segs = m_model.layout().segments();
       m_exchange.plan(m_model.layout(), [&](std::size_t i) {
-        if constexpr (detail::model_names_row_sparse<Model>)
+        if constexpr (model_names_row_sparse<Model>)
           return static_cast<bool>(m_model.row_sparse(i));
         else
           return segs[i].kind == segment_kind::embedding;
@@ -1082,7 +1070,7 @@ class trainer {
 
   // Adds the rows the last `loss_and_gradient` call touched to the step's touched sets.
   void collect_touched_rows() {
-    if constexpr (detail::model_reports_touched_rows<Model>) {
+    if constexpr (model_reports_touched_rows<Model>) {
       const auto segments = m_exchange.segments();
       for (std::size_t k = 0; k < segments.size(); ++k)
         m_exchange.add_touched(k, m_model.touched_rows(segments[k].index));
@@ -1106,7 +1094,7 @@ class trainer {
                   "tutti::trainer",
                   "comm_thread_nice = " + std::to_string(m_options.comm_thread_nice.value_or(0)) +
                       "; expected a nice value from -20 to 19, or nullopt to keep the process's");
-    TUTTI_EXPECTS(space_type::host_accessible || detail::starts_collectives<Reducer>,
+    TUTTI_EXPECTS(space_type::host_accessible || reducer_starts_collectives<Reducer>,
                   "tutti::trainer",
                   "overlap_reduce on a device space needs a reducer that starts collectives "
                   "without waiting (start_all_reduce_mean, finish_started: nccl_ring); expected "
@@ -1115,9 +1103,7 @@ class trainer {
                   "overlap_reduce with sparse_exchange: the sparse exchange decides after "
                   "backward which rows to send, so nothing can leave during it; expected one of "
                   "the two");
-    if constexpr (requires(const Reducer& r) {
-                    { r.callable_from_another_thread() } -> std::convertible_to<bool>;
-                  }) {
+    if constexpr (reducer_says_thread_safety<Reducer>) {
       TUTTI_EXPECTS(m_reducer.callable_from_another_thread(), "tutti::trainer",
                     "overlap_reduce: the reducer's collectives would run on a communication "
                     "thread, which this reducer does not allow (MPI initialised below "
@@ -1218,7 +1204,7 @@ class trainer {
     facts.scaling = m_options.scaling;
     facts.base_lr = m_options.base_lr;
     facts.lr = lr0;
-    if constexpr (requires(const Schedule& s) { s.warmup_steps; })
+    if constexpr (schedule_has_warmup<Schedule>)
       facts.warmup_steps = static_cast<std::size_t>(m_schedule.warmup_steps);
     if (m_options.log) m_options.log->write(detail::learning_rate_record(facts));
     const double growth = double(m_options.batch) / double(m_options.reference_batch);
@@ -1254,11 +1240,7 @@ class trainer {
   // (a resume on another world size).
   shard epoch_shard(std::size_t n, int rank, std::size_t epoch, std::size_t start_pos) const {
     const int world = m_reducer.world_size();
-    if constexpr (requires(const Sampler& s) {
-                    {
-                      s.shard_from(n, world, rank, m_options.seed, epoch, start_pos)
-                      } -> std::convertible_to<shard>;
-                  }) {
+    if constexpr (sampler_can_reshard<Sampler>) {
       if (start_pos > 0)
         return m_sampler.shard_from(n, world, rank, m_options.seed, epoch, start_pos);
     }
@@ -1287,7 +1269,7 @@ class trainer {
   // Loads a checkpoint's parameters and optimizer state after checking that it belongs to this
   // run: the same settings (world size aside), shapes and a sampler that can re-shard.
   void restore(const checkpoint_state& ck,
-               const std::vector<std::pair<std::string, std::string>>& now, std::size_t n) {
+               const std::vector<std::pair<std::string, std::string>>& now) {
     static constexpr const char* fn = "tutti::trainer::fit";
     detail::check_resume_settings(ck.config, now);
     TUTTI_EXPECTS(
@@ -1296,9 +1278,7 @@ class trainer {
             std::to_string(ck.optimizer_state.size()) + " optimizer-state floats; this model has " +
             std::to_string(m_params.size()) + " and " + std::to_string(m_state.size()));
     if (ck.world_size != m_reducer.world_size() && ck.step_in_epoch > 0) {
-      constexpr bool can_reshard = !rank_local_sampler<Sampler> && requires(const Sampler& s) {
-        s.shard_from(n, 1, 0, std::uint64_t{0}, std::uint64_t{0}, std::size_t{0});
-      };
+      constexpr bool can_reshard = !rank_local_sampler<Sampler> && sampler_can_reshard<Sampler>;
       TUTTI_EXPECTS(can_reshard, fn,
                     "the checkpoint was written by " + std::to_string(ck.world_size) +
                         " ranks in the middle of an epoch; resuming on " +
@@ -1399,9 +1379,7 @@ class trainer {
   // space is the host's; otherwise this trainer's own buffer. Called once, from the
   // constructor, after m_reducer and m_space are built and before m_grads_storage is used.
   std::span<float> gradient_arena(std::size_t count) {
-    if constexpr (space_type::host_accessible && requires(Reducer & r) {
-                    { r.shared_gradient_arena(count) } -> std::same_as<std::span<float>>;
-                  }) {
+    if constexpr (space_type::host_accessible && reducer_lends_gradient_arena<Reducer>) {
       const std::span<float> lent = m_reducer.shared_gradient_arena(count);
       if (lent.size() == count) return lent;
     }

@@ -9,6 +9,9 @@
 
 #include "../skip.hpp"
 
+static_assert(tutti::check_gradient_reducer<tutti::nccl_ring>());
+static_assert(tutti::reducer_starts_collectives<tutti::nccl_ring>);
+
 #include <cmath>
 #include <mutex>
 #include <stdexcept>

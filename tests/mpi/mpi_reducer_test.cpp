@@ -32,6 +32,15 @@ static_assert(!std::is_copy_constructible_v<tutti::mpi_reducer> &&
               std::is_nothrow_move_constructible_v<tutti::mpi_reducer>);
 using compressed_mpi = tutti::compressed<tutti::mpi_reducer, tutti::bf16>;
 static_assert(tutti::gradient_reducer<compressed_mpi>);
+// Its optional capabilities (docs/concepts.md#optional-capabilities), checked by name.
+static_assert(tutti::check_gradient_reducer<tutti::mpi_reducer>());
+static_assert(tutti::reducer_tracks_position<tutti::mpi_reducer> &&
+              tutti::reducer_lends_gradient_arena<tutti::mpi_reducer> &&
+              tutti::reducer_says_thread_safety<tutti::mpi_reducer>);
+static_assert(tutti::reducer_tracks_position<compressed_mpi> &&
+              tutti::reducer_says_thread_safety<compressed_mpi> &&
+              tutti::reducer_counts_wire_bytes<compressed_mpi> &&
+              !tutti::reducer_lends_gradient_arena<compressed_mpi>);
 static_assert(compressed_mpi::accepts<tutti::host_space>);
 static_assert(!std::is_copy_constructible_v<compressed_mpi> &&
               std::is_move_constructible_v<compressed_mpi>);

@@ -4,6 +4,7 @@
 /// buckets, reduced by a communication thread as backward reports them final.
 #pragma once
 
+#include <tutti/concepts/reducer.hpp>
 #include <tutti/detail/thread_priority.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
@@ -25,15 +26,6 @@
 
 namespace tutti::detail {
 
-/// A reducer that starts a collective without waiting for it, ordered after the work already
-/// queued for its data (`nccl_ring`: a communication stream that waits on an event of the
-/// compute stream), and orders later work after everything it started on `finish_started`.
-template <class R>
-concept starts_collectives = requires(R& r, std::span<float> s) {
-  r.start_all_reduce_mean(s);
-  r.finish_started();
-};
-
 /// One rank's overlapped reduction. The arena [0, total) is cut into buckets of `bucket_floats`
 /// values from its end (bucket 0 holds the last values, as backward produces them first); the
 /// arena's first `last_bucket_floats` values, if given, form a last bucket of their own.
@@ -41,7 +33,7 @@ concept starts_collectives = requires(R& r, std::span<float> s) {
 /// counts values final; once bucket b and every bucket before it are complete, `check(begin,
 /// end)` runs on it (the trainer's finite check, while the bucket still holds this rank's own
 /// values) and b leaves:
-/// - with a reducer that `starts_collectives`, at once on the calling thread (the reducer
+/// - with a reducer that `reducer_starts_collectives`, at once on the calling thread (the reducer
 ///   orders it after the kernels that produced the bucket, and `finish` orders the compute
 ///   stream after all of them);
 /// - otherwise through a communication thread, which runs `Reducer::all_reduce_mean` on it in
@@ -56,7 +48,7 @@ template <class Reducer>
 class bucket_pipeline {
  public:
   /// Reduces without a thread when the reducer starts collectives itself.
-  static constexpr bool direct = starts_collectives<Reducer>;
+  static constexpr bool direct = reducer_starts_collectives<Reducer>;
 
   /// `last_bucket_floats` (0: none) caps the bucket that holds the arena's first values, which
   /// backward makes final last: it is all that is left to reduce once backward ends. `nice`: the

@@ -10,6 +10,7 @@
 /// row of the dense segments, so a step costs O(batch), not O(table). See docs/optimizers.md.
 #pragma once
 
+#include <tutti/concepts/optimizer.hpp>
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
@@ -27,39 +28,6 @@
 #include <vector>
 
 namespace tutti {
-
-/// The rows of one layout segment that a step updates.
-struct segment_rows {
-  /// Every row: a dense segment (or a table the trainer treats whole).
-  bool whole = true;
-  /// When not `whole`: the rows, unique and ascending, in host memory.
-  std::span<const std::int32_t> rows;
-};
-
-/// What a row-sparse step touched: one entry per segment of the layout, in layout order.
-using row_selection = std::span<const segment_rows>;
-
-/// Optional capability of an optimizer: `step_rows` updates only the selected rows (their
-/// gradients hold the step's values; every other row's gradient is zero and is not read), and
-/// `row_sparse()` says whether this optimizer wants the row-sparse step (a run-time choice, so
-/// a policy that picks an optimizer by name can hold dense and row-sparse ones). The trainer
-/// takes the row-sparse step on a host space with a model that reports its touched rows.
-template <class O, class Space>
-concept optimizer_steps_rows = requires(const O& o, const Space& space,
-                                        const parameter_layout& layout, std::span<float> p,
-                                        std::span<const float> g, std::span<float> state,
-                                        row_selection rows, float lr, std::uint64_t t) {
-  { o.row_sparse() } -> std::convertible_to<bool>;
-  o.step_rows(space, layout, p, g, state, rows, lr, t);
-};
-
-/// Optional capability of an optimizer: a state size that depends on the layout (row-wise
-/// Adagrad keeps one float per embedding row). Without it the trainer asks `state_size(n)`.
-template <class O>
-concept optimizer_sizes_state_by_layout = requires(const O& o, const parameter_layout& layout) {
-  { o.state_size(layout) } -> std::convertible_to<std::size_t>;
-};
-
 namespace detail {
 
 /// A run of rows [first, last) of one segment.

@@ -12,6 +12,7 @@
 /// and the sum. `tests/test_compressed.cpp` checks that a NaN and a flag survive.
 #pragma once
 
+#include <tutti/concepts/reducer.hpp>
 #include <tutti/detail/bf16.hpp>
 
 #include <concepts>
@@ -33,18 +34,6 @@ concept reducer_has_all_reduce_sum_bf16 = requires(R& r, std::span<std::uint16_t
 template <class R>
 concept reducer_has_bytes_reduced = requires(const R& r) {
   { r.bytes_reduced() } -> std::convertible_to<std::uint64_t>;
-};
-template <class R>
-concept reducer_has_set_position = requires(R& r, std::size_t epoch, std::size_t step) {
-  r.set_position(epoch, step);
-};
-template <class R>
-concept reducer_has_thread_check = requires(const R& r) {
-  { r.callable_from_another_thread() } -> std::convertible_to<bool>;
-};
-template <class R>
-concept reducer_has_last_wait = requires(const R& r) {
-  { r.last_wait_seconds() } -> std::convertible_to<double>;
 };
 
 }  // namespace detail
@@ -135,17 +124,17 @@ class compressed {
 
   /// Forwarded to `R` (the trainer's position, for a timeout's message).
   void set_position(std::size_t epoch,
-                    std::size_t step) noexcept requires detail::reducer_has_set_position<R> {
+                    std::size_t step) noexcept requires reducer_tracks_position<R> {
     m_inner.set_position(epoch, step);
   }
 
   /// Forwarded to `R`: whether its collectives may run on another thread (MPI's level).
-  bool callable_from_another_thread() const requires detail::reducer_has_thread_check<R> {
+  bool callable_from_another_thread() const requires reducer_says_thread_safety<R> {
     return m_inner.callable_from_another_thread();
   }
 
   /// Forwarded to `R`: its wait for the slowest rank in the last reduction.
-  double last_wait_seconds() const requires detail::reducer_has_last_wait<R> {
+  double last_wait_seconds() const requires reducer_reports_wait<R> {
     return m_inner.last_wait_seconds();
   }
 

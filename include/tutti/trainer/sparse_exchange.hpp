@@ -23,19 +23,6 @@
 
 namespace tutti::detail {
 
-/// A model that can say which rows of a segment its last `loss_and_gradient` call touched
-/// (unique, ascending, host memory): what the sparse exchange sends.
-template <class M>
-concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
-  { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
-};
-
-/// A model that names its row-sparse segments itself (otherwise: those of kind embedding).
-template <class M>
-concept model_names_row_sparse = requires(const M& m, std::size_t segment) {
-  { m.row_sparse(segment) } -> std::convertible_to<bool>;
-};
-
 /// One row-sparse segment of the gradient arena, and this step's plan for it.
 struct sparse_segment {
   std::size_t index = 0;   // in the layout
