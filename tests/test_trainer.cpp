@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using tutti_test::relative_difference;
@@ -247,6 +248,8 @@ TEST_CASE("ranks holding only their own rows train exactly as ranks holding ever
       CHECK(local.result.epochs[e].weighted_samples == double(n));
     }
     // The metric over every rank's test rows equals the metric of the whole test set.
+    CHECK(std::string_view(local.result.eval.metric) == everything.result.eval.metric);
+    // One name object per metric, whichever path evaluated: the pointers are equal too.
     CHECK(local.result.eval.metric == everything.result.eval.metric);
     CHECK(local.result.eval.value == doctest::Approx(everything.result.eval.value).epsilon(1e-9));
   }

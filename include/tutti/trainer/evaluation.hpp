@@ -42,7 +42,7 @@ eval_result evaluate_on_rank0(Model& model, const Space& space, std::span<const 
   eval_result r;
   if (test.size() == 0) return r;
   const bool squared = model.loss() == loss_kind::squared;
-  r.metric = squared ? "rmse" : "auc";
+  r.metric = squared ? metric_name::rmse : metric_name::auc;
   double value[1] = {0.0};
   if (reducer.rank() == 0) {
     const buffer<float, Space> predictions = predict_on_space(model, space, params, test);
@@ -74,7 +74,7 @@ eval_result evaluate_across_ranks(Model& model, const Space& space, std::span<co
     }
     reducer.all_reduce_sum(std::span<double>(sums));
     if (sums[1] == 0) return r;
-    r.metric = "rmse";
+    r.metric = metric_name::rmse;
     r.value = std::sqrt(sums[0] / sums[1]);
     return r;
   }
@@ -97,7 +97,7 @@ eval_result evaluate_across_ranks(Model& model, const Space& space, std::span<co
       scores.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w >> 32)));
       labels.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w)));
     }
-  r.metric = "auc";
+  r.metric = metric_name::auc;
   r.value = auc(scores, labels);
   return r;
 }

@@ -70,10 +70,18 @@ struct phase_seconds {
   }
 };
 
+/// The names `eval_result::metric` points to: one object each, so two results that name the same
+/// metric hold the same pointer, whichever code path evaluated them.
+namespace metric_name {
+inline constexpr char none[] = "none";
+inline constexpr char rmse[] = "rmse";
+inline constexpr char auc[] = "auc";
+}  // namespace metric_name
+
 /// A test-split evaluation: RMSE for squared loss, exact AUC for logistic loss.
 struct eval_result {
-  const char* metric = "none";  ///< "rmse", "auc" or "none" (no test rows)
-  double value = 0;             ///< the metric's value
+  const char* metric = metric_name::none;  ///< "rmse", "auc" or "none" (no test rows)
+  double value = 0;                        ///< the metric's value
 };
 
 /// What the trainer does when a step's loss or gradient is not finite on some rank.
