@@ -38,8 +38,8 @@ gpu_find_nccl() {
   done
 }
 
-# Builds build-gpu/<target> (cuda_tests, bench_gpu_mf or tutti); the compiler's output goes to
-# stdout. Returns nvcc's status.
+# Builds build-gpu/<target> (cuda_tests, bench_gpu_mf, tutti, consumer_cuda or consumer_nccl);
+# the compiler's output goes to stdout. Returns nvcc's status.
 gpu_build() {
   local target="$1"
   gpu_find_nccl
@@ -71,8 +71,16 @@ gpu_build() {
         -x cu "${gpu_root}/examples/tutti/main.cpp" -o "${gpu_dir}/tutti" "${libs[@]}" \
         -l:libsodium.so.23
       ;;
+    consumer_cuda | consumer_nccl)
+      # The package's cuda and nccl consumers (examples/consumer-components), with the
+      # definitions tutti::cuda and tutti::nccl give them.
+      nvcc "${common[@]}" -DTUTTI_HAS_NCCL=1 \
+        "${gpu_root}/examples/consumer-components/${target#consumer_}.cu" \
+        -o "${gpu_dir}/${target}" "${libs[@]}"
+      ;;
     *)
-      echo "gpu_build: unknown target '${target}'; expected cuda_tests, bench_gpu_mf or tutti"
+      echo "gpu_build: unknown target '${target}'; expected cuda_tests, bench_gpu_mf, tutti," \
+        "consumer_cuda or consumer_nccl"
       return 2
       ;;
   esac
@@ -84,7 +92,7 @@ gpu_build_missing() {
   local logs="$1" target status=0
   local pids=() names=()
   mkdir -p "${logs}" "${gpu_dir}"
-  for target in cuda_tests bench_gpu_mf tutti; do
+  for target in cuda_tests bench_gpu_mf tutti consumer_cuda consumer_nccl; do
     [[ -x "${gpu_dir}/${target}" ]] && continue
     echo "== building build-gpu/${target}"
     gpu_build "${target}" >"${logs}/build-${target}.txt" 2>&1 &

@@ -10,7 +10,8 @@
 #      GPUs where there are two), and the rest;
 #   3. `tutti train --space cuda` against `--space host` from the same seed (final loss);
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
-#   5. the MF benchmark against PyTorch eager on the same batches (the losses must agree);
+#   5. the package's cuda and nccl consumer programs (examples/consumer-components);
+#   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree);
 # and prints one screen, PASS/FAIL/SKIP per item with the ratios. Everything it ran is written
 # under $OUT (default build-gpu/out), with gpu-check.json. Exits non-zero on any FAIL.
 #
@@ -87,6 +88,22 @@ if [[ -x build-gpu/tutti ]]; then
   build-gpu/tutti bench allreduce --reducer nccl --max-bytes 268435456 \
     --json "${out}/allreduce_nccl.json" >"${out}/allreduce_nccl.txt" 2>&1
 fi
+
+# ---- the package's GPU consumers: a small trainer on the CUDA space, nccl_ring's mean ----------
+for consumer in cuda nccl; do
+  exe="build-gpu/consumer_${consumer}"
+  if [[ ! -x "${exe}" ]]; then
+    item "consumer (${consumer})" FAIL "${exe} missing"
+    continue
+  fi
+  "${exe}" >"${out}/consumer_${consumer}.txt" 2>&1
+  rc=$?
+  case ${rc} in
+    0) item "consumer (${consumer})" PASS "$(tail -n 1 "${out}/consumer_${consumer}.txt")" ;;
+    77) item "consumer (${consumer})" FAIL "no CUDA device visible" ;;
+    *) item "consumer (${consumer})" FAIL "exit ${rc} (${out}/consumer_${consumer}.txt)" ;;
+  esac
+done
 
 # ---- the MF benchmark against PyTorch eager ---------------------------------------------------
 work="$(mktemp -d)"

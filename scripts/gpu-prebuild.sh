@@ -8,7 +8,8 @@
 #   build-gpu/lib/       the shared libraries the binaries load that such a machine lacks:
 #                        the reference BLAS (448 KB, where OpenBLAS would be 35 MB), libsodium,
 #                        zlib
-#   build-gpu/cuda_tests, bench_gpu_mf, tutti   built by scripts/gpu-build.sh from those alone
+#   build-gpu/cuda_tests, bench_gpu_mf, tutti, consumer_cuda, consumer_nccl
+#                        built by scripts/gpu-build.sh from those alone
 # Carry build-gpu (gitignored; with the source tree well under 64 MiB) and run
 # `bash scripts/gpu-check.sh` there; it rebuilds any binary that is missing from the same
 # headers and libraries. scripts/gpu-selfcontained.sh proves that on this machine.
@@ -50,12 +51,14 @@ done
 if [[ ${binaries} -eq 1 ]]; then
   # shellcheck source=scripts/gpu-build.sh
   source scripts/gpu-build.sh
-  rm -f build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti
+  gpu_binaries=(build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti
+    build-gpu/consumer_cuda build-gpu/consumer_nccl)
+  rm -f "${gpu_binaries[@]}"
   gpu_build_missing build-gpu/logs
-  strip build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti
+  strip "${gpu_binaries[@]}"
   # Every library a binary needs is the CUDA toolkit's, NCCL, glibc/libstdc++/libgomp (on every
   # machine with a compiler) or one of build-gpu/lib.
-  for bin in build-gpu/cuda_tests build-gpu/bench_gpu_mf build-gpu/tutti; do
+  for bin in "${gpu_binaries[@]}"; do
     ldd "${bin}" | awk '{print $1}' | while read -r lib; do
       case "${lib}" in
         linux-vdso* | /lib64/* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | \

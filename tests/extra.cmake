@@ -3,7 +3,6 @@
 #   header_check          every public header compiles alone (and twice, so #pragma once holds)
 #   compile_fail.*        each concept rejects a policy lacking one member, with its message
 #   format                the sources match .clang-format
-#   consumer.*            tutti works as a FetchContent subproject and as an installed package
 #
 # Tests that run `cmake --build` on this build tree share the lock tutti_build_tree, since two
 # build tools working in one tree at once can corrupt its dependency files.
@@ -95,25 +94,3 @@ add_test(NAME format
 set_tests_properties(format PROPERTIES
   SKIP_REGULAR_EXPRESSION "tutti format check skipped" TIMEOUT 120 LABELS structure)
 
-# ---- consumer projects ------------------------------------------------------------------------------
-# Each configures, builds and runs a project of examples/ in a scratch folder of this build tree,
-# with this build's generator, compiler and Thrust. They use every core, so they run alone.
-cmake_host_system_information(RESULT tutti_consumer_jobs QUERY NUMBER_OF_LOGICAL_CORES)
-set(tutti_consumer_args
-  -DTUTTI_SOURCE_DIR=${PROJECT_SOURCE_DIR}
-  -DGENERATOR=${CMAKE_GENERATOR}
-  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
-  -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
-  -DCCCL_INCLUDE_DIR=${TUTTI_CCCL_INCLUDE_DIR}
-  -DBUILD_TYPE=$<CONFIG>
-  -DJOBS=${tutti_consumer_jobs})
-add_test(NAME consumer.fetchcontent
-         COMMAND ${CMAKE_COMMAND} -DMODE=fetchcontent ${tutti_consumer_args}
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumers/fetchcontent
-                 -P ${CMAKE_CURRENT_LIST_DIR}/cmake/run_consumer.cmake)
-add_test(NAME consumer.find_package
-         COMMAND ${CMAKE_COMMAND} -DMODE=find_package ${tutti_consumer_args}
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumers/find_package
-                 -P ${CMAKE_CURRENT_LIST_DIR}/cmake/run_consumer.cmake)
-set_tests_properties(consumer.fetchcontent consumer.find_package PROPERTIES
-  TIMEOUT 300 RUN_SERIAL TRUE LABELS consumer)

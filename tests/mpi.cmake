@@ -10,9 +10,8 @@
 #   mpi.stall        a rank that never arrives ends every process within the timeout, named
 #   mpi.*_shared     the same two with the gradients in mpi_reducer's shared arena
 # Each runs 2 processes on what may be 2 shared cores, so they run alone (RUN_SERIAL).
-set(MPI_CXX_SKIP_MPICXX ON)  # tutti uses MPI's C interface only
-find_package(MPI COMPONENTS CXX)
-if(NOT MPI_CXX_FOUND OR NOT MPIEXEC_EXECUTABLE)
+# tutti::mpi comes from cmake/tutti-mpi.cmake; mpiexec from CMake's FindMPI, which it ran.
+if(NOT TARGET tutti::mpi OR NOT MPIEXEC_EXECUTABLE)
   message(STATUS "tutti: MPI tests off (MPI for C++ or mpiexec not found)")
   # Counted as skipped, never as passed, and never silently absent.
   add_test(NAME mpi.not_built
@@ -38,7 +37,7 @@ endif()
 
 foreach(name mpi_reducer_test mpi_abort_test mpi_stall_test)
   add_executable(tutti_${name} ${CMAKE_CURRENT_LIST_DIR}/mpi/${name}.cpp)
-  target_link_libraries(tutti_${name} PRIVATE tutti::tutti MPI::MPI_CXX)
+  target_link_libraries(tutti_${name} PRIVATE tutti::tutti tutti::mpi)
   target_compile_options(tutti_${name} PRIVATE -Wall -Wextra -Wpedantic)
 endforeach()
 
@@ -82,8 +81,9 @@ endforeach()
 
 set(tutti_mpi_tests mpi.reducer mpi.reducer_4 mpi.abort mpi.stall mpi.abort_shared mpi.stall_shared)
 if(TARGET tutti_cli)
-  get_target_property(tutti_cli_definitions tutti_cli COMPILE_DEFINITIONS)
-  if("TUTTI_HAS_MPI=1" IN_LIST tutti_cli_definitions)
+  # The program links tutti::mpi wherever that target exists (examples/CMakeLists.txt).
+  get_target_property(tutti_cli_links tutti_cli LINK_LIBRARIES)
+  if("tutti::mpi" IN_LIST tutti_cli_links)
     add_test(NAME mpi.cli_parity
              COMMAND ${CMAKE_COMMAND} -DCASE=cli-parity ${tutti_mpi_script_args}
                      -DPROGRAM=$<TARGET_FILE:tutti_cli> -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi/cli
