@@ -9,12 +9,12 @@
 /// the slowest rank's, and the reported time is the median over iterations. After the timed loop
 /// each rank checks its buffer against the known mean. The `no_op` rows time the single-process
 /// reducer, whose all_reduce_mean is an early return: the floor of what a step pays to reduce.
-/// The measuring core is <tutti/ledger/allreduce_bench.hpp>, shared with `tutti bench allreduce`,
+/// The measuring core is <tutti/bench/allreduce.hpp>, shared with `tutti bench allreduce`,
 /// which also fits the alpha-beta model printed under each local_ring table.
 
 #include "common.hpp"
 
-#include <tutti/ledger/allreduce_bench.hpp>
+#include <tutti/bench/allreduce.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

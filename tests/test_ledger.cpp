@@ -4,14 +4,14 @@
 /// the planner's verdicts and JSON, the report's series, and the allreduce benchmark's fit.
 #include <doctest/doctest.h>
 
+#include <tutti/bench/allreduce.hpp>
 #include <tutti/launch.hpp>
-#include <tutti/ledger/allreduce_bench.hpp>
-#include <tutti/ledger/cost_model.hpp>
-#include <tutti/ledger/links.hpp>
-#include <tutti/ledger/plan_format.hpp>
-#include <tutti/ledger/planner.hpp>
-#include <tutti/ledger/projection.hpp>
-#include <tutti/ledger/report.hpp>
+#include <tutti/plan/cost_model.hpp>
+#include <tutti/plan/links.hpp>
+#include <tutti/plan/plan_format.hpp>
+#include <tutti/plan/planner.hpp>
+#include <tutti/plan/projection.hpp>
+#include <tutti/plan/report.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>
 

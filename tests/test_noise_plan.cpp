@@ -4,9 +4,9 @@
 /// rows and noise knee under a gradient noise scale, and the planner's verdict with it.
 #include <doctest/doctest.h>
 
-#include <tutti/ledger/noise_model.hpp>
-#include <tutti/ledger/plan_format.hpp>
-#include <tutti/ledger/planner.hpp>
+#include <tutti/plan/noise_model.hpp>
+#include <tutti/plan/plan_format.hpp>
+#include <tutti/plan/planner.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -28,8 +28,8 @@
 
 #include "../common.hpp"
 
+#include <tutti/bench/allreduce.hpp>
 #include <tutti/launch.hpp>
-#include <tutti/ledger/allreduce_bench.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #if defined(TUTTI_BENCH_HAS_MPI)
 #include <tutti/reducers/mpi.hpp>
@@ -90,7 +90,7 @@ row measure(Reducer& reducer, std::size_t bytes, const config& c) {
   const int world = reducer.world_size();
   std::vector<float> own;
   const std::span<float> buf =
-      tutti::detail::ledger_impl::bench_buffer(reducer, bytes / sizeof(float), own);
+      tutti::detail::bench::bench_buffer(reducer, bytes / sizeof(float), own);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = float(reducer.rank() + 1) + float(i % 7);
   const std::span<float> s = buf;
 

@@ -4,10 +4,10 @@
 // to synchronise its ranks; all saved as a link profile for `tutti plan --link-file`.
 #pragma once
 
+#include <tutti/bench/allreduce.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/allreduce_bench.hpp>
-#include <tutti/ledger/links.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/links.hpp>
+#include <tutti/plan/projection.hpp>
 
 #if TUTTI_HAS_MPI
 #include <tutti/reducers/mpi.hpp>
@@ -337,7 +337,7 @@ int run_bench_nccl_cuda(const bench_config& c);
 // once queued) is followed by a wait for the compute stream, which the collective's event
 // orders after it; after the last iteration the values are copied back and checked.
 inline world_result measure_world_nccl(nccl_ring& ring, const bench_config& c) {
-  namespace li = tutti::detail::ledger_impl;
+  namespace tb = tutti::detail::bench;
   world_result w;
   w.ranks = ring.world_size();
   const cuda_space space = ring.space();
@@ -347,17 +347,17 @@ inline world_result measure_world_nccl(nccl_ring& ring, const bench_config& c) {
   for (const std::size_t bytes : allreduce_bench_sizes(c.sweep)) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> host(count);
-    li::bench_fill(host, ring.rank());
+    tb::bench_fill(host, ring.rank());
     buffer<float, cuda_space> message(count, space);
     copy_from_host(space, std::span<const float>(host), message.span());
     wait();
-    li::bench_rank_sample sample;
-    sample.seconds = li::bench_time(ring, message.span(), c.sweep, wait);
+    tb::bench_rank_sample sample;
+    sample.seconds = tb::bench_time(ring, message.span(), c.sweep, wait);
     copy_to_host(space, std::span<const float>(message.span()), std::span<float>(host));
-    sample.wrong = li::bench_count_wrong(host, ring.world_size());
-    li::bench_gather_slowest(ring, sample);
+    sample.wrong = tb::bench_count_wrong(host, ring.world_size());
+    tb::bench_gather_slowest(ring, sample);
     w.rows.push_back(
-        li::bench_row("nccl_ring", ring.world_size(), count, sample.seconds, sample.wrong));
+        tb::bench_row("nccl_ring", ring.world_size(), count, sample.seconds, sample.wrong));
   }
   return w;
 }

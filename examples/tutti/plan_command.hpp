@@ -3,11 +3,11 @@
 #pragma once
 
 #include <tutti/error.hpp>
-#include <tutti/ledger/links.hpp>
-#include <tutti/ledger/plan_format.hpp>
-#include <tutti/ledger/planner.hpp>
-#include <tutti/ledger/projection.hpp>
-#include <tutti/ledger/report.hpp>
+#include <tutti/plan/links.hpp>
+#include <tutti/plan/plan_format.hpp>
+#include <tutti/plan/planner.hpp>
+#include <tutti/plan/projection.hpp>
+#include <tutti/plan/report.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

@@ -9,7 +9,8 @@
 #include "data_options.hpp"
 #include "run_policies.hpp"
 
-#include <tutti/ledger/detail/format.hpp>
+#include <tutti/detail/number_format.hpp>
+#include <tutti/plan/report.hpp>
 #include <tutti/tutti.hpp>
 #if TUTTI_HAS_BLAS
 #include <tutti/models/neural_cf.hpp>
@@ -466,18 +467,18 @@ struct study_trial {
 
 inline std::string thousands(double v) {
   if (!std::isfinite(v)) return "-";
-  if (v >= 1e6) return tutti::detail::ledger_impl::sfmt("%.2fM", v / 1e6);
-  if (v >= 1e4) return tutti::detail::ledger_impl::sfmt("%.0fk", v / 1e3);
-  return tutti::detail::ledger_impl::sfmt("%.0f", v);
+  if (v >= 1e6) return tutti::detail::sfmt("%.2fM", v / 1e6);
+  if (v >= 1e4) return tutti::detail::sfmt("%.0fk", v / 1e3);
+  return tutti::detail::sfmt("%.0f", v);
 }
 
 inline std::string metric_text(double v) {
-  return std::isfinite(v) ? tutti::detail::ledger_impl::sfmt("%.4f", v) : std::string("diverged");
+  return std::isfinite(v) ? tutti::detail::sfmt("%.4f", v) : std::string("diverged");
 }
 
 /// The table of one panel, as printed and as the HTML page shows it.
 inline std::string panel_table(const study_baseline& b, const std::vector<study_cell>& cells) {
-  using tutti::detail::ledger_impl::sfmt;
+  using tutti::detail::sfmt;
   std::string s = sfmt(
       "%s on %s: test %s (%s is better); baseline %.4f = %s at batch %zu; %s %.4f\n",
       b.model.c_str(), b.dataset.c_str(), b.metric,
@@ -538,7 +539,9 @@ inline std::string study_svg(const std::vector<study_baseline>& panels,
                              const std::vector<study_cell>& cells,
                              const std::vector<std::string>& recipes,
                              const std::vector<std::size_t>& batches) {
-  using namespace tutti::detail::ledger_impl;
+  using namespace tutti::detail::plan;  // the report's chart styles and series
+  using tutti::detail::sfmt;
+  using tutti::detail::xml_escape;
   const double pw = 400, ph = 280, left = 58, right = 12, top = 30, bottom = 44;
   const int columns = panels.size() > 1 ? 2 : 1;
   const int rows = static_cast<int>((panels.size() + 1) / std::size_t(columns));
@@ -673,7 +676,7 @@ inline std::string join(const std::vector<std::size_t>& v) {
 
 inline std::string join(const std::vector<double>& v) {
   std::string s;
-  for (const auto x : v) s += (s.empty() ? "" : ",") + tutti::detail::ledger_impl::sfmt("%g", x);
+  for (const auto x : v) s += (s.empty() ? "" : ",") + tutti::detail::sfmt("%g", x);
   return s;
 }
 
@@ -691,7 +694,7 @@ inline std::string shell_word(const std::string& s) {
 
 /// The options that read the --data file, as the command line spells them.
 inline std::string data_file_arguments(const data_file_options& f) {
-  using tutti::detail::ledger_impl::sfmt;
+  using tutti::detail::sfmt;
   std::string s = " --data " + shell_word(f.path) + " --user-col " + shell_word(f.user_col) +
                   " --item-col " + shell_word(f.item_col) + " --label-col " +
                   shell_word(f.label_col);
@@ -709,7 +712,7 @@ inline std::string data_file_arguments(const data_file_options& f) {
 
 /// The command line that reruns this study exactly (every setting spelled out).
 inline std::string study_command_line(const study_config& c) {
-  using tutti::detail::ledger_impl::sfmt;
+  using tutti::detail::sfmt;
   std::string s =
       "tutti study large-batch --models " + join(c.models) +
       (c.file.path.empty() ? " --datasets " + join(c.datasets) : data_file_arguments(c.file)) +
@@ -732,7 +735,7 @@ inline std::string study_command_line(const study_config& c) {
 
 /// One line on a dataset: its name, where it came from (the file's path for --data), its rows.
 inline std::string dataset_line(const study_data& d) {
-  using tutti::detail::ledger_impl::sfmt;
+  using tutti::detail::sfmt;
   return sfmt("%s: %s, %s, %s; %zu train / %zu test rows (tuning: %zu / %zu), %d users, %d items",
               d.name.c_str(), d.source.c_str(), d.implicit ? "implicit 0/1" : "ratings", d.metric,
               d.parts.train.size(), d.parts.test.size(), d.tune.train.size(), d.tune.test.size(),
@@ -783,7 +786,7 @@ double tune_rate(const study_config& c, const study_data& d, Run& run, const stu
 /// Runs `tutti study large-batch`; returns the process exit code.
 inline int run_study_large_batch(study_config c) {
   using detail::study_cell;
-  using tutti::detail::ledger_impl::sfmt;
+  using tutti::detail::sfmt;
   const auto start = std::chrono::steady_clock::now();
   const std::time_t now = std::time(nullptr);
   char date[32];
@@ -984,7 +987,7 @@ inline int run_study_large_batch(study_config c) {
     std::ofstream f(svg_path);
     f << svg;
     if (!f) throw error("tutti study: cannot write '" + svg_path.string() + "'");
-    using tutti::detail::ledger_impl::xml_escape;
+    using tutti::detail::xml_escape;
     std::string html =
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<title>tutti study large-batch</title>\n<style>\n"

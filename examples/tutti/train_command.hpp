@@ -6,6 +6,7 @@
 #include "export.hpp"
 #include "noise_report.hpp"
 #include "progress.hpp"
+#include "ranking_options.hpp"
 #include "run_policies.hpp"
 #include "trace.hpp"
 
@@ -32,9 +33,9 @@
 #else
 #define TUTTI_HAS_SODIUM 0
 #endif
-#include <tutti/ledger/noise_model.hpp>
-#include <tutti/ledger/projection.hpp>
-#include <tutti/ledger/report.hpp>
+#include <tutti/plan/noise_model.hpp>
+#include <tutti/plan/projection.hpp>
+#include <tutti/plan/report.hpp>
 #if TUTTI_HAS_BLAS
 #include <tutti/models/neural_cf.hpp>
 #endif
@@ -78,6 +79,8 @@ struct train_config {
   bool synthetic_ratings = false;
   std::uint64_t data_seed = 42;
   double test_fraction = 0.1;
+  ranking_config ranking;                // --holdout, --negatives, --top-k, --target
+  std::optional<quality_target> target;  // --target, parsed
 
   std::string model = "mf";
   int dim = 32;
@@ -174,6 +177,22 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--test-fraction", c.test_fraction, "share of rows held out for evaluation")
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
+  app.add_option("--holdout", c.ranking.holdout,
+                 "test rows: random (--test-fraction of the pairs) or last (each learner's "
+                 "latest positive, ranked among --negatives sampled courses: HR@K and NDCG@K)")
+      ->check(CLI::IsMember({"random", "last"}))
+      ->capture_default_str();
+  app.add_option("--negatives", c.ranking.negatives,
+                 "--holdout last: courses a learner never took, ranked against the held-out one")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
+  app.add_option("--top-k", c.ranking.top_k, "--holdout last: K of HR@K and NDCG@K")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->each([&c](const std::string&) { c.ranking.top_k_given = true; })
+      ->capture_default_str();
+  app.add_option("--target", c.ranking.target,
+                 "stop after the first epoch reaching METRIC=VALUE (hr@10=0.6, ndcg@10=0.4, "
+                 "auc=0.8, rmse=0.9) and report the time to it");
   app.add_option("--model", c.model, "model")
       ->check(CLI::IsMember({"mf", "lr", "ncf"}))
       ->capture_default_str();
@@ -417,6 +436,8 @@ struct loaded_data {
   int shard = -1;
   std::uint64_t sealed_rows = 0;           // rows of the whole sealed dataset (from its manifest)
   std::optional<checkpoint_state> resume;  // the checkpoint `--resume` continues from
+  // --holdout last: the ranking lists of the held-out rows; else none.
+  std::shared_ptr<const data::ranking_candidates> lists;
 };
 
 /// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
@@ -504,7 +525,13 @@ inline loaded_data load(const train_config& c, int rank) {
     d.cleaning = std::move(file.cleaning);
     d.source = c.data;
   }
-  d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
+  detail::check_ranking(c.ranking, d.rank_local, d.all.implicit);
+  if (c.ranking.holdout == "last") {
+    d.parts = data::leave_one_out(d.all, {.seed = c.seed});
+    d.lists = detail::ranking_lists(c.ranking, d.parts, c.seed);
+  } else {
+    d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
+  }
   return d;
 }
 
@@ -535,7 +562,8 @@ inline data_stats local_stats(const loaded_data& d) {
           .test_rows = d.parts.test.size(),
           .mean = mean_label(d.parts.train),
           .baseline = global_mean_rmse(d.parts.train, d.parts.test),
-          .train_digest = d.parts.train.digest()};
+          .train_digest = d.parts.train.digest(),
+          .rows = {}};
 }
 
 /// The ranks' shards added up: sizes, the label mean, the baseline RMSE and a digest of the
@@ -703,6 +731,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.bucket_bytes = mib_bytes(c.bucket_mb);
   opt.comm_thread_nice = opt_comm_nice(c);
   opt.last_bucket_bytes = mib_bytes(c.last_bucket_mb);
+  opt.ranking = d.lists;
+  opt.ranking_k = c.ranking.top_k;
+  opt.target = c.target;
   opt.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "tutti train: warning: %s\n", w.c_str());
     std::fflush(stderr);
@@ -734,9 +765,10 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
 #endif
     if (r != 0 || quiet) return;
     bar.clear();
-    std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f  %9s\n", e.epoch, e.train_loss,
+    std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f  %9s%s\n", e.epoch, e.train_loss,
                 e.eval.metric, e.eval.value, e.samples_per_second, e.seconds,
-                detail::noise_cell(e.noise_scale).c_str());
+                detail::noise_cell(e.noise_scale).c_str(),
+                detail::ranking_cells(e.ranking).c_str());
     std::fflush(stdout);
   };
   auto fit_with = [&](auto sampler) {
@@ -746,7 +778,10 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
         make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
     if constexpr (requires { t.reducer().shared_arena(); })
       if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
-    fit_result fitted = t.fit(d.parts.train, d.parts.test);
+    // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
+    // metrics are the evaluation.
+    const bool ranks_only = d.lists && t.model().loss() == loss_kind::logistic;
+    fit_result fitted = t.fit(d.parts.train, ranks_only ? data::interactions{} : d.parts.test);
     if (rank == 0) write_export(c, d, t);
     return fitted;
   };
@@ -1099,12 +1134,28 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   const double baseline = implicit ? 0.5 : stats.baseline;
   const char* baseline_name = implicit ? "random scores" : "global mean";
+  // A model scoring at random ranks the held-out course among N + 1 with chance K / (N + 1).
+  const double random_hr = std::min(1.0, double(c.ranking.top_k) / double(c.ranking.negatives + 1));
   if (c.quiet) {
-    std::printf("%s %.5f (%s: %.5f), final train loss %.6f, %.1f s\n", r.eval.metric, r.eval.value,
-                baseline_name, baseline, r.epochs.back().train_loss, seconds);
+    if (r.eval.metric != metric_name::none || !r.ranking)
+      std::printf("%s %.5f (%s: %.5f), ", r.eval.metric, r.eval.value, baseline_name, baseline);
+    if (r.ranking)
+      std::printf("hr@%zu %.5f ndcg@%zu %.5f (random: hr %.5f), ", r.ranking->k,
+                  r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, random_hr);
+    std::printf("final train loss %.6f, %.1f s\n", r.epochs.back().train_loss, seconds);
   } else {
-    std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, baseline_name,
-                baseline);
+    if (r.eval.metric != metric_name::none || !r.ranking)
+      std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, baseline_name,
+                  baseline);
+    if (r.ranking)
+      std::printf(
+          "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %zu sampled courses each "
+          "(random scores: hr %.5f)\n",
+          r.ranking->k, r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, r.ranking->lists,
+          c.ranking.negatives, random_hr);
+    if (c.target)
+      std::printf("%s\n",
+                  detail::target_sentence(c.ranking, *c.target, r.target, r.epochs.size()).c_str());
     std::printf("%s\n", detail::noise_sentence(r, c.batch).c_str());
     std::printf(
         "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
@@ -1173,10 +1224,19 @@ inline int train_and_report(const train_config& c, int rank, bool append_log) {
                         {"samples_per_second", e.samples_per_second},
                         {"noise_scale", detail::to_json(e.noise_scale)},
                         {"phases_rank0", detail::to_json(e.phases)}});
+    for (std::size_t i = 0; i < r.epochs.size(); ++i)
+      if (r.epochs[i].ranking) epochs[i]["ranking"] = detail::to_json(*r.epochs[i].ranking);
     j["epochs"] = epochs;
     j["noise_scale"] = detail::to_json(r.noise_scale, r.noise_scale_why);
     j["eval"] = detail::to_json(r.eval);
     j["eval"]["baseline"] = {{"name", baseline_name}, {"value", baseline}};
+    j["holdout"] = c.ranking.holdout;
+    if (r.ranking) {
+      j["ranking"] = detail::to_json(*r.ranking);
+      j["ranking"]["negatives"] = c.ranking.negatives;
+      j["ranking"]["random_hit_rate"] = random_hr;
+    }
+    if (c.target) j["target"] = detail::to_json(*c.target, r.target);
     j["phases_rank0"] = detail::to_json(r.phases);
     {
       const ledger_summary& l = r.ledger;
@@ -1316,6 +1376,7 @@ inline double default_lr(const std::string& optimizer) {
 /// Runs `tutti train`; returns the process exit code.
 inline int run_train(train_config c) {
   if (!c.lr_given) c.lr = default_lr(c.optimizer);
+  c.target = detail::parse_target(c.ranking);
   if (c.reducer == "mpi") {
 #if TUTTI_HAS_MPI
     return detail::run_train_mpi(c);

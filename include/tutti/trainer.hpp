@@ -205,6 +205,7 @@ class trainer {
       timer.flush(book);
       result.epochs.push_back(
           end_epoch(plan, ep, book, seconds_since(epoch_start), epoch_start, test, run, result));
+      if (reached_target(result, fit_start)) break;
     }
     m_global_step = global_step;
     finish_result(plan, book, run, result);
@@ -221,6 +222,15 @@ class trainer {
       return detail::evaluate_across_ranks(m_model, m_space, params, m_reducer, test);
     else
       return detail::evaluate_on_rank0(m_model, m_space, params, m_reducer, test);
+  }
+
+  /// HR@K and NDCG@K of the current parameters on the ranking lists `candidates` (with a
+  /// rank-local sampler each rank passes its own, and the metrics cover their union; else rank
+  /// 0's are ranked). Every rank returns the same value. Collective.
+  ranking_result evaluate_ranking(const data::ranking_candidates& candidates, std::size_t k) {
+    const bool mine = rank_local_sampler<Sampler> || m_reducer.rank() == 0;
+    return detail::evaluate_ranking_across_ranks(m_model, std::span<const float>(m_params.span()),
+                                                 m_reducer, mine ? &candidates : nullptr, k);
   }
 
   /// Predictions of the current parameters for every row of `rows` (copied to the host).
@@ -840,7 +850,11 @@ class trainer {
     rec.step_seconds = step_seconds;
     rec.ranks = make_rank_table(ranks.step_mean, ranks.work_mean, ranks.wait_mean,
                                 m_options.slow_rank_threshold);
-    if (m_options.evaluate_each_epoch || e.epoch + 1 == m_options.epochs) rec.eval = evaluate(test);
+    if (m_options.evaluate_each_epoch || m_options.target || e.epoch + 1 == m_options.epochs) {
+      rec.eval = evaluate(test);
+      if (m_options.ranking)
+        rec.ranking = evaluate_ranking(*m_options.ranking, m_options.ranking_k);
+    }
     rec.seconds = seconds_since(epoch_start);
     rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
     rec.phases = to_phases(totals);
@@ -858,19 +872,47 @@ class trainer {
     result.noise_scale = m_noise.estimate();
     result.noise_scale_why = noise_scale_why(p.total_steps);
     result.eval = result.epochs.back().eval;
+    result.ranking = result.epochs.back().ranking;
     result.ledger = book.summarize(m_reducer.world_size());
     if (result.ledger.steps > 0)
       result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
     result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
                                   static_cast<std::int64_t>(result.bytes_reduced_per_step);
+    const double epochs = double(result.epochs.back().epoch);  // fewer when a target stopped it
     for (std::size_t r = 0; r < run.step.size(); ++r) {
-      run.step[r] /= double(m_options.epochs);
-      run.work[r] /= double(m_options.epochs);
-      run.wait[r] /= double(m_options.epochs);
+      run.step[r] /= epochs;
+      run.work[r] /= epochs;
+      run.wait[r] /= epochs;
     }
     result.ledger.ranks =
         make_rank_table(run.step, run.work, run.wait, m_options.slow_rank_threshold);
     result.parameters_checksum = replica_checksum();
+  }
+
+  // Whether the epoch just recorded reaches `train_options::target`; the first that does is
+  // noted in `result.target`. Every rank sees the same metrics, so every rank stops alike.
+  bool reached_target(fit_result& result, clock::time_point fit_start) const {
+    if (!m_options.target) return false;
+    const quality_target& t = *m_options.target;
+    const epoch_record& rec = result.epochs.back();
+    using m = quality_target::measure;
+    double v = 0;
+    bool reached = false;
+    if (t.metric == m::rmse || t.metric == m::auc) {
+      const char* want = t.metric == m::rmse ? metric_name::rmse : metric_name::auc;
+      TUTTI_EXPECTS(rec.eval.metric == want, "tutti::trainer::fit",
+                    std::string("the target is the test ") + want + ", but the evaluation gave " +
+                        rec.eval.metric + "; expected a target that matches the loss (rmse for " +
+                        "squared, auc for logistic) and a non-empty test split");
+      v = rec.eval.value;
+      reached = t.metric == m::rmse ? v <= t.value : v >= t.value;
+    } else {
+      v = t.metric == m::hit_rate ? rec.ranking->hit_rate : rec.ranking->ndcg;
+      reached = v >= t.value;
+    }
+    if (!reached) return false;
+    result.target = {true, rec.epoch, seconds_since(fit_start), v};
+    return true;
   }
 
   // Whether this step measures the noise scale, and how: every `noise_scale_every`-th global

@@ -9,6 +9,7 @@
 #include <tutti/config.hpp>
 #include <tutti/data/csv.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/data/leave_one_out.hpp>
 #include <tutti/data/split.hpp>
 #include <tutti/data/synthetic.hpp>
 #include <tutti/error.hpp>
@@ -27,6 +28,7 @@
 #include <tutti/optimizers/row_sparse_sgd.hpp>
 #include <tutti/optimizers/rowwise_adagrad.hpp>
 #include <tutti/optimizers/sgd.hpp>
+#include <tutti/ranking.hpp>
 #include <tutti/reducers/compressed.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>

@@ -9,6 +9,7 @@
 #include "../test_models.cpp"
 #include "../test_ncf.cpp"  // neural_cf: compiles to nothing without <cblas.h>
 #include "../test_optimizers.cpp"
+#include "../test_ranking.cpp"
 #include "../test_space.cpp"
 #include "parity.cpp"
 #if defined(TUTTI_TEST_NCCL)

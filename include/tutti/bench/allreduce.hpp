@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/allreduce_bench.hpp
+/// @file bench/allreduce.hpp
 /// @brief Measures `all_reduce_mean` per message size in the nccl-tests convention (time,
 /// algbw, busbw, #wrong) and fits the alpha-beta model to it: the core of
 /// `tutti bench allreduce` and of benchmarks/allreduce.cpp. For ranks that share one host's
@@ -12,10 +12,10 @@
 /// its buffer against the known mean.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
 #include <tutti/launch.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/links.hpp>
+#include <tutti/plan/links.hpp>
 #include <tutti/reducers/local_ring.hpp>
 #include <tutti/reducers/no_op.hpp>
 
@@ -57,7 +57,7 @@ struct allreduce_bench_row {
   std::size_t wrong = 0;  ///< elements off the known mean, summed over ranks
 };
 
-namespace detail::ledger_impl {
+namespace detail::bench {
 
 using bench_clock = std::chrono::steady_clock;
 
@@ -224,7 +224,7 @@ inline void burn_cpu(double seconds) noexcept {
   keep_alive(x);
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::bench
 
 /// The message sizes of the sweep. Throws `tutti::invalid_argument` unless min_bytes is a
 /// positive multiple of 4, max_bytes >= min_bytes and factor >= 2.
@@ -257,10 +257,10 @@ std::vector<allreduce_bench_row> bench_allreduce(Reducer& reducer, const allredu
                                                  const std::string& name) {
   std::vector<allreduce_bench_row> rows;
   for (const std::size_t bytes : allreduce_bench_sizes(c)) {
-    auto sample = detail::ledger_impl::bench_measure(reducer, bytes / sizeof(float), c);
-    detail::ledger_impl::bench_gather_slowest(reducer, sample);
-    rows.push_back(detail::ledger_impl::bench_row(name, reducer.world_size(), bytes / sizeof(float),
-                                                  sample.seconds, sample.wrong));
+    auto sample = detail::bench::bench_measure(reducer, bytes / sizeof(float), c);
+    detail::bench::bench_gather_slowest(reducer, sample);
+    rows.push_back(detail::bench::bench_row(name, reducer.world_size(), bytes / sizeof(float),
+                                            sample.seconds, sample.wrong));
   }
   return rows;
 }
@@ -295,29 +295,27 @@ inline double measure_available_cores(int threads, double seconds = 0.3) {
   static constexpr const char* fn = "tutti::measure_available_cores";
   TUTTI_EXPECTS(threads >= 1, fn, "threads = " + std::to_string(threads) + "; expected >= 1");
   TUTTI_EXPECTS(seconds > 0 && std::isfinite(seconds), fn,
-                "seconds = " + detail::ledger_impl::num(seconds) + "; expected > 0");
-  if (detail::ledger_impl::thread_cpu_seconds() < 0) return double(threads);
+                "seconds = " + detail::num(seconds) + "; expected > 0");
+  if (detail::bench::thread_cpu_seconds() < 0) return double(threads);
   std::vector<double> cpu(static_cast<std::size_t>(threads), 0.0);
   std::atomic<bool> go{false};
   const auto burn = [&](std::size_t k) {
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-    const double c0 = detail::ledger_impl::thread_cpu_seconds();
-    const auto end =
-        detail::ledger_impl::bench_clock::now() + std::chrono::duration<double>(seconds);
+    const double c0 = detail::bench::thread_cpu_seconds();
+    const auto end = detail::bench::bench_clock::now() + std::chrono::duration<double>(seconds);
     double x = 1.0;
-    while (detail::ledger_impl::bench_clock::now() < end)
+    while (detail::bench::bench_clock::now() < end)
       for (int i = 0; i < 256; ++i) x = x * 1.0000001 + 1e-9;
-    cpu[k] = detail::ledger_impl::thread_cpu_seconds() - c0;
-    detail::ledger_impl::keep_alive(x);
+    cpu[k] = detail::bench::thread_cpu_seconds() - c0;
+    detail::bench::keep_alive(x);
   };
   std::vector<std::thread> pool;
   pool.reserve(cpu.size());
   for (std::size_t k = 0; k < cpu.size(); ++k) pool.emplace_back(burn, k);
-  const auto t0 = detail::ledger_impl::bench_clock::now();
+  const auto t0 = detail::bench::bench_clock::now();
   go.store(true, std::memory_order_release);
   for (auto& t : pool) t.join();
-  const double wall =
-      std::chrono::duration<double>(detail::ledger_impl::bench_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(detail::bench::bench_clock::now() - t0).count();
   double total = 0;
   for (const double v : cpu) total += v;
   return wall > 0 ? std::min(double(threads), total / wall) : double(threads);
@@ -349,27 +347,27 @@ step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s,
   TUTTI_EXPECTS(bytes >= sizeof(float) && bytes % sizeof(float) == 0, fn,
                 "bytes = " + std::to_string(bytes) + "; expected a positive multiple of 4");
   TUTTI_EXPECTS(work_s >= 0 && std::isfinite(work_s), fn,
-                "work_s = " + detail::ledger_impl::num(work_s) + "; expected >= 0");
+                "work_s = " + detail::num(work_s) + "; expected >= 0");
   TUTTI_EXPECTS(iters >= 1, fn, "iters = 0; expected at least one timed step");
   std::vector<float> own;
-  const std::span<float> s = detail::ledger_impl::bench_buffer(reducer, bytes / sizeof(float), own);
-  detail::ledger_impl::bench_fill(s, reducer.rank());
-  detail::ledger_impl::bench_line_up(reducer);
+  const std::span<float> s = detail::bench::bench_buffer(reducer, bytes / sizeof(float), own);
+  detail::bench::bench_fill(s, reducer.rank());
+  detail::bench::bench_line_up(reducer);
   for (std::size_t k = 0; k < warmup; ++k) {
-    detail::ledger_impl::burn_cpu(work_s);
+    detail::bench::burn_cpu(work_s);
     reducer.all_reduce_mean(s);
   }
-  detail::ledger_impl::bench_rank_sample sample;
+  detail::bench::bench_rank_sample sample;
   sample.seconds.reserve(iters);
-  auto t0 = detail::ledger_impl::bench_clock::now();
+  auto t0 = detail::bench::bench_clock::now();
   for (std::size_t k = 0; k < iters; ++k) {
-    detail::ledger_impl::burn_cpu(work_s);
+    detail::bench::burn_cpu(work_s);
     reducer.all_reduce_mean(s);
-    const auto t1 = detail::ledger_impl::bench_clock::now();
+    const auto t1 = detail::bench::bench_clock::now();
     sample.seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
     t0 = t1;
   }
-  detail::ledger_impl::bench_gather_slowest(reducer, sample);
+  detail::bench::bench_gather_slowest(reducer, sample);
   step_bench_result r;
   r.reducer = name;
   r.ranks = reducer.world_size();
@@ -381,7 +379,7 @@ step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s,
   r.mean_s = sum / double(iters);
   std::vector<double> sorted = sample.seconds;
   std::sort(sorted.begin(), sorted.end());
-  r.p50_s = detail::ledger_impl::median_of(sorted);
+  r.p50_s = detail::bench::median_of(sorted);
   r.p95_s = sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(0.95 * double(iters)))];
   return r;
 }
@@ -393,18 +391,17 @@ inline std::string format_allreduce_header(const std::string& reducer, int world
     s = "\n# no_op, 1 rank, float32, all_reduce_mean (an early return: the time is the clock's "
         "own overhead, algbw is not a bandwidth)\n";
   else
-    s = detail::ledger_impl::sfmt(
-        "\n# %s, %d rank%s (%s), float32, all_reduce_mean\n", reducer.c_str(), world,
-        world == 1 ? "" : "s",
-        reducer.rfind("mpi", 0) == 0 ? "processes" : "threads of one process");
-  return s + detail::ledger_impl::sfmt("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count",
-                                       "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    s = detail::sfmt("\n# %s, %d rank%s (%s), float32, all_reduce_mean\n", reducer.c_str(), world,
+                     world == 1 ? "" : "s",
+                     reducer.rfind("mpi", 0) == 0 ? "processes" : "threads of one process");
+  return s + detail::sfmt("# %12s %11s %8s %12s %12s %12s %7s\n", "size(B)", "count", "iters",
+                          "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
 
 /// One table row in nccl-tests' columns.
 inline std::string format_allreduce_row(const allreduce_bench_row& r) {
-  return detail::ledger_impl::sfmt("  %12zu %11zu %8zu %12.3f %12.3f %12.3f %7zu\n", r.bytes,
-                                   r.count, r.iters, r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
+  return detail::sfmt("  %12zu %11zu %8zu %12.3f %12.3f %12.3f %7zu\n", r.bytes, r.count, r.iters,
+                      r.time_us, r.algbw_gbs, r.busbw_gbs, r.wrong);
 }
 
 /// The alpha-beta model fitted to measured allreduce times:
@@ -424,10 +421,10 @@ struct alpha_beta_fit {
   /// The fit as a link profile for the cost model (and `tutti plan --link-file`).
   link_profile as_link(std::string name = "measured", std::string source = "") const {
     return {std::move(name), 1.0 / beta_s_per_byte / 1e9, alpha_s * 1e6,
-            source.empty() ? detail::ledger_impl::sfmt(
-                                 "alpha-beta fit of %zu allreduce timings (max error %.0f%%)",
-                                 points, 100.0 * max_rel_error)
-                           : std::move(source)};
+            source.empty()
+                ? detail::sfmt("alpha-beta fit of %zu allreduce timings (max error %.0f%%)", points,
+                               100.0 * max_rel_error)
+                : std::move(source)};
   }
 };
 
@@ -484,7 +481,7 @@ inline alpha_beta_fit fit_alpha_beta(const std::vector<allreduce_bench_row>& row
 
 /// The fit in words: "alpha 12.3 us per step, bandwidth 2.41 GB/s (1/beta); ...".
 inline std::string format_alpha_beta(const alpha_beta_fit& f) {
-  return detail::ledger_impl::sfmt(
+  return detail::sfmt(
       "# alpha-beta fit (time = alpha 2(n-1) + beta 2(n-1)/n S, least squares on relative "
       "error, %zu rows):\n#   alpha = %.3f us per step, 1/beta = %.3f GB/s; error max %.1f%%, "
       "rms %.1f%%\n",

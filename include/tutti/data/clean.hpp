@@ -49,6 +49,7 @@
 
 #include <tutti/data/csv.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/number_format.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
 
@@ -145,10 +146,9 @@ struct cleaning_report {
   }
   /// One line for a person: "20 rows read, 14 used, 6 rejected (30.00%): malformed 2, ...".
   std::string summary() const {
-    char share[32];
-    std::snprintf(share, sizeof share, "%.2f%%", 100.0 * rejected_share());
     std::string s = std::to_string(rows_read) + " rows read, " + std::to_string(rows_used) +
-                    " used, " + std::to_string(rows_rejected) + " rejected (" + share + ")";
+                    " used, " + std::to_string(rows_rejected) + " rejected (" +
+                    detail::percent_text(rejected_share()) + ")";
     if (rows_rejected > 0) s += ": " + reasons_text();
     return s;
   }
@@ -307,13 +307,6 @@ class pair_index {
  private:
   std::vector<std::size_t> m_slots;
 };
-
-/// A percentage as a person reads it.
-inline std::string clean_percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * share);
-  return buf;
-}
 
 }  // namespace tutti::detail
 
@@ -535,8 +528,8 @@ inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_
         source, rep, copt.max_rejected_share,
         std::string(fn) + "(): '" + source + "': " + std::to_string(rep.rows_rejected) + " of " +
             std::to_string(rep.rows_read) + " rows rejected (" +
-            clean_percent(rep.rejected_share()) + "), above the limit of " +
-            clean_percent(copt.max_rejected_share) +
+            percent_text(rep.rejected_share()) + "), above the limit of " +
+            percent_text(copt.max_rejected_share) +
             "; refusing to train. Rejected by reason: " + rep.reasons_text() + ". " +
             (copt.quarantine_path.empty()
                  ? std::string("No quarantine file was requested.")

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/detail/format.hpp
-/// @brief Text and JSON formatting shared by the ledger's reports (numbers, units, escaping).
+/// @file detail/number_format.hpp
+/// @brief Text and JSON formatting shared by the trainer's records, the plan and the benchmark
+/// (numbers, units, escaping).
 #pragma once
 
 #include <cmath>
@@ -9,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace tutti::detail::ledger_impl {
+namespace tutti::detail {
 
 /// printf into a std::string.
 #if defined(__GNUC__)
@@ -34,10 +35,19 @@ inline std::string num(double v) {
   return sfmt("%g", v);
 }
 
-/// A JSON number; JSON has no infinity or NaN, so those become null.
-inline std::string json_number(double v) {
+/// Significant digits of the numbers in the trainer's JSON-lines records: 9 give back any float
+/// exactly, and a record per step stays short.
+inline constexpr int log_record_digits = 9;
+
+/// Significant digits of the numbers in the JSON of a plan (`tutti plan --json`) and of a link
+/// profile (`tutti bench allreduce --save-link`).
+inline constexpr int report_digits = 12;
+
+/// A JSON number with `significant_digits` digits (`log_record_digits`, `report_digits`); JSON
+/// has no infinity or NaN, so those become null.
+inline std::string json_number(double v, int significant_digits) {
   if (!std::isfinite(v)) return "null";
-  return sfmt("%.12g", v);
+  return sfmt("%.*g", significant_digits, v);
 }
 
 /// A JSON string literal with the characters JSON requires escaped.
@@ -117,6 +127,11 @@ inline std::string count_text(double v) {
   return sfmt("%.3g%s", v, units[u]);
 }
 
+/// A share as a percentage with two decimals: 0.3 is "30.00%".
+inline std::string percent_text(double share) {
+  return sfmt("%.2f%%", 100.0 * share);
+}
+
 /// A throughput or other figure for a table: whole numbers from 1000 on, 4 significant digits
 /// below.
 inline std::string figure(double v) {
@@ -137,4 +152,4 @@ inline std::string duration_text(double s) {
   return sfmt("%.1f d", s / 86400.0);
 }
 
-}  // namespace tutti::detail::ledger_impl
+}  // namespace tutti::detail

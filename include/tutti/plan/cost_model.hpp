@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/cost_model.hpp
+/// @file plan/cost_model.hpp
 /// @brief Alpha-beta models of ring, double-binary-tree and hierarchical allreduce on a
 /// topology, the choice of the fastest (as NCCL's tuner chooses), and exposure after overlap.
 ///
@@ -12,9 +12,9 @@
 /// profile can be compared with. docs/ledger.md derives each formula.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/links.hpp>
+#include <tutti/plan/links.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -54,7 +54,7 @@ struct allreduce_estimate {
   double seconds() const noexcept { return latency_s + bandwidth_s; }
 };
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 inline void check_bytes(double bytes, const char* fn) {
   TUTTI_EXPECTS(std::isfinite(bytes) && bytes >= 0, fn,
@@ -81,7 +81,7 @@ inline double spanning_bytes_per_s(const topology& t) noexcept {
   return std::min(t.intra.bytes_per_s(), net);
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
 /// Ring allreduce of `bytes` over the topology: 2(n-1) steps, each moving S/n per device.
 /// latency = (2(n-1) - 2(m-1)) alpha_intra + 2(m-1) alpha_inter for m nodes (NCCL's split of
@@ -89,7 +89,7 @@ inline double spanning_bytes_per_s(const topology& t) noexcept {
 /// slowest link the ring crosses. On one node: exactly 2(n-1) alpha + 2(n-1)/n S/B.
 inline allreduce_estimate ring_allreduce(double bytes, const topology& t) {
   check_topology(t, "tutti::ring_allreduce");
-  detail::ledger_impl::check_bytes(bytes, "tutti::ring_allreduce");
+  detail::plan::check_bytes(bytes, "tutti::ring_allreduce");
   const int n = t.devices;
   if (n == 1) return {allreduce_algorithm::none, 0, 0};
   const int m = t.nodes();
@@ -97,7 +97,7 @@ inline allreduce_estimate ring_allreduce(double bytes, const topology& t) {
   const double inter_steps = 2.0 * (m - 1);
   allreduce_estimate e{allreduce_algorithm::ring, 0, 0};
   e.latency_s = (steps - inter_steps) * t.intra.latency_s() + inter_steps * t.inter.latency_s();
-  e.bandwidth_s = steps / n * bytes / detail::ledger_impl::spanning_bytes_per_s(t);
+  e.bandwidth_s = steps / n * bytes / detail::plan::spanning_bytes_per_s(t);
   return e;
 }
 
@@ -108,14 +108,14 @@ inline allreduce_estimate ring_allreduce(double bytes, const topology& t) {
 /// bandwidth (2 vs 2(n-1)/n) and wins on latency once many nodes are involved.
 inline allreduce_estimate tree_allreduce(double bytes, const topology& t) {
   check_topology(t, "tutti::tree_allreduce");
-  detail::ledger_impl::check_bytes(bytes, "tutti::tree_allreduce");
+  detail::plan::check_bytes(bytes, "tutti::tree_allreduce");
   if (t.devices == 1) return {allreduce_algorithm::none, 0, 0};
   const int d = t.local_devices();
   const int m = t.nodes();
   allreduce_estimate e{allreduce_algorithm::tree, 0, 0};
-  e.latency_s = 2.0 * ((d - 1) * t.intra.latency_s() +
-                       detail::ledger_impl::tree_depth(m) * t.inter.latency_s());
-  e.bandwidth_s = 2.0 * bytes / detail::ledger_impl::spanning_bytes_per_s(t);
+  e.latency_s =
+      2.0 * ((d - 1) * t.intra.latency_s() + detail::plan::tree_depth(m) * t.inter.latency_s());
+  e.bandwidth_s = 2.0 * bytes / detail::plan::spanning_bytes_per_s(t);
   return e;
 }
 
@@ -127,7 +127,7 @@ inline allreduce_estimate tree_allreduce(double bytes, const topology& t) {
 /// With one node, or one device per node, it is the ring.
 inline allreduce_estimate hierarchical_allreduce(double bytes, const topology& t) {
   check_topology(t, "tutti::hierarchical_allreduce");
-  detail::ledger_impl::check_bytes(bytes, "tutti::hierarchical_allreduce");
+  detail::plan::check_bytes(bytes, "tutti::hierarchical_allreduce");
   if (t.devices == 1) return {allreduce_algorithm::none, 0, 0};
   const int d = t.local_devices();
   const int m = t.nodes();
@@ -170,13 +170,12 @@ inline double allreduce_busbw_bytes_per_s(double bytes, double seconds, int n) n
 /// the same fraction is charged, but overlap cannot hide more than the `overlappable_s` seconds
 /// of compute the reduce runs beside: exposed = max(total x ratio, total - overlappable).
 inline double exposed_reduce_seconds(double total_s, double exposed_ratio, double overlappable_s) {
-  TUTTI_EXPECTS(
-      std::isfinite(exposed_ratio) && exposed_ratio >= 0 && exposed_ratio <= 1,
-      "tutti::exposed_reduce_seconds",
-      "exposed_ratio = " + detail::ledger_impl::num(exposed_ratio) + "; expected 0 <= ratio <= 1");
+  TUTTI_EXPECTS(std::isfinite(exposed_ratio) && exposed_ratio >= 0 && exposed_ratio <= 1,
+                "tutti::exposed_reduce_seconds",
+                "exposed_ratio = " + detail::num(exposed_ratio) + "; expected 0 <= ratio <= 1");
   TUTTI_EXPECTS(total_s >= 0 && overlappable_s >= 0, "tutti::exposed_reduce_seconds",
-                "total_s = " + detail::ledger_impl::num(total_s) + ", overlappable_s = " +
-                    detail::ledger_impl::num(overlappable_s) + "; expected both >= 0");
+                "total_s = " + detail::num(total_s) +
+                    ", overlappable_s = " + detail::num(overlappable_s) + "; expected both >= 0");
   return std::max(total_s * exposed_ratio, total_s - overlappable_s);
 }
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/links.hpp
+/// @file plan/links.hpp
 /// @brief Named interconnects (PCIe, NVLink, InfiniBand, Ethernet) with the bandwidth and latency
 /// the cost model prices, and the topology of nodes x devices per node they join.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -79,12 +79,10 @@ inline std::string named_link_list() {
 /// Throws `tutti::invalid_argument` unless gb_per_s > 0 and latency_us >= 0 (both finite).
 inline link_profile custom_link(double gb_per_s, double latency_us, std::string name = "custom",
                                 std::string source = "given by the user") {
-  TUTTI_EXPECTS(
-      std::isfinite(gb_per_s) && gb_per_s > 0, "tutti::custom_link",
-      "bandwidth = " + detail::ledger_impl::num(gb_per_s) + " GB/s; expected a positive number");
-  TUTTI_EXPECTS(
-      std::isfinite(latency_us) && latency_us >= 0, "tutti::custom_link",
-      "latency = " + detail::ledger_impl::num(latency_us) + " us; expected a number >= 0");
+  TUTTI_EXPECTS(std::isfinite(gb_per_s) && gb_per_s > 0, "tutti::custom_link",
+                "bandwidth = " + detail::num(gb_per_s) + " GB/s; expected a positive number");
+  TUTTI_EXPECTS(std::isfinite(latency_us) && latency_us >= 0, "tutti::custom_link",
+                "latency = " + detail::num(latency_us) + " us; expected a number >= 0");
   return {std::move(name), gb_per_s, latency_us, std::move(source)};
 }
 
@@ -103,10 +101,10 @@ inline link_profile find_link(std::string_view name) {
 /// A link profile as one JSON object {name, gb_per_s, latency_us, source}, the format
 /// `tutti bench allreduce --save-link` writes and `tutti plan --link-file` reads.
 inline std::string link_profile_json(const link_profile& l) {
-  return "{\"name\": " + detail::ledger_impl::json_string(l.name) +
-         ", \"gb_per_s\": " + detail::ledger_impl::json_number(l.gb_per_s) +
-         ", \"latency_us\": " + detail::ledger_impl::json_number(l.latency_us) +
-         ", \"source\": " + detail::ledger_impl::json_string(l.source) + "}";
+  return "{\"name\": " + detail::json_string(l.name) +
+         ", \"gb_per_s\": " + detail::json_number(l.gb_per_s, detail::report_digits) +
+         ", \"latency_us\": " + detail::json_number(l.latency_us, detail::report_digits) +
+         ", \"source\": " + detail::json_string(l.source) + "}";
 }
 
 /// N devices filled node by node: `devices_per_node` devices share a node over `intra`; nodes
@@ -137,10 +135,10 @@ inline void check_topology(const topology& t, const char* fn) {
                 "nics_per_node = " + std::to_string(t.nics_per_node) + "; expected >= 1");
   for (const link_profile* l : {&t.intra, &t.inter}) {
     TUTTI_EXPECTS(std::isfinite(l->gb_per_s) && l->gb_per_s > 0, fn,
-                  "link '" + l->name + "' has bandwidth " + detail::ledger_impl::num(l->gb_per_s) +
+                  "link '" + l->name + "' has bandwidth " + detail::num(l->gb_per_s) +
                       " GB/s; expected a positive number");
     TUTTI_EXPECTS(std::isfinite(l->latency_us) && l->latency_us >= 0, fn,
-                  "link '" + l->name + "' has latency " + detail::ledger_impl::num(l->latency_us) +
+                  "link '" + l->name + "' has latency " + detail::num(l->latency_us) +
                       " us; expected a number >= 0");
   }
 }

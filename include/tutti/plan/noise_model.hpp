@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/noise_model.hpp
+/// @file plan/noise_model.hpp
 /// @brief Time to the same loss: the projection's rows under the empirical model of large-batch
 /// training (McCandlish, Kaplan, Amodei et al. 2018), given the gradient noise scale B_noise
 /// that `tutti train` measures (docs/ledger.md, "Time to the same loss").
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/projection.hpp>
 
 #include <cmath>
 #include <string>
@@ -43,10 +43,9 @@ inline double steps_to_same_loss(double b, double b_ref, double b_noise) {
 inline void apply_noise_scale(projection& p, double b_noise, double useful_fraction) {
   static constexpr const char* fn = "tutti::apply_noise_scale";
   TUTTI_EXPECTS(std::isfinite(b_noise) && b_noise > 0, fn,
-                "B_noise = " + detail::ledger_impl::num(b_noise) + "; expected samples > 0");
-  TUTTI_EXPECTS(
-      useful_fraction > 0 && useful_fraction <= 1, fn,
-      "useful_fraction = " + detail::ledger_impl::num(useful_fraction) + "; expected 0 < f <= 1");
+                "B_noise = " + detail::num(b_noise) + "; expected samples > 0");
+  TUTTI_EXPECTS(useful_fraction > 0 && useful_fraction <= 1, fn,
+                "useful_fraction = " + detail::num(useful_fraction) + "; expected 0 < f <= 1");
   p.b_noise = b_noise;
   p.useful_fraction = useful_fraction;
   p.noise_knee.reset();

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/plan_types.hpp
+/// @file plan/plan_types.hpp
 /// @brief What the planner is asked (`tutti::plan_inputs`) and what it answers
 /// (`tutti::plan_result`: the three questions, the verdict and its named reasons).
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/noise_model.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/noise_model.hpp>
+#include <tutti/plan/projection.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -56,7 +56,7 @@ struct plan_inputs {
   double min_steps_per_epoch = 50.0;
   /// The gradient noise scale (`tutti train` measures it): when resolved, every N's job is its
   /// time to the loss the measured global batch reaches in `epochs`, and no N is advised past
-  /// the noise knee without a deadline (ledger/noise_model.hpp); a lower bound is reported only.
+  /// the noise knee without a deadline (plan/noise_model.hpp); a lower bound is reported only.
   std::optional<noise_scale_input> noise_scale{};
   /// A device is worth adding while at least this share of the samples/s it brings shortens the
   /// time to the same loss.
@@ -152,7 +152,7 @@ struct plan_result {
   std::optional<plan_alternative> other_scaling;
 };
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 inline std::string pct(double v) {
   return sfmt("%.0f%%", 100.0 * v);
@@ -171,6 +171,6 @@ inline std::string topology_text(const projection_options& o) {
   return s;
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
 }  // namespace tutti

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/planner.hpp
+/// @file plan/planner.hpp
 /// @brief `tutti plan`'s engine: does the model fit, is there enough data to need more than one
 /// device, what does the topology let N devices buy, and one verdict with its reasons. The
-/// plan as text and JSON is in ledger/plan_format.hpp.
+/// plan as text and JSON is in plan/plan_format.hpp.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/detail/plan_verdict.hpp>
-#include <tutti/ledger/noise_model.hpp>
-#include <tutti/ledger/plan_types.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/detail/plan_verdict.hpp>
+#include <tutti/plan/noise_model.hpp>
+#include <tutti/plan/plan_types.hpp>
+#include <tutti/plan/projection.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,7 @@
 
 namespace tutti {
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 // The projection of `in`'s step under `o`, in time to the same loss when the noise scale is known.
 inline projection plan_projection(const plan_inputs& in, const projection_options& o) {
@@ -73,7 +73,7 @@ inline std::string noise_answer(const plan_result& r) {
   return a;
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
 /// Answers the three questions in order and gives one verdict (docs/ledger.md, "The planner").
 ///
@@ -87,43 +87,37 @@ inline std::string noise_answer(const plan_result& r) {
 /// binds is a named reason; the other scaling mode's verdict rides along when its rows differ.
 /// Throws `tutti::invalid_argument` on impossible inputs.
 inline plan_result make_plan(const plan_inputs& in) {
-  using detail::ledger_impl::bytes_text;
-  using detail::ledger_impl::duration_text;
-  using detail::ledger_impl::sfmt;
+  using detail::bytes_text;
+  using detail::duration_text;
+  using detail::sfmt;
   static constexpr const char* fn = "tutti::make_plan";
   TUTTI_EXPECTS(std::isfinite(in.params) && in.params > 0, fn,
-                "params = " + detail::ledger_impl::num(in.params) + "; expected a positive count");
-  TUTTI_EXPECTS(
-      in.bytes_per_param > 0, fn,
-      "bytes_per_param = " + detail::ledger_impl::num(in.bytes_per_param) + "; expected > 0");
-  TUTTI_EXPECTS(
-      in.activation_bytes >= 0, fn,
-      "activation_bytes = " + detail::ledger_impl::num(in.activation_bytes) + "; expected >= 0");
-  TUTTI_EXPECTS(
-      in.device_memory_bytes > 0, fn,
-      "device_memory = " + detail::ledger_impl::num(in.device_memory_bytes) + "; expected > 0");
+                "params = " + detail::num(in.params) + "; expected a positive count");
+  TUTTI_EXPECTS(in.bytes_per_param > 0, fn,
+                "bytes_per_param = " + detail::num(in.bytes_per_param) + "; expected > 0");
+  TUTTI_EXPECTS(in.activation_bytes >= 0, fn,
+                "activation_bytes = " + detail::num(in.activation_bytes) + "; expected >= 0");
+  TUTTI_EXPECTS(in.device_memory_bytes > 0, fn,
+                "device_memory = " + detail::num(in.device_memory_bytes) + "; expected > 0");
   TUTTI_EXPECTS(std::isfinite(in.epochs) && in.epochs > 0, fn,
-                "epochs = " + detail::ledger_impl::num(in.epochs) + "; expected > 0");
-  TUTTI_EXPECTS(
-      !in.deadline_s || *in.deadline_s > 0, fn,
-      "deadline = " + detail::ledger_impl::num(in.deadline_s.value_or(0)) + " s; expected > 0");
-  TUTTI_EXPECTS(
-      std::isfinite(in.reasonable_s) && in.reasonable_s > 0, fn,
-      "reasonable_s = " + detail::ledger_impl::num(in.reasonable_s) + "; expected seconds > 0");
+                "epochs = " + detail::num(in.epochs) + "; expected > 0");
+  TUTTI_EXPECTS(!in.deadline_s || *in.deadline_s > 0, fn,
+                "deadline = " + detail::num(in.deadline_s.value_or(0)) + " s; expected > 0");
+  TUTTI_EXPECTS(std::isfinite(in.reasonable_s) && in.reasonable_s > 0, fn,
+                "reasonable_s = " + detail::num(in.reasonable_s) + "; expected seconds > 0");
   TUTTI_EXPECTS(std::isfinite(in.min_steps_per_epoch) && in.min_steps_per_epoch >= 0, fn,
-                "min_steps_per_epoch = " + detail::ledger_impl::num(in.min_steps_per_epoch) +
+                "min_steps_per_epoch = " + detail::num(in.min_steps_per_epoch) +
                     "; expected >= 0 (0: no limit)");
-  TUTTI_EXPECTS(!in.max_safe_batch || *in.max_safe_batch > 0, fn,
-                "max_safe_batch = " + detail::ledger_impl::num(in.max_safe_batch.value_or(0)) +
-                    "; expected a batch > 0");
+  TUTTI_EXPECTS(
+      !in.max_safe_batch || *in.max_safe_batch > 0, fn,
+      "max_safe_batch = " + detail::num(in.max_safe_batch.value_or(0)) + "; expected a batch > 0");
   TUTTI_EXPECTS(
       !in.noise_scale || (std::isfinite(in.noise_scale->b_noise) && in.noise_scale->b_noise > 0),
       fn,
-      "noise_scale = " + detail::ledger_impl::num(in.noise_scale ? in.noise_scale->b_noise : 0.0) +
+      "noise_scale = " + detail::num(in.noise_scale ? in.noise_scale->b_noise : 0.0) +
           "; expected samples > 0");
   TUTTI_EXPECTS(in.useful_fraction > 0 && in.useful_fraction <= 1, fn,
-                "useful_fraction = " + detail::ledger_impl::num(in.useful_fraction) +
-                    "; expected 0 < f <= 1");
+                "useful_fraction = " + detail::num(in.useful_fraction) + "; expected 0 < f <= 1");
 
   plan_result r;
   r.inputs = in;
@@ -143,28 +137,27 @@ inline plan_result make_plan(const plan_inputs& in) {
       bytes_text(r.gradient_bytes).c_str(), in.optimizer.c_str(),
       bytes_text(r.optimizer_bytes).c_str(), bytes_text(r.activation_bytes).c_str(),
       bytes_text(r.memory_bytes).c_str(), bytes_text(in.device_memory_bytes).c_str(),
-      detail::ledger_impl::pct(r.memory_bytes / in.device_memory_bytes).c_str());
+      detail::plan::pct(r.memory_bytes / in.device_memory_bytes).c_str());
 
   // (2) data: one device's time for the epochs (the projection's baseline row)
   projection_options one_opts = in.projection;
   one_opts.devices = {1};
-  const projection one = detail::ledger_impl::plan_projection(in, one_opts);
+  const projection one = detail::plan::plan_projection(in, one_opts);
   const projection_row& r1 = one.rows.front();
   r.one_device_samples_per_s = r1.samples_per_s;
-  r.one_device_s = detail::ledger_impl::job_seconds(in, r1);
+  r.one_device_s = detail::plan::job_seconds(in, r1);
   const double target = in.deadline_s ? *in.deadline_s : in.reasonable_s;
   r.needs_more_than_one = r.one_device_s > target;
-  std::string work =
-      sfmt("%s samples x %g epoch%s at %s samples/s take %s on one device",
-           detail::ledger_impl::count_text(in.step.samples_per_epoch).c_str(), in.epochs,
-           in.epochs == 1 ? "" : "s", detail::ledger_impl::figure(r1.samples_per_s).c_str(),
-           duration_text(r.one_device_s).c_str());
+  std::string work = sfmt("%s samples x %g epoch%s at %s samples/s take %s on one device",
+                          detail::count_text(in.step.samples_per_epoch).c_str(), in.epochs,
+                          in.epochs == 1 ? "" : "s", detail::figure(r1.samples_per_s).c_str(),
+                          duration_text(r.one_device_s).c_str());
   if (one.b_noise && r1.samples_factor != 1.0)
     work += sfmt(
         " (to the loss the measured batch %s reaches in them: %.3gx the samples at one "
         "device's batch of %s)",
-        detail::ledger_impl::count_text(in.step.global_batch).c_str(), r1.samples_factor,
-        detail::ledger_impl::count_text(r1.global_batch).c_str());
+        detail::count_text(in.step.global_batch).c_str(), r1.samples_factor,
+        detail::count_text(r1.global_batch).c_str());
   if (!in.deadline_s)
     r.data_answer = sfmt("%s: %s, %s the reasonable %s (no deadline given)",
                          r.needs_more_than_one ? "yes" : "no", work.c_str(),
@@ -175,7 +168,7 @@ inline plan_result make_plan(const plan_inputs& in) {
              r.needs_more_than_one ? "past" : "within", duration_text(*in.deadline_s).c_str());
 
   // (3) topology
-  const std::string topo = detail::ledger_impl::topology_text(in.projection);
+  const std::string topo = detail::plan::topology_text(in.projection);
   if (!r.fits) {
     r.proj = one;
     r.proj.rows.clear();
@@ -204,7 +197,7 @@ inline plan_result make_plan(const plan_inputs& in) {
     return r;
   }
 
-  r.proj = detail::ledger_impl::plan_projection(in, in.projection);
+  r.proj = detail::plan::plan_projection(in, in.projection);
   const projection& p = r.proj;
   const projection_row* best = p.row(p.last_worthwhile);
   r.topology_answer = sfmt("on %s, %s scaling: ", topo.c_str(), to_string(p.options.scaling));
@@ -213,42 +206,41 @@ inline plan_result make_plan(const plan_inputs& in) {
     r.topology_answer += sfmt(
         "the knee is at N = %d: the devices added to reach it bring %s of one device's "
         "throughput each (under %s)",
-        *p.knee,
-        detail::ledger_impl::pct(k->gain_per_added_device / p.one_device_samples_per_s).c_str(),
-        detail::ledger_impl::pct(p.options.knee_fraction).c_str());
+        *p.knee, detail::plan::pct(k->gain_per_added_device / p.one_device_samples_per_s).c_str(),
+        detail::plan::pct(p.options.knee_fraction).c_str());
     if (p.last_worthwhile > 1)
       r.topology_answer +=
           sfmt("; N = %d, the last before it, reaches %.2fx at %s efficiency", p.last_worthwhile,
-               best->speedup, detail::ledger_impl::pct(best->efficiency).c_str());
+               best->speedup, detail::plan::pct(best->efficiency).c_str());
     const projection_row& last = p.rows.back();
     if (last.devices > *p.knee)
       r.topology_answer += sfmt("; N = %d would reach %.2fx at %s efficiency", last.devices,
-                                last.speedup, detail::ledger_impl::pct(last.efficiency).c_str());
+                                last.speedup, detail::plan::pct(last.efficiency).c_str());
   } else
     r.topology_answer +=
         sfmt("no knee up to N = %d (%.2fx at %s efficiency)", p.rows.back().devices,
-             p.rows.back().speedup, detail::ledger_impl::pct(p.rows.back().efficiency).c_str());
+             p.rows.back().speedup, detail::plan::pct(p.rows.back().efficiency).c_str());
 
   r.reasons.push_back(sfmt("it fits: %s of %s", bytes_text(r.memory_bytes).c_str(),
                            bytes_text(in.device_memory_bytes).c_str()));
   r.reasons.push_back(r.data_answer);
-  detail::ledger_impl::decide(r);
-  r.noise_answer = detail::ledger_impl::noise_answer(r);
+  detail::plan::decide(r);
+  r.noise_answer = detail::plan::noise_answer(r);
   if (const projection_row* row = p.row(r.devices); row && r.devices > 1)
     r.reasons.push_back(
         sfmt("%d devices: %.2fx, %s efficiency, %s for %g epoch%s, %s per epoch (1 device: %s)",
-             row->devices, row->speedup, detail::ledger_impl::pct(row->efficiency).c_str(),
-             duration_text(detail::ledger_impl::job_seconds(in, *row)).c_str(), in.epochs,
-             in.epochs == 1 ? "" : "s", detail::ledger_impl::figure(row->cost_per_epoch).c_str(),
-             detail::ledger_impl::figure(p.rows.front().cost_per_epoch).c_str()));
+             row->devices, row->speedup, detail::plan::pct(row->efficiency).c_str(),
+             duration_text(detail::plan::job_seconds(in, *row)).c_str(), in.epochs,
+             in.epochs == 1 ? "" : "s", detail::figure(row->cost_per_epoch).c_str(),
+             detail::figure(p.rows.front().cost_per_epoch).c_str()));
   for (const auto& b : r.binding) r.reasons.push_back("[" + b.name + "] " + b.text);
   if (in.deadline_s && r.devices == 1 && !r.needs_more_than_one)
     if (const projection_row* two = p.row(2))
-      r.reasons.push_back(sfmt(
-          "a second device would save %s but cost %s more per epoch (%.2fx at %s efficiency)",
-          duration_text(r.one_device_s - detail::ledger_impl::job_seconds(in, *two)).c_str(),
-          detail::ledger_impl::pct(two->cost_per_epoch / p.rows.front().cost_per_epoch - 1).c_str(),
-          two->speedup, detail::ledger_impl::pct(two->efficiency).c_str()));
+      r.reasons.push_back(
+          sfmt("a second device would save %s but cost %s more per epoch (%.2fx at %s efficiency)",
+               duration_text(r.one_device_s - detail::plan::job_seconds(in, *two)).c_str(),
+               detail::plan::pct(two->cost_per_epoch / p.rows.front().cost_per_epoch - 1).c_str(),
+               two->speedup, detail::plan::pct(two->efficiency).c_str()));
 
   // The other scaling mode, when its rows differ: weak keeps each device's batch, strong the
   // measured global batch, and the limits can fall differently on them.
@@ -257,16 +249,16 @@ inline plan_result make_plan(const plan_inputs& in) {
   projection_options& ao = alt.inputs.projection;
   ao.scaling =
       in.projection.scaling == scaling_mode::weak ? scaling_mode::strong : scaling_mode::weak;
-  alt.proj = detail::ledger_impl::plan_projection(in, ao);
+  alt.proj = detail::plan::plan_projection(in, ao);
   bool differ = alt.proj.rows.size() != p.rows.size();
   for (std::size_t i = 0; !differ && i < p.rows.size(); ++i)
     differ = alt.proj.rows[i].global_batch != p.rows[i].global_batch;
   if (differ) {
     projection_options ao1 = ao;
     ao1.devices = {1};
-    alt.one_device_s = detail::ledger_impl::job_seconds(
-        in, detail::ledger_impl::plan_projection(in, ao1).rows.front());
-    detail::ledger_impl::decide(alt);
+    alt.one_device_s =
+        detail::plan::job_seconds(in, detail::plan::plan_projection(in, ao1).rows.front());
+    detail::plan::decide(alt);
     r.other_scaling = plan_alternative{.proj = alt.proj,
                                        .one_device_s = alt.one_device_s,
                                        .verdict = alt.verdict,
@@ -274,16 +266,16 @@ inline plan_result make_plan(const plan_inputs& in) {
                                        .verdict_text = alt.verdict_text,
                                        .binding = alt.binding};
     if (alt.verdict != r.verdict || alt.devices != r.devices)
-      r.reasons.push_back(
-          sfmt("under %s scaling (%s) the verdict would be: %s", to_string(ao.scaling),
-               ao.scaling == scaling_mode::strong
-                   ? sfmt("the measured global batch of %s split over the devices",
-                          detail::ledger_impl::count_text(in.step.global_batch).c_str())
-                         .c_str()
-                   : sfmt("every device keeps %s samples per step",
-                          detail::ledger_impl::count_text(in.step.per_device_batch()).c_str())
-                         .c_str(),
-               alt.verdict_text.c_str()));
+      r.reasons.push_back(sfmt("under %s scaling (%s) the verdict would be: %s",
+                               to_string(ao.scaling),
+                               ao.scaling == scaling_mode::strong
+                                   ? sfmt("the measured global batch of %s split over the devices",
+                                          detail::count_text(in.step.global_batch).c_str())
+                                         .c_str()
+                                   : sfmt("every device keeps %s samples per step",
+                                          detail::count_text(in.step.per_device_batch()).c_str())
+                                         .c_str(),
+                               alt.verdict_text.c_str()));
   }
   for (const auto& c : r.cautions) r.reasons.push_back("[" + c.name + "] " + c.text);
   return r;

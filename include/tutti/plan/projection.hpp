@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/projection.hpp
+/// @file plan/projection.hpp
 /// @brief From one measured step to N = 1, 2, 4, ... devices: step time, samples/s, speedup,
 /// efficiency, device-hours and money per epoch, marginal cost, and the knee.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/cost_model.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/links.hpp>
+#include <tutti/plan/cost_model.hpp>
+#include <tutti/plan/links.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -187,7 +187,7 @@ struct projection {
   }
 };
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 // Ranks of the measured run on its busiest node.
 inline int measured_ranks_per_node(const measured_step& m, int devices_per_node) {
@@ -254,7 +254,7 @@ inline std::vector<int> device_counts(const projection_options& o) {
   return n;
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
 /// A rank's host work in one account relative to the measured rank's when `ranks` ranks share
 /// a node of `h` (docs/ledger.md, "Ranks that share a host"): with T threads for the measured
@@ -268,7 +268,7 @@ inline std::vector<int> device_counts(const projection_options& o) {
 inline double shared_host_factor(const shared_host& h, double speedup, const measured_step& m,
                                  int devices_per_node, int ranks) {
   if (!h.enabled()) return 1.0;
-  namespace f = detail::ledger_impl;
+  namespace f = detail::plan;
   const double T = f::measured_threads(h, m, devices_per_node);
   const double S = speedup > 0 ? speedup : T;
   const double t = h.threads_per_rank(ranks);
@@ -291,8 +291,8 @@ inline thread_speedups thread_speedup_from(const measured_step& one_thread,
                 fn,
                 "the runs differ in world size or global batch; expected the same run with one "
                 "thread and with the measured threads");
-  const double T = detail::ledger_impl::measured_threads(h, measured, devices_per_node);
-  const int k0 = detail::ledger_impl::measured_ranks_per_node(measured, devices_per_node);
+  const double T = detail::plan::measured_threads(h, measured, devices_per_node);
+  const int k0 = detail::plan::measured_ranks_per_node(measured, devices_per_node);
   const double correction = h.core_share(k0, T) / h.core_share(k0, 1.0);
   const auto one = [&](double alone, double with_threads) {
     TUTTI_EXPECTS(
@@ -317,16 +317,15 @@ inline thread_speedups thread_speedup_from(const measured_step& one_thread,
 /// top. Throws `tutti::invalid_argument` on an impossible measurement or options.
 inline projection project(const measured_step& m, const projection_options& o = {}) {
   static constexpr const char* fn = "tutti::project";
-  detail::ledger_impl::check_measured(m);
+  detail::plan::check_measured(m);
   TUTTI_EXPECTS(o.max_devices >= 1, fn,
                 "max_devices = " + std::to_string(o.max_devices) + "; expected >= 1");
   TUTTI_EXPECTS(std::isfinite(o.price_per_device_hour) && o.price_per_device_hour >= 0, fn,
-                "price = " + detail::ledger_impl::num(o.price_per_device_hour) + "; expected >= 0");
-  TUTTI_EXPECTS(
-      o.knee_fraction > 0 && o.knee_fraction <= 1, fn,
-      "knee_fraction = " + detail::ledger_impl::num(o.knee_fraction) + "; expected 0 < f <= 1");
-  detail::ledger_impl::check_host(o.host, m, o.devices_per_node);
-  const std::vector<int> counts = detail::ledger_impl::device_counts(o);
+                "price = " + detail::num(o.price_per_device_hour) + "; expected >= 0");
+  TUTTI_EXPECTS(o.knee_fraction > 0 && o.knee_fraction <= 1, fn,
+                "knee_fraction = " + detail::num(o.knee_fraction) + "; expected 0 < f <= 1");
+  detail::plan::check_host(o.host, m, o.devices_per_node);
+  const std::vector<int> counts = detail::plan::device_counts(o);
   for (std::size_t i = 0; i < counts.size(); ++i)
     TUTTI_EXPECTS(counts[i] >= 1 && (i == 0 || counts[i] > counts[i - 1]), fn,
                   "device counts must be ascending and >= 1; got " + std::to_string(counts[i]) +
@@ -342,8 +341,7 @@ inline projection project(const measured_step& m, const projection_options& o = 
                           ? std::clamp(m.reduce_exposed_s / m.reduce_total_s, 0.0, 1.0)
                           : 1.0;
   TUTTI_EXPECTS(p.exposed_ratio >= 0 && p.exposed_ratio <= 1, fn,
-                "exposed_ratio = " + detail::ledger_impl::num(p.exposed_ratio) +
-                    "; expected 0 <= ratio <= 1");
+                "exposed_ratio = " + detail::num(p.exposed_ratio) + "; expected 0 <= ratio <= 1");
 
   const double b0 = m.per_device_batch();
   const auto make_row = [&](int n) {
@@ -414,13 +412,13 @@ inline projection project(const measured_step& m, const projection_options& o = 
 /// The projection as a fixed-width text table, one row per device count, followed by the knee
 /// (the `tutti plan` table and the projection `tutti train` prints).
 inline std::string format_projection_table(const projection& p) {
-  using detail::ledger_impl::sfmt;
+  using detail::sfmt;
   std::string out = sfmt("%7s %5s %12s %10s %10s %10s %12s %8s %6s %11s %12s %12s", "devices",
                          "nodes", "allreduce", "reduce", "exposed", "step", "samples/s", "speedup",
                          "eff", "dev-h/epoch", "cost/epoch", "marginal");
   out += p.b_noise ? sfmt(" %9s %9s %7s\n", "samples x", "to-loss x", "useful") : "\n";
   for (const auto& r : p.rows) {
-    namespace f = detail::ledger_impl;
+    namespace f = detail;
     out += sfmt("%7d %5d %12s %10s %10s %10s %12s %8.2f %5.0f%% %11s %12s %12s", r.devices, r.nodes,
                 to_string(r.algorithm), f::duration_text(r.reduce_total_s).c_str(),
                 f::duration_text(r.reduce_exposed_s).c_str(), f::duration_text(r.step_s).c_str(),
@@ -439,7 +437,7 @@ inline std::string format_projection_table(const projection& p) {
   if (p.truncated)
     out += "(strong scaling stops where a device would get less than one sample per step)\n";
   if (const shared_host& h = p.options.host; h.enabled()) {
-    namespace f = detail::ledger_impl;
+    namespace f = detail::plan;
     const double T = f::measured_threads(h, p.measured, p.options.devices_per_node);
     const auto su = [T](double v) {
       return v > 0 ? v : T;
@@ -452,15 +450,16 @@ inline std::string format_projection_table(const projection& p) {
     for (const auto& r : p.rows)
       out += sfmt(" N = %d %g thread%s x%.3g,", r.devices, r.threads_per_rank,
                   r.threads_per_rank == 1 ? "" : "s", r.host_factor);
-    out += sfmt(" host work; sync %s per step of N > 1)\n", f::duration_text(h.sync_s).c_str());
+    out +=
+        sfmt(" host work; sync %s per step of N > 1)\n", detail::duration_text(h.sync_s).c_str());
   }
   if (p.b_noise) {
     out += sfmt(
         "(time to the same loss at B_noise = %s samples: samples x = the samples that loss takes "
         "at N's global batch against the measured %s; to-loss x = one device's time to it over "
         "N's; useful = the share of the added samples/s that shortens it)\n",
-        detail::ledger_impl::count_text(*p.b_noise).c_str(),
-        detail::ledger_impl::count_text(p.measured.global_batch).c_str());
+        detail::count_text(*p.b_noise).c_str(),
+        detail::count_text(p.measured.global_batch).c_str());
     if (p.noise_knee)
       out += sfmt(
           "noise knee: N = %d, where less than %.0f%% of what the added devices bring shortens "
@@ -472,13 +471,13 @@ inline std::string format_projection_table(const projection& p) {
         "knee: N = %d, where each added device brings less than %.0f%% of one device's "
         "%s samples/s; the last N worth paying for is %d\n",
         *p.knee, 100.0 * p.options.knee_fraction,
-        detail::ledger_impl::figure(p.one_device_samples_per_s).c_str(), p.last_worthwhile);
+        detail::figure(p.one_device_samples_per_s).c_str(), p.last_worthwhile);
   else
     out += sfmt(
         "knee: none up to N = %d: every doubling still adds at least %.0f%% of one device's "
         "%s samples/s per added device\n",
         p.rows.empty() ? 1 : p.rows.back().devices, 100.0 * p.options.knee_fraction,
-        detail::ledger_impl::figure(p.one_device_samples_per_s).c_str());
+        detail::figure(p.one_device_samples_per_s).c_str());
   return out;
 }
 

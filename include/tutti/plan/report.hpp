@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/report.hpp
+/// @file plan/report.hpp
 /// @brief The ledger as a picture: one self-contained HTML page with inline SVG charts of
 /// speedup against the ideal line, efficiency, cost per epoch, and the step by account.
 ///
@@ -11,9 +11,9 @@
 /// step) and measured-step-data, ... (the measured step, at its world size).
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/projection.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -45,7 +45,7 @@ struct report_input {
   double global_batch = 0;
 };
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 using series_points = std::vector<std::pair<double, double>>;
 
@@ -292,9 +292,9 @@ inline std::string step_bars(const projection& p, bool show_measured) {
   return out + "</svg>\n";
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
-namespace detail::ledger_impl {
+namespace detail::plan {
 
 // The gradient noise scale over the epochs against the global batch; empty without one.
 inline std::string noise_scale_section(const report_input& in) {
@@ -321,15 +321,15 @@ inline std::string noise_scale_section(const report_input& in) {
          "noise the chart shows a lower bound.</p>\n";
 }
 
-}  // namespace detail::ledger_impl
+}  // namespace detail::plan
 
 /// The report as one self-contained HTML page (no scripts, no external files).
 inline std::string render_report(const report_input& in) {
-  using detail::ledger_impl::sfmt;
-  using detail::ledger_impl::xml_escape;
+  using detail::sfmt;
+  using detail::xml_escape;
   const projection& p = in.proj;
   std::vector<double> xs;
-  detail::ledger_impl::series_points ideal, speed, eff, cost;
+  detail::plan::series_points ideal, speed, eff, cost;
   for (const auto& r : p.rows) {
     xs.push_back(r.devices);
     ideal.emplace_back(r.devices, r.devices);
@@ -340,11 +340,11 @@ inline std::string render_report(const report_input& in) {
   double baseline = p.one_device_samples_per_s;
   for (const auto& m : in.measured)
     if (m.devices == 1 && m.samples_per_s > 0) baseline = m.samples_per_s;
-  detail::ledger_impl::series_points mspeed, meff;
+  detail::plan::series_points mspeed, meff;
   for (const auto& m : in.measured) {
     TUTTI_EXPECTS(m.devices >= 1 && m.samples_per_s >= 0, "tutti::render_report",
                   "measured point (" + std::to_string(m.devices) + " devices, " +
-                      detail::ledger_impl::num(m.samples_per_s) +
+                      detail::num(m.samples_per_s) +
                       " samples/s); expected devices >= 1 and samples/s >= 0");
     mspeed.emplace_back(m.devices, m.samples_per_s / baseline);
     meff.emplace_back(m.devices, m.samples_per_s / baseline / m.devices);
@@ -352,10 +352,10 @@ inline std::string render_report(const report_input& in) {
   }
   std::sort(xs.begin(), xs.end());
 
-  std::vector<detail::ledger_impl::line_series> speed_series = {
+  std::vector<detail::plan::line_series> speed_series = {
       {"ideal-speedup", "ideal (N)", "#999999", true, false, ideal},
       {"predicted-speedup", "predicted", "#4e79a7", false, false, speed}};
-  std::vector<detail::ledger_impl::line_series> eff_series = {
+  std::vector<detail::plan::line_series> eff_series = {
       {"predicted-efficiency", "predicted", "#4e79a7", false, false, eff}};
   if (!mspeed.empty()) {
     speed_series.push_back({"measured-speedup", "measured", "#e15759", false, true, mspeed});
@@ -381,26 +381,22 @@ inline std::string render_report(const report_input& in) {
         "<p>At %d devices the reduce takes %.0f%% of the step (%s of %s); speedup %.2fx, "
         "efficiency %.0f%%.",
         last.devices, 100.0 * last.reduce_exposed_s / last.step_s,
-        detail::ledger_impl::duration_text(last.reduce_exposed_s).c_str(),
-        detail::ledger_impl::duration_text(last.step_s).c_str(), last.speedup,
-        100.0 * last.efficiency);
+        detail::duration_text(last.reduce_exposed_s).c_str(),
+        detail::duration_text(last.step_s).c_str(), last.speedup, 100.0 * last.efficiency);
     html += p.knee ? sfmt(" The knee is at %d devices; the last worth paying for is %d.</p>\n",
                           *p.knee, p.last_worthwhile)
                    : sfmt(" No knee up to %d devices.</p>\n", last.devices);
   }
-  html += "<h2>Speedup</h2>\n" + detail::ledger_impl::line_chart("speedup", "devices (log2)",
-                                                                 "speedup (log2)", xs, speed_series,
-                                                                 true);
-  html += "<h2>Efficiency</h2>\n" + detail::ledger_impl::line_chart("efficiency", "devices (log2)",
-                                                                    "efficiency", xs, eff_series);
-  html +=
-      "<h2>Cost per epoch</h2>\n" +
-      detail::ledger_impl::line_chart("cost", "devices (log2)", money, xs,
-                                      {{"cost-per-epoch", money, "#59a14f", false, false, cost}});
-  html +=
-      "<h2>The step by account</h2>\n" + detail::ledger_impl::step_bars(p, in.show_measured_step);
+  html += "<h2>Speedup</h2>\n" + detail::plan::line_chart("speedup", "devices (log2)",
+                                                          "speedup (log2)", xs, speed_series, true);
+  html += "<h2>Efficiency</h2>\n" +
+          detail::plan::line_chart("efficiency", "devices (log2)", "efficiency", xs, eff_series);
+  html += "<h2>Cost per epoch</h2>\n" +
+          detail::plan::line_chart("cost", "devices (log2)", money, xs,
+                                   {{"cost-per-epoch", money, "#59a14f", false, false, cost}});
+  html += "<h2>The step by account</h2>\n" + detail::plan::step_bars(p, in.show_measured_step);
   html += "<h2>Table</h2>\n<pre>" + xml_escape(format_projection_table(p)) + "</pre>\n";
-  html += detail::ledger_impl::noise_scale_section(in);
+  html += detail::plan::noise_scale_section(in);
   return html + "</body>\n</html>\n";
 }
 

@@ -7,6 +7,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/metrics.hpp>
+#include <tutti/ranking.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/trainer/options.hpp>
 
@@ -100,6 +101,26 @@ eval_result evaluate_across_ranks(Model& model, const Space& space, std::span<co
   r.metric = metric_name::auc;
   r.value = auc(scores, labels);
   return r;
+}
+
+/// HR@K and NDCG@K of the ranking lists `candidates` (may be null: this rank ranks none), over
+/// the union of every rank's lists: each rank ranks its own on the space, the hit counts are
+/// summed. Collective; every rank returns the same.
+template <class Model, class Reducer>
+ranking_result evaluate_ranking_across_ranks(Model& model, std::span<const float> params,
+                                             Reducer& reducer,
+                                             const data::ranking_candidates* candidates,
+                                             std::size_t k) {
+  std::vector<double> sums(k + 1, 0.0);  // lists, then the hits at each rank below K
+  if (candidates && candidates->size() > 0) {
+    const ranking_result mine = evaluate_ranking(model, params, *candidates, k);
+    sums[0] = double(mine.lists);
+    for (std::size_t r = 0; r < k; ++r) sums[r + 1] = double(mine.hits[r]);
+  }
+  reducer.all_reduce_sum(std::span<double>(sums));  // integers below 2^53: exact
+  std::vector<std::uint64_t> hits(k);
+  for (std::size_t r = 0; r < k; ++r) hits[r] = static_cast<std::uint64_t>(sums[r + 1]);
+  return ranking_from_hits(std::move(hits), static_cast<std::uint64_t>(sums[0]));
 }
 
 }  // namespace tutti::detail

@@ -4,6 +4,7 @@
 /// for the global batch) and the warning of a batch grown past its reference with no scaling.
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/schedules/scaling.hpp>
 
 #include <cmath>
@@ -13,13 +14,6 @@
 #include <vector>
 
 namespace tutti::detail {
-
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 inline std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
@@ -33,8 +27,10 @@ inline std::string step_record(int rank, std::size_t epoch, std::size_t step,
                                double seconds) {
   return "{\"rank\":" + std::to_string(rank) + ",\"epoch\":" + std::to_string(epoch) +
          ",\"step\":" + std::to_string(step) + ",\"global_step\":" + std::to_string(global_step) +
-         ",\"loss\":" + json_number(loss) + ",\"samples\":" + json_number(samples) +
-         ",\"lr\":" + json_number(lr) + ",\"seconds\":" + json_number(seconds) + "}";
+         ",\"loss\":" + json_number(loss, log_record_digits) +
+         ",\"samples\":" + json_number(samples, log_record_digits) +
+         ",\"lr\":" + json_number(lr, log_record_digits) +
+         ",\"seconds\":" + json_number(seconds, log_record_digits) + "}";
 }
 
 /// What the learning rate was derived from: the rule, the batches and the warmup.
@@ -50,9 +46,9 @@ inline std::string learning_rate_record(const learning_rate_facts& f) {
   return "{\"rank\":0,\"event\":\"learning_rate\",\"world_size\":" + std::to_string(f.world_size) +
          ",\"global_batch\":" + std::to_string(f.global_batch) +
          ",\"reference_batch\":" + std::to_string(f.reference_batch) + ",\"scaling\":\"" +
-         to_string(f.scaling) + "\",\"base_lr\":" + json_number(f.base_lr) +
-         ",\"lr\":" + json_number(f.lr) + ",\"warmup_steps\":" + std::to_string(f.warmup_steps) +
-         "}";
+         to_string(f.scaling) + "\",\"base_lr\":" + json_number(f.base_lr, log_record_digits) +
+         ",\"lr\":" + json_number(f.lr, log_record_digits) +
+         ",\"warmup_steps\":" + std::to_string(f.warmup_steps) + "}";
 }
 
 /// The warning of a global batch `growth` times its reference with no scaling rule, whose local

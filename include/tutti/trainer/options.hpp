@@ -8,6 +8,7 @@
 #include <tutti/detail/noise_scale.hpp>
 #include <tutti/error.hpp>
 #include <tutti/ledger/accounts.hpp>
+#include <tutti/ranking.hpp>
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/trainer/errors.hpp>
 
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -78,6 +80,27 @@ inline constexpr char rmse[] = "rmse";
 inline constexpr char auc[] = "auc";
 }  // namespace metric_name
 
+/// A quality to stop at (`train_options::target`): the first epoch whose evaluation reaches it
+/// ends the run, as time-to-quality benchmarks measure it (NCF: the time to HR@10 = 0.635).
+struct quality_target {
+  enum class measure : std::uint8_t {
+    rmse,      ///< the test RMSE at or below `value` (squared loss)
+    auc,       ///< the test AUC at or above `value` (logistic loss)
+    hit_rate,  ///< HR@K at or above `value` (needs `train_options::ranking`)
+    ndcg,      ///< NDCG@K at or above `value` (needs `train_options::ranking`)
+  };
+  measure metric = measure::auc;
+  double value = 0;
+};
+
+/// When `fit` reached its `train_options::target`.
+struct target_result {
+  bool reached = false;   ///< some epoch's evaluation reached it
+  std::size_t epoch = 0;  ///< the first such epoch (1-based); the run stopped after it
+  double seconds = 0;     ///< wall time from the start of `fit` to the end of that epoch
+  double value = 0;       ///< the measure at that epoch
+};
+
 /// A test-split evaluation: RMSE for squared loss, exact AUC for logistic loss.
 struct eval_result {
   const char* metric = metric_name::none;  ///< "rmse", "auc" or "none" (no test rows)
@@ -136,13 +159,15 @@ struct epoch_record {
   /// Real samples of this epoch consumed before the run was resumed from a checkpoint (counted
   /// in `weighted_samples`, not in `samples_per_rank`); 0 unless the epoch was resumed.
   std::uint64_t samples_before_resume = 0;
-  double weighted_samples = 0;       ///< sum of sample weights over all ranks
-  std::size_t steps = 0;             ///< steps in the epoch (skipped ones included)
-  std::size_t skipped_steps = 0;     ///< steps skipped for a non-finite value
-  double seconds = 0;                ///< wall time of the epoch on this rank
-  double step_seconds = 0;           ///< wall time of its steps on this rank
-  double samples_per_second = 0;     ///< weighted_samples / seconds
-  eval_result eval;                  ///< test metric after the epoch
+  double weighted_samples = 0;    ///< sum of sample weights over all ranks
+  std::size_t steps = 0;          ///< steps in the epoch (skipped ones included)
+  std::size_t skipped_steps = 0;  ///< steps skipped for a non-finite value
+  double seconds = 0;             ///< wall time of the epoch on this rank
+  double step_seconds = 0;        ///< wall time of its steps on this rank
+  double samples_per_second = 0;  ///< weighted_samples / seconds
+  eval_result eval;               ///< test metric after the epoch
+  /// HR@K and NDCG@K after the epoch (`train_options::ranking`), or none.
+  std::optional<ranking_result> ranking;
   phase_seconds phases;              ///< this rank's time per phase
   rank_table ranks;                  ///< every rank's mean step and work time
   noise_scale_estimate noise_scale;  ///< the gradient noise scale as of the epoch's end
@@ -174,8 +199,17 @@ struct train_options {
   std::size_t reference_batch = 256;      ///< batch at which base_lr was tuned (for scaling)
   std::uint64_t seed = 1;                 ///< initialisation and shuffling seed
   bool evaluate_each_epoch = true;        ///< evaluate the test split after every epoch
-  std::size_t log_every = 0;              ///< steps between JSON-lines records; 0: per epoch
-  json_lines_log* log = nullptr;          ///< JSON-lines sink (per-rank records), or none
+  /// Ranking lists (`data::sample_candidates`) evaluated with the test split: HR@K and NDCG@K
+  /// of the leave-one-out protocol in `epoch_record::ranking`. Every rank passes the same lists,
+  /// or, with a rank-local sampler, its own (the metrics then cover their union). None: no
+  /// ranking metrics.
+  std::shared_ptr<const data::ranking_candidates> ranking{};
+  std::size_t ranking_k = 10;  ///< K of HR@K and NDCG@K
+  /// Stop after the first epoch whose evaluation reaches this quality (every epoch is then
+  /// evaluated); `fit_result::target` says when. None: run every epoch.
+  std::optional<quality_target> target{};
+  std::size_t log_every = 0;      ///< steps between JSON-lines records; 0: per epoch
+  json_lines_log* log = nullptr;  ///< JSON-lines sink (per-rank records), or none
   std::function<void(const step_progress&)> on_step{};  ///< called after each step, or empty
   std::function<void(int rank, const epoch_record&)> on_epoch{};  ///< after each epoch
   /// Called on each rank's thread with every interval the step's clock marks, as it is marked
@@ -282,17 +316,19 @@ struct train_options {
 
 /// Result of `trainer::fit`.
 struct fit_result {
-  std::vector<epoch_record> epochs;  ///< one record per epoch
-  eval_result eval;                  ///< final test metric
-  phase_seconds phases;              ///< this rank's time per phase over the run
-  std::size_t steps = 0;             ///< steps taken (skipped ones included)
-  double seconds = 0;                ///< wall time of fit on this rank
-  double lr = 0;                     ///< base learning rate after scaling
-  std::size_t global_batch = 0;      ///< samples per step over all ranks
-  int world_size = 1;                ///< ranks
-  ledger_summary ledger;             ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
-  std::size_t param_count = 0;       ///< model parameters (padding excluded)
-  std::size_t arena_floats = 0;      ///< floats of the parameter arena (padding included)
+  std::vector<epoch_record> epochs;       ///< one record per epoch
+  eval_result eval;                       ///< final test metric
+  std::optional<ranking_result> ranking;  ///< final HR@K and NDCG@K, or none
+  target_result target;                   ///< when `train_options::target` was reached
+  phase_seconds phases;                   ///< this rank's time per phase over the run
+  std::size_t steps = 0;                  ///< steps taken (skipped ones included)
+  double seconds = 0;                     ///< wall time of fit on this rank
+  double lr = 0;                          ///< base learning rate after scaling
+  std::size_t global_batch = 0;           ///< samples per step over all ranks
+  int world_size = 1;                     ///< ranks
+  ledger_summary ledger;         ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
+  std::size_t param_count = 0;   ///< model parameters (padding excluded)
+  std::size_t arena_floats = 0;  ///< floats of the parameter arena (padding included)
   std::size_t optimizer_state_floats = 0;  ///< floats of optimizer state
   /// The gradient noise scale at the end of the run (`train_options::noise_scale_every`);
   /// `known()` is false when no step could be measured, and `noise_scale_why` says why.
@@ -362,6 +398,15 @@ inline void check_train_options(const train_options& o, int world) {
                 "sparse_trial_steps = " + std::to_string(o.sparse_trial_steps) +
                     "; expected an even number of at least 4 (dense and rows alternate, the "
                     "first pair warms up)");
+  TUTTI_EXPECTS(o.ranking_k >= 1, "tutti::trainer", "ranking_k = 0; expected K >= 1");
+  TUTTI_EXPECTS(!o.target || std::isfinite(o.target->value), "tutti::trainer",
+                "the target's value is not finite; expected a number");
+  TUTTI_EXPECTS(!o.target || o.ranking ||
+                    (o.target->metric != quality_target::measure::hit_rate &&
+                     o.target->metric != quality_target::measure::ndcg),
+                "tutti::trainer",
+                "the target is a ranking metric but no ranking lists were given; expected "
+                "train_options::ranking (data::sample_candidates)");
   TUTTI_EXPECTS(o.noise_scale_decay > 0 && o.noise_scale_decay < 1, "tutti::trainer",
                 "noise_scale_decay = " + std::to_string(o.noise_scale_decay) +
                     "; expected a weight strictly between 0 and 1");

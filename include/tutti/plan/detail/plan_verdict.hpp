@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file ledger/detail/plan_verdict.hpp
+/// @file plan/detail/plan_verdict.hpp
 /// @brief The planner's verdict on a projection: the target (the deadline, else the reasonable
 /// time), the limits on N (steps per epoch, the largest safe batch, the knee), and the named
 /// reasons and cautions (docs/ledger.md, "Limits and reasons").
 #pragma once
 
+#include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
-#include <tutti/ledger/detail/format.hpp>
-#include <tutti/ledger/plan_types.hpp>
-#include <tutti/ledger/projection.hpp>
+#include <tutti/plan/plan_types.hpp>
+#include <tutti/plan/projection.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace tutti::detail::ledger_impl {
+namespace tutti::detail::plan {
 
 // The largest global batch the data feeds: samples per epoch / the fewest steps an epoch keeps.
 inline double data_batch_limit(const plan_inputs& in) {
@@ -416,4 +416,4 @@ inline void decide(plan_result& r) {
   batch_fields(r, c);
 }
 
-}  // namespace tutti::detail::ledger_impl
+}  // namespace tutti::detail::plan

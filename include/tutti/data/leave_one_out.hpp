@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file data/leave_one_out.hpp
+/// @brief The leave-one-out ranking protocol of the NCF paper: `tutti::data::leave_one_out` holds
+/// out each user's last interaction, `tutti::data::sample_candidates` pairs it with items the
+/// user never interacted with, for `tutti::evaluate_ranking` (tutti/ranking.hpp) to rank.
+///
+/// Both depend only on the rows, the source ids and the seed: never on row order, threads, or
+/// the world size, so every rank and every resume builds the same held-out rows and candidates.
+#pragma once
+
+#include <tutti/data/interactions.hpp>
+#include <tutti/data/split.hpp>
+#include <tutti/detail/random.hpp>
+#include <tutti/error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tutti::data {
+
+/// Options of `leave_one_out`.
+struct leave_one_out_options {
+  /// Without timestamps, which interaction of a user is held out (a seeded draw per pair of
+  /// source ids); with timestamps the seed breaks no tie that matters and is unused.
+  std::uint64_t seed = 1;
+};
+
+/// Options of `sample_candidates`.
+struct candidate_options {
+  std::size_t negatives = 100;  ///< N: items sampled per held-out row (the NCF protocol's 100)
+  std::uint64_t seed = 1;       ///< different seeds give independent samples
+};
+
+/// One ranking list per held-out row: `items[u * width()]` is the held-out (positive) item, the
+/// next `negatives[u]` entries the sampled items; a user with fewer than N unseen items has all
+/// of them, and the rest of the row repeats the positive (never ranked).
+struct ranking_candidates {
+  std::size_t n_negatives = 0;           ///< N asked for
+  std::vector<std::int32_t> users;       ///< dense user index per list
+  std::vector<std::int32_t> items;       ///< users.size() × width(), row-major
+  std::vector<std::uint32_t> negatives;  ///< sampled items in each list (≤ N)
+  std::size_t width() const noexcept { return n_negatives + 1; }
+  std::size_t size() const noexcept { return users.size(); }
+};
+
+}  // namespace tutti::data
+
+namespace tutti::detail {
+
+inline void check_interaction_rows(const data::interactions& d, const char* fn) {
+  const std::size_t n = d.size();
+  TUTTI_EXPECTS(d.items.size() == n && d.labels.size() == n &&
+                    (d.timestamps.empty() || d.timestamps.size() == n),
+                fn,
+                "users, items, labels and timestamps have different lengths; expected one entry "
+                "per row in each (timestamps may be empty)");
+  for (std::size_t i = 0; i < n; ++i)
+    TUTTI_EXPECTS(
+        d.users[i] >= 0 && d.users[i] < d.n_users() && d.items[i] >= 0 && d.items[i] < d.n_items(),
+        fn,
+        "row " + std::to_string(i) + " has user " + std::to_string(d.users[i]) + ", item " +
+            std::to_string(d.items[i]) + "; expected indices below n_users() = " +
+            std::to_string(d.n_users()) + " and n_items() = " + std::to_string(d.n_items()));
+}
+
+// Row i beats row j as a user's held-out row: the later timestamp (or, without timestamps, the
+// larger seeded draw); then the larger source item id, then the larger label. Equal on all three,
+// the rows are the same interaction, and either may go.
+struct held_out_order {
+  const data::interactions& d;
+  std::uint64_t seed;
+  bool beats(std::size_t i, std::size_t j) const {
+    if (d.has_timestamps()) {
+      if (d.timestamps[i] != d.timestamps[j]) return d.timestamps[i] > d.timestamps[j];
+    } else {
+      const double a = draw(i), b = draw(j);
+      if (a != b) return a > b;
+    }
+    const auto ii = d.item_ids[static_cast<std::size_t>(d.items[i])];
+    const auto ij = d.item_ids[static_cast<std::size_t>(d.items[j])];
+    if (ii != ij) return ii > ij;
+    return d.labels[i] > d.labels[j];
+  }
+  double draw(std::size_t i) const {
+    return data::split_draw(seed, d.user_ids[static_cast<std::size_t>(d.users[i])],
+                            d.item_ids[static_cast<std::size_t>(d.items[i])]);
+  }
+};
+
+// Each user's item indices, sorted and without repeats, as one CSR table.
+struct user_item_sets {
+  std::vector<std::size_t> start;   // n_users + 1
+  std::vector<std::int32_t> items;  // sorted within a user
+
+  user_item_sets(const data::interactions& a, const data::interactions& b, std::size_t n_users)
+      : start(n_users + 1, 0) {
+    for (const data::interactions* d : {&a, &b})
+      for (std::int32_t u : d->users) ++start[static_cast<std::size_t>(u) + 1];
+    for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
+    items.resize(start.back());
+    std::vector<std::size_t> at(start.begin(), start.end() - 1);
+    for (const data::interactions* d : {&a, &b})
+      for (std::size_t i = 0; i < d->size(); ++i)
+        items[at[static_cast<std::size_t>(d->users[i])]++] = d->items[i];
+    std::vector<std::size_t> kept(n_users + 1, 0);
+    std::size_t out = 0;
+    for (std::size_t u = 0; u < n_users; ++u) {
+      auto first = items.begin() + static_cast<std::ptrdiff_t>(start[u]);
+      auto last = items.begin() + static_cast<std::ptrdiff_t>(start[u + 1]);
+      std::sort(first, last);
+      last = std::unique(first, last);
+      for (auto it = first; it != last; ++it) items[out++] = *it;
+      kept[u + 1] = out;
+    }
+    items.resize(out);
+    start = std::move(kept);
+  }
+  std::span<const std::int32_t> of(std::size_t u) const {
+    return {items.data() + start[u], start[u + 1] - start[u]};
+  }
+};
+
+// Up to n distinct items outside `seen` (sorted), drawn by (seed, the user's source id). Where
+// unseen items are plenty, rejection sampling; where they are few, a seeded partial shuffle of
+// all of them. Either way the result depends only on the seed, the user and `seen`.
+inline std::vector<std::int32_t> draw_unseen(std::span<const std::int32_t> seen,
+                                             std::int32_t n_items, std::size_t n,
+                                             std::uint64_t key) {
+  const std::size_t unseen = static_cast<std::size_t>(n_items) - seen.size();
+  const auto is_seen = [&](std::int32_t v) {
+    return std::binary_search(seen.begin(), seen.end(), v);
+  };
+  std::vector<std::int32_t> out;
+  if (unseen >= 4 * n) {
+    out.reserve(n);
+    for (std::uint64_t c = 0; out.size() < n; ++c) {
+      const auto v = static_cast<std::int32_t>(hash2(key, c) % static_cast<std::uint64_t>(n_items));
+      if (!is_seen(v) && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
+    return out;
+  }
+  out.reserve(unseen);
+  for (std::int32_t v = 0; v < n_items; ++v)
+    if (!is_seen(v)) out.push_back(v);
+  const std::size_t take = std::min(n, out.size());
+  for (std::size_t i = 0; i < take; ++i) {
+    const std::size_t j = i + hash2(key, i) % (out.size() - i);
+    std::swap(out[i], out[j]);
+  }
+  out.resize(take);
+  return out;
+}
+
+}  // namespace tutti::detail
+
+namespace tutti::data {
+
+/// Holds out each user's last interaction (the latest timestamp; without timestamps, one chosen
+/// by a seeded draw per pair of source ids) as `test`; every other row stays in `train`, in its
+/// order. In implicit data only a positive row (label 1) is held out, the item a ranking must
+/// find; ratings count as interactions whatever their value, as the NCF protocol treats them. A
+/// user with a single row, or no positive one, keeps every row in `train` and is not evaluated.
+/// Both halves keep the input's user and item index spaces.
+/// @throws tutti::invalid_argument when `data` is inconsistent.
+inline split_result leave_one_out(const interactions& data, const leave_one_out_options& opt = {}) {
+  const char* fn = "tutti::data::leave_one_out";
+  detail::check_interaction_rows(data, fn);
+  const auto n_users = static_cast<std::size_t>(data.n_users());
+  constexpr std::size_t none = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> last(n_users, none), rows(n_users, 0);
+  const detail::held_out_order order{data, opt.seed};
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const auto u = static_cast<std::size_t>(data.users[i]);
+    ++rows[u];
+    const bool eligible = !data.implicit || data.labels[i] > 0.5f;
+    if (eligible && (last[u] == none || order.beats(i, last[u]))) last[u] = i;
+  }
+  split_result out;
+  for (interactions* half : {&out.train, &out.test}) {
+    half->user_ids = data.user_ids;
+    half->item_ids = data.item_ids;
+    half->implicit = data.implicit;
+  }
+  const auto put = [&](interactions& half, std::size_t i) {
+    half.users.push_back(data.users[i]);
+    half.items.push_back(data.items[i]);
+    half.labels.push_back(data.labels[i]);
+    if (data.has_timestamps()) half.timestamps.push_back(data.timestamps[i]);
+  };
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const auto u = static_cast<std::size_t>(data.users[i]);
+    if (last[u] != i || rows[u] < 2) put(out.train, i);
+  }
+  for (std::size_t u = 0; u < n_users; ++u)  // in user order
+    if (last[u] != none && rows[u] >= 2) put(out.test, last[u]);
+  return out;
+}
+
+/// For each row of `held_out` (one per user, as `leave_one_out` makes them), the held-out item
+/// and `negatives` items the user interacted with neither in `train` nor in `held_out`, drawn
+/// without repeats by (seed, the user's source id).
+/// @throws tutti::invalid_argument when the two disagree on the index spaces, a user has two
+/// held-out rows, or a row is out of range.
+inline ranking_candidates sample_candidates(const interactions& train, const interactions& held_out,
+                                            const candidate_options& opt = {}) {
+  const char* fn = "tutti::data::sample_candidates";
+  detail::check_interaction_rows(train, fn);
+  detail::check_interaction_rows(held_out, fn);
+  TUTTI_EXPECTS(train.user_ids == held_out.user_ids && train.item_ids == held_out.item_ids, fn,
+                "train has " + std::to_string(train.n_users()) + " users and " +
+                    std::to_string(train.n_items()) + " items, held_out " +
+                    std::to_string(held_out.n_users()) + " and " +
+                    std::to_string(held_out.n_items()) +
+                    "; expected the same index spaces (the halves of one split)");
+  TUTTI_EXPECTS(opt.negatives >= 1, fn, "negatives = 0; expected at least 1");
+  const auto n_users = static_cast<std::size_t>(train.n_users());
+  const detail::user_item_sets seen(train, held_out, n_users);
+
+  ranking_candidates c;
+  c.n_negatives = opt.negatives;
+  const std::size_t w = c.width(), lists = held_out.size();
+  c.users = held_out.users;
+  c.items.resize(lists * w);
+  c.negatives.resize(lists);
+  std::vector<char> listed(n_users, 0);
+  for (std::size_t r = 0; r < lists; ++r) {
+    const auto u = static_cast<std::size_t>(held_out.users[r]);
+    TUTTI_EXPECTS(!listed[u], fn,
+                  "user " + std::to_string(held_out.user_ids[u]) +
+                      " has more than one held-out row; expected one per user (leave_one_out)");
+    listed[u] = 1;
+  }
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::size_t r = 0; r < lists; ++r) {
+    const auto u = static_cast<std::size_t>(held_out.users[r]);
+    const std::uint64_t key = detail::hash2(opt.seed ^ 0x6e65676174697665ull,
+                                            static_cast<std::uint64_t>(held_out.user_ids[u]));
+    const auto drawn = detail::draw_unseen(seen.of(u), train.n_items(), opt.negatives, key);
+    std::int32_t* row = c.items.data() + r * w;
+    std::fill(row, row + w, held_out.items[r]);
+    std::copy(drawn.begin(), drawn.end(), row + 1);
+    c.negatives[r] = static_cast<std::uint32_t>(drawn.size());
+  }
+  return c;
+}
+
+}  // namespace tutti::data

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file ranking.hpp
+/// @brief Ranking metrics under the leave-one-out protocol: hit rate and NDCG at K of each
+/// held-out item among its sampled candidates (data/leave_one_out.hpp), computed on the memory of
+/// any execution space (the same source on the host and a GPU).
+///
+/// A held-out item's rank is the number of its candidates that score at least as high as it
+/// does: a tie counts against it, so a model that scores everything alike has a hit rate of 0
+/// rather than 1. HR@K is the share of lists whose held-out item ranks below K; NDCG@K the mean
+/// of 1 / log2(rank + 2) over those lists (0 for the others), the NCF paper's definitions with
+/// one relevant item per list.
+#pragma once
+
+#include <tutti/config.hpp>
+#include <tutti/data/leave_one_out.hpp>
+#include <tutti/error.hpp>
+#include <tutti/space/algorithms.hpp>
+#include <tutti/space/buffer.hpp>
+#include <tutti/space/traits.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tutti {
+
+/// HR@K and NDCG@K over a set of ranking lists.
+struct ranking_result {
+  std::size_t k = 0;      ///< the cut-off K
+  std::size_t lists = 0;  ///< ranking lists evaluated (held-out rows)
+  double hit_rate = 0;    ///< HR@K, in [0, 1]
+  double ndcg = 0;        ///< NDCG@K, in [0, 1]
+  /// hits[r]: lists whose held-out item has rank r, for r < K (HR@k and NDCG@k for any k ≤ K
+  /// follow from it).
+  std::vector<std::uint64_t> hits;
+};
+
+namespace detail {
+
+// The held-out item's rank in list u: candidates scoring at least as high; a non-finite score
+// anywhere in the list gives the list's width, flagged by the caller's count.
+struct list_rank_fn {
+  const float* scores;
+  const std::uint32_t* negatives;
+  std::uint32_t* rank;
+  std::size_t width;
+  TUTTI_HOST_DEVICE void operator()(std::size_t u) const {
+    const float* s = scores + u * width;
+    const float p = s[0];
+    std::uint32_t r = 0;
+    bool finite = p - p == 0.f;
+    for (std::uint32_t j = 1; j <= negatives[u]; ++j) {
+      finite = finite && s[j] - s[j] == 0.f;
+      r += s[j] >= p ? 1u : 0u;
+    }
+    rank[u] = finite ? r : static_cast<std::uint32_t>(width);
+  }
+};
+
+// HR@K and NDCG@K from how many of `lists` lists rank their held-out item at each r < K. The
+// sums run in rank order over integer counts: the same value on every space and rank count.
+inline ranking_result ranking_from_hits(std::vector<std::uint64_t> hits, std::uint64_t lists) {
+  ranking_result r;
+  r.k = hits.size();
+  r.lists = static_cast<std::size_t>(lists);
+  double hit = 0, gain = 0;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    hit += double(hits[i]);
+    gain += double(hits[i]) / std::log2(double(i) + 2.0);
+  }
+  r.hits = std::move(hits);
+  if (lists == 0) return r;
+  r.hit_rate = hit / double(lists);
+  r.ndcg = gain / double(lists);
+  return r;
+}
+
+inline ranking_result ranking_from_ranks(const std::vector<std::uint32_t>& ranks, std::size_t k,
+                                         std::size_t width) {
+  std::vector<std::uint64_t> hits(k, 0);
+  std::size_t nonfinite = 0;
+  for (std::uint32_t x : ranks) {
+    if (x == width) ++nonfinite;
+    if (x < k) ++hits[x];
+  }
+  TUTTI_EXPECTS(nonfinite == 0, "tutti::evaluate_ranking",
+                std::to_string(nonfinite) +
+                    " list(s) hold a score that is not finite; expected finite scores");
+  return ranking_from_hits(std::move(hits), ranks.size());
+}
+
+}  // namespace detail
+
+/// HR@K and NDCG@K of candidate lists whose scores are already on `space`: `scores` holds
+/// `negatives.size()` lists of `width` scores, the held-out item's first; list u ranks its first
+/// `negatives[u]` candidates after it. The ranks are computed on the space; only they come back.
+/// @throws tutti::invalid_argument for a shape mismatch, K = 0, or a non-finite score.
+template <execution_space Space>
+ranking_result ranking_metrics(const Space& space, std::span<const float> scores,
+                               std::span<const std::uint32_t> negatives, std::size_t width,
+                               std::size_t k) {
+  const std::size_t lists = negatives.size();
+  TUTTI_EXPECTS(width >= 1 && scores.size() == lists * width, "tutti::ranking_metrics",
+                "got " + std::to_string(scores.size()) + " scores for " + std::to_string(lists) +
+                    " lists of width " + std::to_string(width) + "; expected lists × width");
+  TUTTI_EXPECTS(k >= 1, "tutti::ranking_metrics", "k = 0; expected at least 1");
+  buffer<std::uint32_t, Space> rank(lists, space);
+  parallel_for(space, lists,
+               detail::list_rank_fn{scores.data(), negatives.data(), rank.data(), width});
+  return detail::ranking_from_ranks(
+      to_host_vector(space, std::span<const std::uint32_t>(rank.span())), k, width);
+}
+
+/// HR@K and NDCG@K of `model` with parameters `params` (memory of the model's space) on
+/// `candidates`: every candidate is scored by `model.predict` on the space, then ranked there.
+template <class Model>
+ranking_result evaluate_ranking(Model& model, std::span<const float> params,
+                                const data::ranking_candidates& candidates, std::size_t k) {
+  const auto& space = model.space();
+  const std::size_t w = candidates.width(), lists = candidates.size();
+  TUTTI_EXPECTS(k >= 1, "tutti::evaluate_ranking", "k = 0; expected at least 1");
+  TUTTI_EXPECTS(candidates.items.size() == lists * w && candidates.negatives.size() == lists,
+                "tutti::evaluate_ranking",
+                "the candidates hold " + std::to_string(candidates.items.size()) + " items and " +
+                    std::to_string(candidates.negatives.size()) + " counts for " +
+                    std::to_string(lists) + " lists of width " + std::to_string(w) +
+                    "; expected lists × width and one count per list");
+  if (lists == 0) return detail::ranking_from_ranks({}, k, w);
+  std::vector<std::int32_t> users(lists * w);
+  for (std::size_t u = 0; u < lists; ++u)
+    for (std::size_t j = 0; j < w; ++j) users[u * w + j] = candidates.users[u];
+  auto d_users = make_buffer(space, std::span<const std::int32_t>(users));
+  auto d_items = make_buffer(space, std::span<const std::int32_t>(candidates.items));
+  auto d_negatives = make_buffer(space, std::span<const std::uint32_t>(candidates.negatives));
+  using space_type = std::remove_cvref_t<decltype(space)>;
+  buffer<float, space_type> scores(lists * w, space);
+  model.predict(params, std::span<const std::int32_t>(d_users.span()),
+                std::span<const std::int32_t>(d_items.span()), scores.span());
+  return ranking_metrics(space, std::span<const float>(scores.span()),
+                         std::span<const std::uint32_t>(d_negatives.span()), w, k);
+}
+
+}  // namespace tutti
