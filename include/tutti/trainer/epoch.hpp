@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file trainer/epoch.hpp
+/// @brief An epoch of `fit`: its shard and slots, each step's slots, the epoch's record and the
+/// run's totals, the non-finite records, and the quality target. Part of `tutti::trainer`
+/// (tutti/trainer.hpp declares these members and includes this file).
+#pragma once
+
+#include <tutti/trainer.hpp>
+
+namespace tutti {
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
+    const run_plan& p, step_buffers& buf, std::size_t epoch, const checkpoint_state* resumed,
+    std::size_t global_step) -> epoch_plan {
+  const int world = m_reducer.world_size();
+  epoch_plan e;
+  e.epoch = epoch;
+  e.resumed = resumed;
+  e.first_step = resumed ? static_cast<std::size_t>(resumed->step_in_epoch) : 0;
+  e.start_pos =
+      resumed && resumed->world_size != world ? std::min(p.n, e.first_step * m_options.batch) : 0;
+  // Steps are counted from the first step of the shard: the epoch's first, or the resumed
+  // step when its positions were dealt anew.
+  e.step_base = e.start_pos > 0 ? e.first_step : 0;
+  e.epoch_first_step = global_step - e.first_step;
+  e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
+  check_shard(p, e);
+  e.epoch_slots = e.sh.real_prefix.size() - 1;
+  e.real = p.real_counts;
+  if (!p.split.even() && (epoch > 0 || e.start_pos > 0)) e.real = gather_real_slots(e.sh, p.split);
+  TUTTI_EXPECTS(e.start_pos > 0 || e.real == p.real_counts, "tutti::trainer::fit",
+                "the sampler's ranks hold other counts of real slots in epoch " +
+                    std::to_string(epoch) +
+                    " than in epoch 0; expected the same in every "
+                    "epoch, so every epoch takes the same steps");
+  const std::size_t local_batch = p.split.largest();
+  e.last_step = e.start_pos == 0 ? p.steps_per_epoch
+                : p.split.even() ? e.first_step + (e.epoch_slots + local_batch - 1) / local_batch
+                                 : e.first_step + p.split.steps_to_cover(e.real);
+  load_shard(buf, e.sh);
+  e.before_resume = resumed ? resumed->samples_in_epoch : 0;
+  if (resumed && m_reducer.rank() == 0) {
+    // The epoch's loss so far travels with rank 0 into the epoch's sums.
+    const double sums[2] = {resumed->epoch_loss_sum, resumed->epoch_weight_sum};
+    copy_from_host(m_space, std::span<const double>(sums), m_sums.span());
+  }
+  for (std::size_t i = slot(p, e, m_reducer.rank(), e.first_step); i < e.sh.size(); ++i)
+    e.local_weight += e.sh.weights[i];
+  return e;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const run_plan& p,
+                                                                        const epoch_plan& e) const {
+  const shard& sh = e.sh;
+  if (e.start_pos == 0)
+    TUTTI_EXPECTS(sh.size() <= p.slots && sh.real_prefix.size() == p.slots + 1,
+                  "tutti::trainer::fit",
+                  "the sampler returned a shard of " + std::to_string(sh.size()) + " slots over " +
+                      std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
+                      std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
+                      " slots over " + std::to_string(p.slots + 1) + " entries in every epoch");
+  TUTTI_EXPECTS(!sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
+                "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
+                    " entries for " + std::to_string(sh.size()) +
+                    " slots; expected at least slots + 1");
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buffers& buf,
+                                                                       const shard& sh) {
+  if (sh.first == 0) {
+    copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
+                   buf.slots.span().first(sh.size()));
+  } else {
+    // Rank-local rows: training-set positions become positions in this rank's rows.
+    std::vector<std::uint64_t> local(sh.indices);
+    for (auto& i : local) i -= sh.first;
+    copy_from_host(m_space, std::span<const std::uint64_t>(local),
+                   buf.slots.span().first(sh.size()));
+  }
+  copy_from_host(m_space, std::span<const float>(sh.weights),
+                 buf.slot_weights.span().first(sh.size()));
+  m_guard.begin_epoch();
+  fill(m_space, m_step_loss.span(), 0.f);
+  fill(m_space, m_sums.span(), 0.0);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slot(const run_plan& p,
+                                                                        const epoch_plan& e,
+                                                                        int rank, std::size_t s) {
+  return p.split.first(static_cast<std::size_t>(rank), s - e.step_base);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slots_of(const run_plan& p,
+                                                                     const epoch_plan& e,
+                                                                     std::size_t step) const
+    -> step_slots {
+  const int rank = m_reducer.rank();
+  step_slots s;
+  s.step = step;
+  s.slot_begin = slot(p, e, rank, step);
+  s.slot_end = std::min(e.epoch_slots, slot(p, e, rank, step + 1));
+  s.begin = std::min(e.sh.size(), s.slot_begin);
+  s.end = std::min(e.sh.size(), s.slot_end);
+  s.count = s.end - s.begin;
+  s.global_real = p.split.even() ? e.sh.global_real(s.slot_begin, s.slot_end)
+                                 : p.split.global_real(e.real, step - e.step_base);
+  for (std::size_t i = s.begin; i < s.end; ++i) s.weight += e.sh.weights[i];
+  return s;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+epoch_record trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_epoch(
+    const run_plan& p, const epoch_plan& e, ledger& book, double step_seconds,
+    clock::time_point epoch_start, const data::interactions& test, rank_means& run,
+    fit_result& result) {
+  const detail::epoch_skips skips = m_guard.skips();
+  const step_account& totals = book.epoch_totals();
+  const detail::epoch_ranks ranks = detail::gather_epoch_ranks(
+      m_reducer, e.local_weight, totals, book.epoch_steps(), skips.mine.size());
+  for (std::size_t r = 0; r < run.step.size(); ++r) {
+    run.step[r] += ranks.step_mean[r];
+    run.work[r] += ranks.work_mean[r];
+    run.wait[r] += ranks.wait_mean[r];
+  }
+  if (skips.count > 0) {
+    auto records = gather_nonfinite(skips.mine, ranks.bad_counts, p, e);
+    if (m_options.nonfinite == nonfinite_policy::stop) {
+      // Only a device space gets here: its steps after the first bad one were skipped too.
+      std::erase_if(records, [&](const nonfinite_record& r) { return r.step != skips.first; });
+      throw nonfinite_error(std::move(records));
+    }
+    for (auto& r : records) result.nonfinite.push_back(std::move(r));
+  }
+  double applied[2] = {0.0, 0.0};
+  m_space.copy_to_host(applied, m_sums.data(), sizeof applied);
+  double sums[3] = {applied[0], applied[1], e.local_weight};
+  m_reducer.all_reduce_sum(std::span<double>(sums));
+  sums[2] += double(e.before_resume);
+
+  epoch_record rec;
+  rec.epoch = e.epoch + 1;
+  rec.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  rec.samples_per_rank = ranks.samples;
+  rec.samples_before_resume = e.before_resume;
+  rec.weighted_samples = sums[2];
+  rec.steps = e.last_step - e.first_step;
+  rec.skipped_steps = skips.count;
+  rec.step_seconds = step_seconds;
+  rec.ranks = make_rank_table(ranks.step_mean, ranks.work_mean, ranks.wait_mean,
+                              m_options.slow_rank_threshold);
+  if (m_options.evaluate_each_epoch || m_options.target || e.epoch + 1 == m_options.epochs) {
+    rec.eval = evaluate(test);
+    if (m_options.ranking) rec.ranking = evaluate_ranking(*m_options.ranking, m_options.ranking_k);
+  }
+  rec.seconds = seconds_since(epoch_start);
+  rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
+  rec.phases = to_phases(totals);
+  rec.noise_scale = m_noise.estimate();
+  add_phases(result.phases, rec.phases);
+  result.skipped_steps += skips.count;
+  if (m_options.on_epoch) m_options.on_epoch(m_reducer.rank(), rec);
+  return rec;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const run_plan& p,
+                                                                          ledger& book,
+                                                                          rank_means& run,
+                                                                          fit_result& result) {
+  result.steps = p.total_steps;
+  result.noise_scale = m_noise.estimate();
+  result.noise_scale_why = noise_scale_why(p.total_steps);
+  result.eval = result.epochs.back().eval;
+  result.ranking = result.epochs.back().ranking;
+  result.ledger = book.summarize(m_reducer.world_size());
+  if (result.ledger.steps > 0) result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
+  result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
+                                static_cast<std::int64_t>(result.bytes_reduced_per_step);
+  const double epochs = double(result.epochs.back().epoch);  // fewer when a target stopped it
+  for (std::size_t r = 0; r < run.step.size(); ++r) {
+    run.step[r] /= epochs;
+    run.work[r] /= epochs;
+    run.wait[r] /= epochs;
+  }
+  result.ledger.ranks =
+      make_rank_table(run.step, run.work, run.wait, m_options.slow_rank_threshold);
+  result.parameters_checksum = replica_checksum();
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reached_target(
+    fit_result& result, clock::time_point fit_start) const {
+  if (!m_options.target) return false;
+  const quality_target& t = *m_options.target;
+  const epoch_record& rec = result.epochs.back();
+  using m = quality_target::measure;
+  double v = 0;
+  bool reached = false;
+  if (t.metric == m::rmse || t.metric == m::auc) {
+    const char* want = t.metric == m::rmse ? metric_name::rmse : metric_name::auc;
+    TUTTI_EXPECTS(rec.eval.metric == want, "tutti::trainer::fit",
+                  std::string("the target is the test ") + want + ", but the evaluation gave " +
+                      rec.eval.metric + "; expected a target that matches the loss (rmse for " +
+                      "squared, auc for logistic) and a non-empty test split");
+    v = rec.eval.value;
+    reached = t.metric == m::rmse ? v <= t.value : v >= t.value;
+  } else {
+    v = t.metric == m::hit_rate ? rec.ranking->hit_rate : rec.ranking->ndcg;
+    reached = v >= t.value;
+  }
+  if (!reached) return false;
+  result.target = {true, rec.epoch, seconds_since(fit_start), v};
+  return true;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::vector<nonfinite_record> trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
+    std::vector<std::pair<int, std::size_t>> at, const run_plan& p, const epoch_plan& e) const {
+  std::map<int, shard> others;
+  const auto shard_of = [&](int r) -> const shard& {
+    if (r == m_reducer.rank()) return e.sh;
+    auto it = others.find(r);
+    if (it == others.end())
+      it = others.emplace(r, epoch_shard(rows_of(r, p.n), r, e.epoch, e.start_pos)).first;
+    return it->second;
+  };
+  return detail::nonfinite_records(std::move(at), shard_of, p.split, e.step_base, e.epoch,
+                                   e.epoch_first_step);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::vector<nonfinite_record>
+trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_nonfinite(
+    const std::vector<std::uint64_t>& mine, const std::vector<std::uint64_t>& counts,
+    const run_plan& p, const epoch_plan& e) {
+  return make_records(detail::gather_bad_steps(m_reducer, mine, counts), p, e);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::vector<std::uint64_t> trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_real_slots(
+    const shard& sh, const detail::batch_split& split) {
+  if (split.even()) return {};
+  const std::uint64_t mine = detail::leading_real_slots(sh);
+  std::vector<std::uint64_t> all(split.world);
+  m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(all));
+  const auto bad = std::find(all.begin(), all.end(), detail::misplaced);
+  TUTTI_EXPECTS(bad == all.end(), "tutti::trainer::fit",
+                "rank " + std::to_string(bad - all.begin()) +
+                    "'s sampler put a real sample after a padded slot; a global batch that is "
+                    "not a multiple of the world size needs each rank's real slots first and "
+                    "its padding last");
+  return all;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_shard(
+    std::size_t n, int rank, std::size_t epoch, std::size_t start_pos) const {
+  const int world = m_reducer.world_size();
+  if constexpr (sampler_can_reshard<Sampler>) {
+    if (start_pos > 0)
+      return m_sampler.shard_from(n, world, rank, m_options.seed, epoch, start_pos);
+  }
+  return m_sampler.shard(n, world, rank, m_options.seed, epoch);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_of(int rank,
+                                                                           std::size_t n) const {
+  if constexpr (rank_local_sampler<Sampler>)
+    return static_cast<std::size_t>(m_sampler.rows_of(rank));
+  else
+    return n;
+}
+
+}  // namespace tutti

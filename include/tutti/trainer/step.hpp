@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file trainer/step.hpp
+/// @brief One step of `fit`, one function per named part in the order `fit` calls them: announce,
+/// gradient, reduce, commit, update, log, end; with the collectives, the finite check and the
+/// optimizer they use. Part of `tutti::trainer` (tutti/trainer.hpp declares these members and
+/// includes this file).
+#pragma once
+
+#include <tutti/trainer.hpp>
+
+namespace tutti {
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const run_plan& p,
+                                                                          const epoch_plan& e,
+                                                                          const step_slots& s,
+                                                                          std::size_t global_step) {
+  if constexpr (reducer_tracks_position<Reducer>) m_reducer.set_position(e.epoch, s.step);
+  if (m_options.on_batch)
+    m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
+                                     global_step, p.total_steps, 0.0},
+                       std::span<const std::uint64_t>(e.sh.indices).subspan(s.begin, s.count),
+                       std::span<const float>(e.sh.weights).subspan(s.begin, s.count));
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(overlap& pipeline,
+                                                                           float* step_local_flag) {
+  if (m_row_step)  // the arena is zero but for the flags (see detail::row_step)
+    clear_flags();
+  else
+    fill(m_space, m_grads, 0.f);
+  m_exchange.begin_step();
+  if (pipeline) {
+    pipeline->begin_step();
+    m_bucket_nonfinite = false;
+    m_step_local_flag = step_local_flag;
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(const run_plan& p,
+                                                                             step_buffers& buf,
+                                                                             const step_slots& s,
+                                                                             overlap& pipeline,
+                                                                             step_clock& timer) {
+  const float scale =
+      s.global_real > 0 ? static_cast<float>(double(m_reducer.world_size()) / double(s.global_real))
+                        : 0.f;
+  for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
+    const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
+    parallel_for(m_space, mb_count,
+                 detail::gather_batch_fn<float>{
+                     buf.slots.data() + mb, buf.slot_weights.data() + mb, buf.users.data(),
+                     buf.items.data(), buf.labels.data(), buf.b_users.data(), buf.b_items.data(),
+                     buf.b_labels.data(), buf.b_weights.data()});
+    batch_view batch{{buf.b_users.data(), mb_count},
+                     {buf.b_items.data(), mb_count},
+                     {buf.b_labels.data(), mb_count},
+                     {buf.b_weights.data(), mb_count}};
+    timer.mark(account::data);
+    // Only the last micro-batch's values are final for the overlapped reduction.
+    if (s.global_real > 0)
+      backward(batch, scale, pipeline && mb + p.micro_batch >= s.end, pipeline);
+    timer.mark(account::compute);
+    if (s.global_real > 0 && !m_exchange.empty()) {
+      // The rows of every micro-batch: the step's touched set is their union.
+      collect_touched_rows();
+      timer.mark(account::reduce);
+    }
+    if (m_noise_step.first_micro && mb == s.begin) {  // one rank: the smaller batch
+      if constexpr (space_type::host_accessible)
+        if (m_row_step) m_rows.select(m_exchange.touched());
+      m_noise_small = arena_squared_norm();
+      timer.mark(account::guard);
+    }
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::backward(const batch_view& batch,
+                                                                     float scale, bool report,
+                                                                     overlap& pipeline) {
+  const auto params = std::span<const float>(m_params.span());
+  const auto grads = m_grads.first(m_params.size());
+  if constexpr (model_reports_gradient_ready<Model>) {
+    if (report) {
+      auto ready = [&pipeline](std::size_t offset, std::size_t values) {
+        pipeline->ready(offset, values);
+      };
+      m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data(),
+                                gradient_ready(ready));
+      return;
+    }
+  }
+  (void)report;
+  (void)pipeline;
+  m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(const run_plan& p,
+                                                                            std::size_t step,
+                                                                            overlap& pipeline,
+                                                                            step_clock& timer) {
+  if (pipeline) {
+    pipeline->finish();
+    timer.mark(account::reduce);
+    timer.reduce_in_background(pipeline->busy_seconds());
+  }
+  if (m_row_step) m_rows.select(m_exchange.touched());
+  record_small_noise(pipeline.has_value());
+  if (p.guarded) check_finite(step, pipeline.has_value(), m_bucket_nonfinite);
+  timer.mark(account::guard);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(
+    const run_plan& p, overlap& pipeline, step_clock& timer, fit_result& result) -> reduced {
+  const std::size_t arena = m_params.size();
+  if (m_options.measure_wait) {
+    double arrive[1] = {0.0};
+    m_reducer.all_reduce_max(std::span<double>(arrive));
+    timer.mark(account::wait);
+  }
+  if (m_options.stop && m_options.stop->load()) {
+    if constexpr (space_type::host_accessible)
+      m_grads.data()[arena + 1] = 1.f;
+    else
+      fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
+  }
+  reduced r;
+  r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
+  if (m_row_step && m_reducer.world_size() > 1) {
+    // The rows any rank touched: what the optimizer updates and the arena zeroes after.
+    r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
+    m_rows.select(m_exchange.touched());
+  }
+  timer.mark(account::reduce);
+  if constexpr (space_type::host_accessible) {
+    r.stop = m_grads.data()[arena + 1] != 0.f;
+  } else if (m_options.stop) {
+    float flag = 0.f;
+    m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
+    r.stop = flag != 0.f;
+  }
+  if constexpr (reducer_reports_wait<Reducer>)
+    timer.wait_within_reduce(m_reducer.last_wait_seconds());
+  return r;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(std::size_t step,
+                                                                        double step_weight,
+                                                                        step_clock& timer) {
+  const bool skip = m_guard.commit(step, m_grads.data() + m_params.size(), m_step_loss.data(),
+                                   m_sums.data(), step_weight);
+  if constexpr (!space_type::host_accessible) m_guard.protect(m_params.span(), m_state.span());
+  if (!skip) add_noise_measurement();  // a device waits for the flags, on measured steps only
+  timer.mark(account::guard);
+  return skip;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(const run_plan& p,
+                                                                              const epoch_plan& e,
+                                                                              std::size_t step) {
+  if constexpr (space_type::host_accessible) {
+    if (m_options.nonfinite != nonfinite_policy::stop) return;
+    const int world = m_reducer.world_size();
+    const std::uint64_t mine = m_guard.local_bad(step) ? 1 : 0;
+    std::vector<std::uint64_t> culprits(static_cast<std::size_t>(world));
+    m_reducer.all_gather(std::span<const std::uint64_t>(&mine, 1),
+                         std::span<std::uint64_t>(culprits));
+    std::vector<std::pair<int, std::size_t>> at;
+    for (int r = 0; r < world; ++r)
+      if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
+    throw nonfinite_error(make_records(at, p, e));
+  } else {
+    (void)p, (void)e, (void)step;
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const run_plan& p,
+                                                                   std::size_t step, bool skip,
+                                                                   double lr,
+                                                                   std::size_t global_step,
+                                                                   step_clock& timer) {
+  if (!skip) apply_optimizer(lr, global_step + 1);
+  if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
+    if (m_row_step) m_rows.zero(m_space, m_grads.data());
+  timer.mark(account::optimizer);
+  if (!space_type::host_accessible && p.guarded) {
+    m_guard.revert(step, m_params.span(), m_state.span());
+    timer.mark(account::guard);
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(
+    const run_plan& p, const epoch_plan& e, const step_slots& s, std::size_t global_step, double lr,
+    step_log& log, clock::time_point fit_start, step_clock& timer) {
+  log.since_weight += s.weight;
+  const bool last = s.step + 1 == e.last_step;
+  if (m_options.log &&
+      (last || (m_options.log_every > 0 && (s.step + 1) % m_options.log_every == 0))) {
+    // Reading the loss is the one host read of a step; it happens only when logging.
+    double sums[2] = {0.0, 0.0};
+    m_space.copy_to_host(sums, m_sums.data(), sizeof sums);
+    const double applied = sums[1] - log.weight;
+    const double interval_loss = applied > 0 ? (sums[0] - log.loss) / applied : 0.0;
+    write_log(e.epoch + 1, s.step + 1, global_step + 1, interval_loss, log.since_weight, lr,
+              seconds_since(fit_start));
+    log.loss = sums[0];
+    log.weight = sums[1];
+    log.since_weight = 0;
+  }
+  if (m_options.on_step)
+    m_options.on_step(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
+                                    global_step, p.total_steps, lr});
+  timer.mark(account::other);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(
+    const run_plan& p, const epoch_plan& e, const step_slots& s, std::size_t global_step,
+    bool stop_now, step_clock& timer, fit_result& result) {
+  const bool periodic =
+      m_options.replica_check_every > 0 && (global_step + 1) % m_options.replica_check_every == 0;
+  const bool final_step = s.step + 1 == e.last_step && e.epoch + 1 == m_options.epochs;
+  if (m_reducer.world_size() > 1 && (periodic || final_step)) {
+    replica_check(e.epoch, s.step, global_step, result);
+    timer.mark(account::guard);
+  }
+  const bool checkpoint_due =
+      m_options.checkpoint_every > 0 && (global_step + 1) % m_options.checkpoint_every == 0;
+  if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
+    write_checkpoint_now(*p.config, e.epoch, s.step + 1, global_step + 1, e.before_resume,
+                         std::span<const float>(e.sh.weights).first(s.end),
+                         slot(p, e, m_reducer.rank(), e.first_step),
+                         stop_now ? "stop requested" : "periodic", result);
+    timer.mark(account::other);
+  }
+  if (!stop_now) return;
+  const std::string where =
+      result.last_checkpoint.empty()
+          ? std::string(m_options.checkpoint_dir.empty() ? "no checkpoint directory was set"
+                                                         : "checkpoint written by rank 0")
+          : "checkpoint " + result.last_checkpoint;
+  throw interrupted_error(global_step + 1, result.last_checkpoint,
+                          "tutti::trainer::fit(): stopped on request after global step " +
+                              std::to_string(global_step + 1) + " (epoch " +
+                              std::to_string(e.epoch + 1) + ", step " + std::to_string(s.step + 1) +
+                              "); " + where);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::dense_wire_bytes(
+    std::size_t floats) const {
+  if constexpr (reducer_counts_wire_bytes<Reducer>)
+    return m_reducer.wire_bytes(floats);
+  else
+    return static_cast<std::uint64_t>(floats) * sizeof(float);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::apply_optimizer(double lr,
+                                                                            std::uint64_t t) {
+  const auto grads = std::span<const float>(m_grads.first(m_params.size()));
+  const auto rate = static_cast<float>(lr);
+  if constexpr (optimizer_steps_rows<Optimizer, space_type>) {
+    if (m_row_step) {
+      m_optimizer.step_rows(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
+                            m_rows.selection(), rate, t);
+      return;
+    }
+  }
+  if constexpr (optimizer_steps_by_layout<Optimizer, space_type>)
+    m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
+  else
+    m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::clear_flags() {
+  if constexpr (space_type::host_accessible)
+    std::fill_n(m_grads.data() + m_params.size(), trailing_floats, 0.f);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::collect_touched_rows() {
+  if constexpr (model_reports_touched_rows<Model>) {
+    const auto segments = m_exchange.segments();
+    for (std::size_t k = 0; k < segments.size(); ++k)
+      m_exchange.add_touched(k, m_model.touched_rows(segments[k].index));
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_flags(
+    std::uint64_t dense_bytes) {
+  m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), trailing_floats));
+  return dense_bytes;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_gradients(
+    std::uint64_t dense_bytes, fit_result& result) {
+  if constexpr (space_type::host_accessible) {
+    if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_exchange.empty()) {
+      const auto done = m_exchange.exchange(
+          m_reducer, m_grads, m_options.sparse_exchange, m_options.sparse_trial_steps,
+          [this](std::size_t floats) { return dense_wire_bytes(floats); });
+      if (done.sent_rows) ++result.sparse_steps;
+      if (done.agreed_ratio > 0) result.sparse_row_cost_ratio = done.agreed_ratio;
+      return done.bytes;
+    }
+  }
+  (void)result;
+  m_reducer.all_reduce_mean(m_grads);
+  return dense_bytes;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::size_t step,
+                                                                         bool arena_checked,
+                                                                         bool arena_bad) {
+  const std::size_t arena = m_params.size();
+  const std::size_t unchecked = arena_checked ? 0 : arena;
+  m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,
+                arena_bad, [&] {
+                  if constexpr (space_type::host_accessible)
+                    return m_row_step ? m_rows.any_nonfinite(m_space, m_grads.data())
+                                      : detail::any_nonfinite(m_space, m_grads.data(), unchecked);
+                  else
+                    return false;
+                });
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_log(std::size_t epoch,
+                                                                      std::size_t step,
+                                                                      std::size_t global_step,
+                                                                      double loss, double samples,
+                                                                      double lr, double seconds) {
+  m_options.log->write(
+      detail::step_record(m_reducer.rank(), epoch, step, global_step, loss, samples, lr, seconds));
+}
+
+}  // namespace tutti
