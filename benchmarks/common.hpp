@@ -19,19 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include <tutti/detail/median.hpp>
 #include <tutti/openmp_wait.hpp>
 
 namespace tutti::bench {
 
-/// Median of `v` (the mean of the two middle values for an even count); 0 when empty.
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
-}
+using tutti::detail::median;
 
 /// Seconds elapsed since `t`.
 inline double seconds_since(std::chrono::steady_clock::time_point t) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -269,4 +270,69 @@ TEST_CASE("export: equal scores are listed in ascending source item id") {
   const tutti::models::id_index index(e.item_ids);
   CHECK(index.find(30) == 2);
   CHECK_FALSE(index.find(31).has_value());
+}
+
+TEST_CASE("npy: names as NumPy byte strings round trip, padding stripped") {
+  scratch_dir dir;
+  tutti::data::id_names names;
+  for (const char* n : {"u1", "cs101", "", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "naïve, \"q\""})
+    names.push_back(n);
+  tutti::data::write_npy_names(dir.path / "n.npy", names);
+  const std::string bytes = slurp(dir.path / "n.npy");
+  CHECK(bytes.find("'descr': '|S36'") != std::string::npos);  // the longest name's bytes
+  CHECK(bytes.find("'shape': (5,)") != std::string::npos);
+  CHECK(tutti::data::read_npy_names(dir.path / "n.npy") == names);
+  // Another dtype is refused with the file's name.
+  tutti::data::write_npy<std::int64_t>(dir.path / "i.npy", std::vector<std::int64_t>{1, 2}, {2});
+  const std::string msg = error_of([&] { tutti::data::read_npy_names(dir.path / "i.npy"); });
+  CHECK(msg.find("i.npy': dtype '<i8'; expected byte strings") != std::string::npos);
+}
+
+TEST_CASE("export: ids that are names are written with their codes and read back by name") {
+  auto rows = small_rows();
+  tutti::data::id_names users, items;
+  for (const char* n : {"ann", "bob", "cid", "dee"}) users.push_back(n);
+  for (const char* n : {"c-40", "c-10", "c-30", "c-20", "c-60", "c-50"}) items.push_back(n);
+  for (std::size_t k = 0; k < users.size(); ++k)
+    rows.user_ids[k] = tutti::data::name_code(users[k]);
+  for (std::size_t k = 0; k < items.size(); ++k)
+    rows.item_ids[k] = tutti::data::name_code(items[k]);
+  rows.user_names = std::make_shared<const tutti::data::id_names>(users);
+  rows.item_names = std::make_shared<const tutti::data::id_names>(items);
+  tutti::models::matrix_factorization<> model({.dim = 3, .loss = tutti::loss_kind::logistic}, 4, 6);
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 5);
+  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  scratch_dir dir;
+  tutti::models::write_mf_export(dir.path, e);
+  const auto r = tutti::models::read_mf_export(dir.path);
+  REQUIRE(r.user_names);
+  REQUIRE(r.item_names);
+  CHECK(*r.user_names == users);
+  CHECK(*r.item_names == items);
+  CHECK(r.user_text(2) == "cid");
+  CHECK(r.item_text(4) == "c-60");
+  // The same lists as before the round trip, found by name.
+  const tutti::models::id_index index(r.user_ids);
+  CHECK(index.find("bob", r.user_names.get()) == 1);
+  CHECK_FALSE(index.find("bo", r.user_names.get()).has_value());
+  CHECK_FALSE(index.find("17", nullptr).has_value());
+  const auto before = tutti::models::top_k(e, 1, 3), after = tutti::models::top_k(r, 1, 3);
+  REQUIRE(before.size() == after.size());
+  for (std::size_t k = 0; k < before.size(); ++k) {
+    CHECK(before[k].item == after[k].item);
+    CHECK(before[k].score == after[k].score);
+  }
+  // Names from another export: each must be the name of its id.
+  tutti::data::id_names other = users;
+  other.push_back("x");
+  tutti::data::id_names swapped;
+  for (const char* n : {"bob", "ann", "cid", "dee"}) swapped.push_back(n);
+  tutti::data::write_npy_names(dir.path / "user_names.npy", swapped);
+  const std::string msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("user_names.npy': name 0 is not the name of its id") != std::string::npos);
+  tutti::data::write_npy_names(dir.path / "user_names.npy", other);
+  CHECK(error_of([&] {
+          tutti::models::read_mf_export(dir.path);
+        }).find("5 names; expected one per id (4)") != std::string::npos);
 }

@@ -146,11 +146,17 @@ TEST_CASE("a quality target ends the run after the first epoch that reaches it")
   CHECK(stopped.target.seconds <= stopped.seconds);
   CHECK(same(*stopped.ranking, *full.epochs[first].ranking));
 
-  CHECK_THROWS_WITH_AS(
-      run_to({.metric = m::rmse, .value = 0.5}),
-      doctest::Contains("the target is the test rmse, but the evaluation gave none"),
-      tutti::invalid_argument);
   auto opt = options(d);
+  // An RMSE target on a logistic model is refused before any training.
+  opt.target = tutti::quality_target{.metric = m::rmse, .value = 0.5};
+  CHECK_THROWS_WITH_AS(
+      trainer(make_model(d.parts.train), {}, {}, {}, {}, opt),
+      doctest::Contains("the target is the test RMSE, but the model's loss is logistic"),
+      tutti::invalid_argument);
+  // An AUC target matches the loss, but there is no test split to reach it on.
+  CHECK_THROWS_WITH_AS(run_to({.metric = m::auc, .value = 0.5}),
+                       doctest::Contains("the target is the test auc, but there is no test split"),
+                       tutti::invalid_argument);
   opt.ranking = nullptr;
   opt.target = tutti::quality_target{.metric = m::ndcg, .value = 0.5};
   CHECK_THROWS_WITH_AS(trainer(make_model(d.parts.train), {}, {}, {}, {}, opt),

@@ -100,6 +100,8 @@ void check_equal(const interactions& a, const interactions& b) {
   CHECK(a.user_ids == b.user_ids);
   CHECK(a.item_ids == b.item_ids);
   CHECK(a.implicit == b.implicit);
+  CHECK(tutti::data::same_names(a.user_names, b.user_names));
+  CHECK(tutti::data::same_names(a.item_names, b.item_names));
   CHECK(a.digest() == b.digest());
 }
 
@@ -496,6 +498,41 @@ TEST_CASE("sealed: key files are private, exclusive and checked") {
   secret_key into = std::move(moved);
   CHECK(moved.data() == nullptr);  // NOLINT(bugprone-use-after-move): that is the point
   CHECK(into.data() != nullptr);
+}
+
+TEST_CASE("sealed: ids that are names travel with every shard, checked against their codes") {
+  std::string text = "user,course,done\n";
+  for (int r = 0; r < 300; ++r)
+    text += "learner-" + std::to_string(r % 37) + ",\"course, " + std::to_string(r % 11) + "\"," +
+            std::to_string(r % 2) + "\n";
+  const interactions data = tutti::data::parse_csv(
+      text, {.user_col = "user", .item_col = "course", .label_col = "done", .implicit = true},
+      "named.csv");
+  REQUIRE(data.user_names);
+  REQUIRE(data.item_names);
+  const secret_key master = secret_key::generate();
+  scratch_dir dir;
+  auto m = tutti::data::seal_shards(data, master, dir.path, {.shards = 3, .chunk_size = chunk});
+  check_equal(tutti::data::open_sealed(dir.path, master), data);
+  // One shard alone carries every name: the index space is the whole dataset's.
+  const std::uint32_t one[] = {2};
+  const interactions part = tutti::data::open_sealed(dir.path, master, one);
+  REQUIRE(part.user_names);
+  CHECK(*part.user_names == *data.user_names);
+  CHECK(part.item_text(0) == "course, 0");
+  // A name that does not match its code (a block built inconsistently) is refused.
+  const auto plain = tutti::detail::sealed_encode_rows(data, 0, 1, 0, data.size(), data.digest());
+  auto edited = plain;
+  const std::string_view needle = "learner-36";
+  auto at = std::search(edited.begin(), edited.end(), needle.begin(), needle.end());
+  REQUIRE(at != edited.end());
+  *(at + 9) = '5';  // learner-35 under learner-36's code
+  CHECK(contains(sealed_failure([&] { tutti::detail::sealed_decode_rows(edited, 0, "f"); }).what(),
+                 "user names are cut or do not match their ids"));
+  edited = plain;
+  edited.resize(edited.size() - 1);
+  CHECK_THROWS_AS(tutti::detail::sealed_decode_rows(edited, 0, "f"), sealed_error);
+  CHECK(m.rows == data.size());
 }
 
 TEST_CASE("sealed: the decoder and decryptor refuse arbitrary bytes without crashing") {

@@ -25,8 +25,9 @@ struct data_file_options {
   std::string label_col = "rating";
   std::string timestamp_col;  // empty: none
   bool implicit = false;
-  bool clean = false;      // set bad rows aside instead of stopping at the first
-  std::string quarantine;  // file receiving the rejected rows verbatim (implies clean)
+  std::string ids = "auto";  // auto, integer or name
+  bool clean = false;        // set bad rows aside instead of stopping at the first
+  std::string quarantine;    // file receiving the rejected rows verbatim (implies clean)
   std::optional<double> label_min, label_max;
   std::string duplicates = "keep_first";
   double max_rejected_share = 0.05;
@@ -39,8 +40,25 @@ struct data_file_options {
   }
 };
 
+/// Registers `--ids` on `app`: how the user and item ids read (`ids` receives auto, integer or
+/// name; `id_format_of` turns it into the loader's option).
+inline void add_ids_option(CLI::App& app, std::string& ids) {
+  app.add_option("--ids", ids,
+                 "how user and item ids read: auto (names such as u1 or a UUID where most ids of "
+                 "a column are not integers), integer, or name")
+      ->check(CLI::IsMember({"auto", "integer", "name"}))
+      ->capture_default_str();
+}
+
+/// The loader's `id_format` for what `--ids` said.
+inline data::id_format id_format_of(const std::string& ids) {
+  return ids == "integer" ? data::id_format::integers
+         : ids == "name"  ? data::id_format::names
+                          : data::id_format::automatic;
+}
+
 /// Registers `--data` (with `data_help` saying what the command does with it), `--user-col`,
-/// `--item-col`, `--label-col`, `--timestamp-col` and `--implicit`.
+/// `--item-col`, `--label-col`, `--timestamp-col`, `--implicit` and `--ids`.
 inline void add_data_file_options(CLI::App& app, data_file_options& o,
                                   const std::string& data_help) {
   app.add_option("--data", o.path, data_help)->check(CLI::ExistingFile);
@@ -49,6 +67,7 @@ inline void add_data_file_options(CLI::App& app, data_file_options& o,
   app.add_option("--label-col", o.label_col, "name of the label column")->capture_default_str();
   app.add_option("--timestamp-col", o.timestamp_col, "name of an optional timestamp column");
   app.add_flag("--implicit", o.implicit, "labels are implicit 0/1 feedback (logistic loss, AUC)");
+  add_ids_option(app, o.ids);
 }
 
 /// Registers `--clean`, `--quarantine`, `--label-min`, `--label-max`, `--duplicates` and
@@ -86,7 +105,8 @@ inline loaded_file load_data_file(const data_file_options& o) {
                               .item_col = o.item_col,
                               .label_col = o.label_col,
                               .timestamp_col = o.timestamp_col,
-                              .implicit = o.implicit};
+                              .implicit = o.implicit,
+                              .ids = id_format_of(o.ids)};
   loaded_file out;
   if (o.cleaning()) {
     const data::duplicate_policy dup =

@@ -101,6 +101,10 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
       std::string(implicit ? "implicit labels: the probability of a 1 is 1 / (1 + exp(-s))"
                            : "ratings: s is the predicted rating");
   j["ids"] = "user_ids[u] and item_ids[i] are the source ids of dense indices u and i";
+  if (e.user_names || e.item_names)
+    j["names"] =
+        "user_names[u] and item_names[i] (NumPy byte strings, UTF-8) are the ids as the data "
+        "spell them; user_ids and item_ids are then their 64-bit codes";
   j["seen"] =
       "seen_items[seen_offsets[u]:seen_offsets[u + 1]] are the dense items of user u's training "
       "rows (any label), ascending";
@@ -113,6 +117,13 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
                 {"item_ids", file("item_ids", "<i8", {ni})},
                 {"seen_offsets", file("seen_offsets", "<i8", {nu + 1})},
                 {"seen_items", file("seen_items", "<i8", {e.seen_items.size()})}};
+  const auto name_file = [&](const char* name, const data::id_names& n) {
+    std::size_t w = 1;
+    for (std::size_t k = 0; k < n.size(); ++k) w = std::max(w, n[k].size());
+    return file(name, ("|S" + std::to_string(w)).c_str(), {n.size()});
+  };
+  if (e.user_names) j["files"]["user_names"] = name_file("user_names", *e.user_names);
+  if (e.item_names) j["files"]["item_names"] = name_file("item_names", *e.item_names);
   j["data"] = {{"source", d.source},
                {"file", c.data},
                {"users", nu},
@@ -165,7 +176,9 @@ void write_export(const Config& c, const Data& d, const Trainer& t) {
   if (!c.quiet)
     std::printf(
         "export: %s (model.json and %zu .npy files; tutti recommend --model %s --user ID)\n",
-        dir.string().c_str(), std::size(models::mf_export_files), dir.string().c_str());
+        dir.string().c_str(),
+        std::size(models::mf_export_files) + (e.user_names ? 1 : 0) + (e.item_names ? 1 : 0),
+        dir.string().c_str());
 }
 
 }  // namespace tutti::cli

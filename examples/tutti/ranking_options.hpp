@@ -75,27 +75,30 @@ inline std::optional<quality_target> parse_target(ranking_config& r) {
   return q;
 }
 
-/// Checks the ranking options against each other; `--holdout last` needs every row on every
-/// rank (a user's rows must all be seen to hold out the last).
-inline void check_ranking(const ranking_config& r, bool rank_local, bool logistic) {
+/// Checks the ranking options against each other and against the data: `target` is what
+/// `parse_target` made of `--target`; `--holdout last` needs every row on every rank (a user's
+/// rows must all be seen to hold out the last).
+inline void check_ranking(const ranking_config& r, const std::optional<quality_target>& target,
+                          bool rank_local, bool logistic) {
+  using m = quality_target::measure;
   TUTTI_EXPECTS(r.holdout == "last" || r.holdout == "random", "tutti train",
                 "--holdout " + r.holdout + ": expected random or last");
-  TUTTI_EXPECTS(r.holdout == "last" || r.target.empty() ||
-                    (r.target.rfind("hr", 0) != 0 && r.target.rfind("ndcg", 0) != 0),
-                "tutti train",
-                "--target " + r.target +
-                    ": ranking metrics need the leave-one-out protocol; expected --holdout last");
   TUTTI_EXPECTS(r.holdout == "random" || !rank_local, "tutti train",
                 "--holdout last with shard keys: each rank sees only its shard, so a learner's "
                 "last interaction cannot be chosen; expected a master key or plain data");
-  TUTTI_EXPECTS(r.target.rfind("rmse", 0) != 0 || !logistic, "tutti train",
+  if (!target) return;
+  const bool ranking = target->metric == m::hit_rate || target->metric == m::ndcg;
+  TUTTI_EXPECTS(r.holdout == "last" || !ranking, "tutti train",
+                "--target " + r.target +
+                    ": ranking metrics need the leave-one-out protocol; expected --holdout last");
+  TUTTI_EXPECTS(target->metric != m::rmse || !logistic, "tutti train",
                 "--target " + r.target +
                     ": implicit data is evaluated by AUC; expected --target auc=V (or hr@K=V, "
                     "ndcg@K=V with --holdout last)");
   TUTTI_EXPECTS(
-      r.target.rfind("auc", 0) != 0 || logistic, "tutti train",
+      target->metric != m::auc || logistic, "tutti train",
       "--target " + r.target + ": ratings are evaluated by RMSE; expected --target rmse=V");
-  TUTTI_EXPECTS(!(r.holdout == "last" && logistic && r.target.rfind("auc", 0) == 0), "tutti train",
+  TUTTI_EXPECTS(!(r.holdout == "last" && logistic && target->metric == m::auc), "tutti train",
                 "--target auc with --holdout last on implicit data: the held-out rows are all "
                 "positives, which have no AUC; expected --target hr@K=V or ndcg@K=V");
 }

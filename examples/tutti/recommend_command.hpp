@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,11 +26,11 @@ namespace tutti::cli {
 
 /// Everything `tutti recommend` can be told.
 struct recommend_config {
-  std::string model_dir;             // written by tutti train --export
-  std::optional<std::int64_t> user;  // one source user id
-  std::string users_file;            // one source user id per line
-  std::size_t k = 10;                // items per user
-  std::string json;                  // write the lists as JSON here
+  std::string model_dir;            // written by tutti train --export
+  std::optional<std::string> user;  // one learner id, as the data spell it
+  std::string users_file;           // one learner id per line
+  std::size_t k = 10;               // items per user
+  std::string json;                 // write the lists as JSON here
 };
 
 /// Registers `tutti recommend` on `app`.
@@ -39,7 +40,7 @@ inline CLI::App* add_recommend_command(CLI::App& app, recommend_config& c) {
   cmd->add_option("--model", c.model_dir, "directory written by tutti train --export")
       ->required()
       ->check(CLI::ExistingDirectory);
-  auto* user = cmd->add_option("--user", c.user, "source id of the learner");
+  auto* user = cmd->add_option("--user", c.user, "the learner's id, as the data spell it");
   cmd->add_option("--users", c.users_file, "file of learner ids, one per line")
       ->check(CLI::ExistingFile)
       ->excludes(user);
@@ -75,29 +76,58 @@ inline nlohmann::json read_export_manifest(const std::filesystem::path& dir) {
   return j;
 }
 
-/// The learner ids of `--users FILE`: one integer per line; blank lines are skipped.
-inline std::vector<std::int64_t> read_user_ids(const std::string& file) {
+/// A learner id as given: trimmed of blanks around it.
+struct given_id {
+  std::string text;
+  std::size_t line = 0;  // in --users FILE; 0 for --user
+};
+
+/// The learner ids of `--users FILE`: one per line, blanks around it trimmed; blank lines are
+/// skipped.
+inline std::vector<given_id> read_user_ids(const std::string& file) {
   std::ifstream in(file);
   if (!in) throw error("tutti recommend: cannot open '" + file + "'");
-  std::vector<std::int64_t> ids;
+  std::vector<given_id> ids;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
     const auto b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     const auto e = line.find_last_not_of(" \t\r");
-    const std::string text = line.substr(b, e - b + 1);
-    std::size_t used = 0;
-    std::int64_t id = 0;
-    try {
-      id = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size())
-      throw data_error(file, n, 1, "'" + text + "' is not an integer learner id");
-    ids.push_back(id);
+    ids.push_back({line.substr(b, e - b + 1), n});
   }
   return ids;
+}
+
+/// The dense index of each id; a usage error naming the first the model does not know (an id
+/// that is not an integer where the ids are integers says so).
+inline std::vector<std::int32_t> find_users(const models::mf_export& e,
+                                            const std::vector<given_id>& ids,
+                                            const recommend_config& c) {
+  const models::id_index users(e.user_ids);
+  std::vector<std::int32_t> dense;
+  for (const given_id& id : ids) {
+    const auto u = users.find(id.text, e.user_names.get());
+    if (!u && id.line > 0 && !e.user_names &&
+        id.text.find_first_not_of("+-0123456789") != std::string::npos)
+      throw data_error(c.users_file, id.line, 1,
+                       "'" + id.text +
+                           "' is not an integer learner id; the model's ids are "
+                           "integers");
+    TUTTI_EXPECTS(u.has_value(), "tutti recommend",
+                  "learner id '" + id.text + "' is not in the model " + c.model_dir + " (" +
+                      std::to_string(e.n_users()) +
+                      " learners); expected an id of the training data");
+    dense.push_back(*u);
+  }
+  return dense;
+}
+
+/// An id for the JSON lists: a string for names, a number for integer ids.
+inline nlohmann::json id_json(const std::shared_ptr<const data::id_names>& names,
+                              const std::vector<std::int64_t>& ids, std::int32_t k) {
+  const auto at = static_cast<std::size_t>(k);
+  if (names) return std::string((*names)[at]);
+  return ids[at];
 }
 
 /// The model's output for score s: a probability for implicit labels, else the rating.
@@ -115,18 +145,9 @@ inline int run_recommend(const recommend_config& c) {
   const nlohmann::json manifest = detail::read_export_manifest(c.model_dir);
   const bool sigmoid = manifest.value("output", "") == "sigmoid";
   const models::mf_export e = models::read_mf_export(c.model_dir);
-  const models::id_index users(e.user_ids);
-  const std::vector<std::int64_t> ids =
-      c.user ? std::vector<std::int64_t>{*c.user} : detail::read_user_ids(c.users_file);
-  std::vector<std::int32_t> dense;
-  for (std::int64_t id : ids) {
-    const auto u = users.find(id);
-    TUTTI_EXPECTS(u.has_value(), "tutti recommend",
-                  "learner id " + std::to_string(id) + " is not in the model " + c.model_dir +
-                      " (" + std::to_string(e.n_users()) +
-                      " learners); expected an id of the training data");
-    dense.push_back(*u);
-  }
+  const std::vector<detail::given_id> ids =
+      c.user ? std::vector<detail::given_id>{{*c.user, 0}} : detail::read_user_ids(c.users_file);
+  const std::vector<std::int32_t> dense = detail::find_users(e, ids, c);
   nlohmann::json out = {{"model", c.model_dir},
                         {"k", c.k},
                         {"output", sigmoid ? "sigmoid" : "identity"},
@@ -136,15 +157,18 @@ inline int run_recommend(const recommend_config& c) {
   for (std::size_t n = 0; n < ids.size(); ++n) {
     nlohmann::json items = nlohmann::json::array();
     std::size_t rank = 0;
+    const std::string user = e.user_text(dense[n]);
     for (const models::scored_item& s : models::top_k(e, dense[n], c.k)) {
-      const std::int64_t item = e.item_ids[static_cast<std::size_t>(s.item)];
       const double value = detail::model_output(sigmoid, s.score);
-      std::printf("%12lld  %5zu  %12lld  %12.6f\n", static_cast<long long>(ids[n]), ++rank,
-                  static_cast<long long>(item), value);
-      items.push_back({{"item", item}, {"score", value}, {"raw", s.score}});
+      std::printf("%12s  %5zu  %12s  %12.6f\n", user.c_str(), ++rank, e.item_text(s.item).c_str(),
+                  value);
+      items.push_back({{"item", detail::id_json(e.item_names, e.item_ids, s.item)},
+                       {"score", value},
+                       {"raw", s.score}});
     }
-    out["users"].push_back(
-        {{"user", ids[n]}, {"seen", e.seen(dense[n]).size()}, {"items", std::move(items)}});
+    out["users"].push_back({{"user", detail::id_json(e.user_names, e.user_ids, dense[n])},
+                            {"seen", e.seen(dense[n]).size()},
+                            {"items", std::move(items)}});
   }
   if (!c.json.empty()) {
     std::ofstream f(c.json);

@@ -3,6 +3,8 @@
 // shard's key for the rank that may read only that shard. See docs/security.md.
 #pragma once
 
+#include "data_options.hpp"
+
 #include <tutti/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +29,7 @@ struct seal_config {
   std::string label_col = "rating";
   std::string timestamp_col;
   bool implicit = false;
+  std::string ids = "auto";  // --ids: auto, integer or name
   std::uint32_t shards = 0;
   std::size_t chunk_size = 64 * 1024;
   std::string key_file;
@@ -54,6 +57,7 @@ class seal_command {
         ->capture_default_str();
     m_app->add_option("--timestamp-col", c.timestamp_col, "name of an optional timestamp column");
     m_app->add_flag("--implicit", c.implicit, "labels are implicit 0/1 feedback");
+    add_ids_option(*m_app, c.ids);
     m_app->add_option("--shards", c.shards, "W: number of shard files (usually the rank count)")
         ->check(CLI::Range(1u, 1u << 20));
     m_app->add_option("--chunk-size", c.chunk_size, "plaintext bytes per encrypted chunk")
@@ -112,7 +116,8 @@ class seal_command {
                                               .item_col = c.item_col,
                                               .label_col = c.label_col,
                                               .timestamp_col = c.timestamp_col,
-                                              .implicit = c.implicit});
+                                              .implicit = c.implicit,
+                                              .ids = id_format_of(c.ids)});
     const auto m =
         data::seal_shards(rows, master, c.out, {.shards = c.shards, .chunk_size = c.chunk_size});
     std::printf("sealed %s: %llu rows, %u users, %u items into %u shards in %s\n", c.data.c_str(),

@@ -800,9 +800,9 @@ inline int run_study_large_batch(study_config c) {
                 "--data " + c.file.path +
                     " and --datasets: the study runs on your file or on the built-in datasets, "
                     "not both; expected one of --data and --datasets");
-  for (const char* o :
-       {"--user-col", "--item-col", "--label-col", "--timestamp-col", "--implicit", "--clean",
-        "--quarantine", "--label-min", "--label-max", "--duplicates", "--max-rejected-share"})
+  for (const char* o : {"--user-col", "--item-col", "--label-col", "--timestamp-col", "--implicit",
+                        "--ids", "--clean", "--quarantine", "--label-min", "--label-max",
+                        "--duplicates", "--max-rejected-share"})
     TUTTI_EXPECTS(from_file || !given(o), fn,
                   std::string(o) +
                       " describes the file of --data, and no --data was given; "

@@ -74,6 +74,7 @@ struct train_config {
   std::string label_col = "rating";
   std::string timestamp_col;
   bool implicit = false;
+  std::string ids = "auto";  // --ids: auto, integer or name
   std::int32_t learners = 4000;
   std::int32_t courses = 500;
   bool synthetic_ratings = false;
@@ -164,6 +165,7 @@ inline void add_train_options(CLI::App& app, train_config& c) {
   app.add_option("--label-col", c.label_col, "name of the label column")->capture_default_str();
   app.add_option("--timestamp-col", c.timestamp_col, "name of an optional timestamp column");
   app.add_flag("--implicit", c.implicit, "labels are implicit 0/1 feedback (logistic loss, AUC)");
+  add_ids_option(app, c.ids);
   app.add_option("--learners", c.learners, "synthetic data: learners")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
@@ -456,6 +458,7 @@ inline data_file_options data_file_of(const train_config& c) {
           .label_col = c.label_col,
           .timestamp_col = c.timestamp_col,
           .implicit = c.implicit,
+          .ids = c.ids,
           .clean = c.clean,
           .quarantine = c.quarantine,
           .label_min = c.label_min,
@@ -525,7 +528,7 @@ inline loaded_data load(const train_config& c, int rank) {
     d.cleaning = std::move(file.cleaning);
     d.source = c.data;
   }
-  detail::check_ranking(c.ranking, d.rank_local, d.all.implicit);
+  detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
   if (c.ranking.holdout == "last") {
     d.parts = data::leave_one_out(d.all, {.seed = c.seed});
     d.lists = detail::ranking_lists(c.ranking, d.parts, c.seed);

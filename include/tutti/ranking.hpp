@@ -116,33 +116,72 @@ ranking_result ranking_metrics(const Space& space, std::span<const float> scores
       to_host_vector(space, std::span<const std::uint32_t>(rank.span())), k, width);
 }
 
+/// Candidate lists copied once to the memory of `Space`, to be scored and ranked after every
+/// epoch without copying them again: one user index per candidate (the list's user, repeated),
+/// the candidates, and the sampled count per list.
+template <execution_space Space>
+struct ranking_lists_on {
+  /// Checks the shape of `c` and copies it to `space`.
+  /// @throws tutti::invalid_argument when `c`'s columns disagree with its width and size.
+  ranking_lists_on(const Space& space, const data::ranking_candidates& c)
+      : width(c.width()),
+        lists(checked_size(c)),
+        users(make_buffer(space, std::span<const std::int32_t>(repeat_users(c)))),
+        items(make_buffer(space, std::span<const std::int32_t>(c.items))),
+        negatives(make_buffer(space, std::span<const std::uint32_t>(c.negatives))) {}
+
+  std::size_t width;                       ///< N + 1 candidates per list
+  std::size_t lists;                       ///< number of lists
+  buffer<std::int32_t, Space> users;       ///< lists × width: each list's user, repeated
+  buffer<std::int32_t, Space> items;       ///< lists × width, the held-out item first
+  buffer<std::uint32_t, Space> negatives;  ///< sampled items in each list
+
+ private:
+  static std::size_t checked_size(const data::ranking_candidates& c) {
+    const std::size_t w = c.width(), lists = c.size();
+    TUTTI_EXPECTS(c.items.size() == lists * w && c.negatives.size() == lists,
+                  "tutti::evaluate_ranking",
+                  "the candidates hold " + std::to_string(c.items.size()) + " items and " +
+                      std::to_string(c.negatives.size()) + " counts for " + std::to_string(lists) +
+                      " lists of width " + std::to_string(w) +
+                      "; expected lists × width and one count per list");
+    return lists;
+  }
+  static std::vector<std::int32_t> repeat_users(const data::ranking_candidates& c) {
+    const std::size_t w = c.width();
+    std::vector<std::int32_t> users(c.size() * w);
+    for (std::size_t u = 0; u < c.size(); ++u)
+      for (std::size_t j = 0; j < w; ++j) users[u * w + j] = c.users[u];
+    return users;
+  }
+};
+
+/// HR@K and NDCG@K of `model` with parameters `params` (memory of the model's space) on lists
+/// already on that space: every candidate is scored by `model.predict`, then ranked there.
+template <class Model, execution_space Space>
+ranking_result evaluate_ranking(Model& model, std::span<const float> params,
+                                const ranking_lists_on<Space>& lists, std::size_t k) {
+  TUTTI_EXPECTS(k >= 1, "tutti::evaluate_ranking", "k = 0; expected at least 1");
+  if (lists.lists == 0) return detail::ranking_from_ranks({}, k, lists.width);
+  const auto& space = model.space();
+  buffer<float, Space> scores(lists.lists * lists.width, space);
+  model.predict(params, std::span<const std::int32_t>(lists.users.span()),
+                std::span<const std::int32_t>(lists.items.span()), scores.span());
+  return ranking_metrics(space, std::span<const float>(scores.span()),
+                         std::span<const std::uint32_t>(lists.negatives.span()), lists.width, k);
+}
+
 /// HR@K and NDCG@K of `model` with parameters `params` (memory of the model's space) on
-/// `candidates`: every candidate is scored by `model.predict` on the space, then ranked there.
+/// `candidates`: they are copied to the model's space, every candidate is scored by
+/// `model.predict` there, then ranked there.
+/// @throws tutti::invalid_argument for K = 0, a shape mismatch, or a non-finite score.
 template <class Model>
 ranking_result evaluate_ranking(Model& model, std::span<const float> params,
                                 const data::ranking_candidates& candidates, std::size_t k) {
-  const auto& space = model.space();
-  const std::size_t w = candidates.width(), lists = candidates.size();
   TUTTI_EXPECTS(k >= 1, "tutti::evaluate_ranking", "k = 0; expected at least 1");
-  TUTTI_EXPECTS(candidates.items.size() == lists * w && candidates.negatives.size() == lists,
-                "tutti::evaluate_ranking",
-                "the candidates hold " + std::to_string(candidates.items.size()) + " items and " +
-                    std::to_string(candidates.negatives.size()) + " counts for " +
-                    std::to_string(lists) + " lists of width " + std::to_string(w) +
-                    "; expected lists × width and one count per list");
-  if (lists == 0) return detail::ranking_from_ranks({}, k, w);
-  std::vector<std::int32_t> users(lists * w);
-  for (std::size_t u = 0; u < lists; ++u)
-    for (std::size_t j = 0; j < w; ++j) users[u * w + j] = candidates.users[u];
-  auto d_users = make_buffer(space, std::span<const std::int32_t>(users));
-  auto d_items = make_buffer(space, std::span<const std::int32_t>(candidates.items));
-  auto d_negatives = make_buffer(space, std::span<const std::uint32_t>(candidates.negatives));
-  using space_type = std::remove_cvref_t<decltype(space)>;
-  buffer<float, space_type> scores(lists * w, space);
-  model.predict(params, std::span<const std::int32_t>(d_users.span()),
-                std::span<const std::int32_t>(d_items.span()), scores.span());
-  return ranking_metrics(space, std::span<const float>(scores.span()),
-                         std::span<const std::uint32_t>(d_negatives.span()), w, k);
+  using space_type = std::remove_cvref_t<decltype(model.space())>;
+  return evaluate_ranking(model, params, ranking_lists_on<space_type>(model.space(), candidates),
+                          k);
 }
 
 }  // namespace tutti

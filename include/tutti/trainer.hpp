@@ -136,6 +136,7 @@ class trainer {
         m_guard(m_options.nonfinite, m_space),
         m_sums(2, m_space) {
     detail::check_train_options(m_options, m_reducer.world_size());
+    detail::check_target_loss(m_options, m_model.loss());
     plan_sparse_exchange();
     plan_row_step();
     check_overlap_options();
@@ -228,9 +229,10 @@ class trainer {
   /// rank-local sampler each rank passes its own, and the metrics cover their union; else rank
   /// 0's are ranked). Every rank returns the same value. Collective.
   ranking_result evaluate_ranking(const data::ranking_candidates& candidates, std::size_t k) {
-    const bool mine = rank_local_sampler<Sampler> || m_reducer.rank() == 0;
+    std::optional<ranking_lists_on<space_type>> lists;
+    if (ranks_lists()) lists.emplace(m_space, candidates);
     return detail::evaluate_ranking_across_ranks(m_model, std::span<const float>(m_params.span()),
-                                                 m_reducer, mine ? &candidates : nullptr, k);
+                                                 m_reducer, lists ? &*lists : nullptr, k);
   }
 
   /// Predictions of the current parameters for every row of `rows` (copied to the host).
@@ -421,6 +423,11 @@ class trainer {
   // Whether the epoch just recorded reaches `train_options::target`; the first that does is
   // noted in `result.target`. Every rank sees the same metrics, so every rank stops alike.
   bool reached_target(fit_result& result, clock::time_point fit_start) const;
+  /// Whether this rank ranks its lists: each rank its own under a rank-local sampler, else rank 0.
+  bool ranks_lists() const { return rank_local_sampler<Sampler> || m_reducer.rank() == 0; }
+  /// HR@K and NDCG@K of the current parameters on `train_options::ranking`, whose lists are
+  /// copied to the space at the first call and kept there. Collective.
+  ranking_result evaluate_option_ranking();
   // Whether this step measures the noise scale, and how: every `noise_scale_every`-th global
   // step whose batch is full, from each rank's local gradient (W
   // ranks; rank r took the `first(r, s)` split's slots) or from the first micro-batch's (one
@@ -584,6 +591,7 @@ class trainer {
   bool m_row_step = false;
   detail::row_step m_rows;
   // The gradient noise scale: the run's estimate, and this step's small-batch squared norm.
+  std::optional<ranking_lists_on<space_type>> m_ranking_lists;  // train_options::ranking's
   detail::noise_scale_tracker m_noise;
   detail::noise_step m_noise_step;
   double m_noise_small = 0;

@@ -12,6 +12,7 @@
 /// its buffer against the known mean.
 #pragma once
 
+#include <tutti/detail/median.hpp>
 #include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
 #include <tutti/launch.hpp>
@@ -60,16 +61,6 @@ struct allreduce_bench_row {
 namespace detail::bench {
 
 using bench_clock = std::chrono::steady_clock;
-
-/// Median of `v` (mean of the middle two for an even count); 0 when empty.
-inline double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
-}
 
 // What one rank measured for one message size.
 struct bench_rank_sample {
@@ -173,7 +164,7 @@ inline allreduce_bench_row bench_row(const std::string& reducer, int world, std:
   out.count = count;
   out.bytes = count * sizeof(float);
   out.iters = slowest.size();
-  const double t = median_of(slowest);
+  const double t = tutti::detail::median(slowest);
   out.time_us = t * 1e6;
   out.algbw_gbs = t > 0 ? double(out.bytes) / t / 1e9 : 0.0;
   out.busbw_gbs = out.algbw_gbs * 2.0 * double(world - 1) / double(world);
@@ -379,7 +370,7 @@ step_bench_result bench_step(Reducer& reducer, std::size_t bytes, double work_s,
   r.mean_s = sum / double(iters);
   std::vector<double> sorted = sample.seconds;
   std::sort(sorted.begin(), sorted.end());
-  r.p50_s = detail::bench::median_of(sorted);
+  r.p50_s = tutti::detail::median(sorted);
   r.p95_s = sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(0.95 * double(iters)))];
   return r;
 }

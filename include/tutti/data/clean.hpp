@@ -20,7 +20,8 @@
 ///      - `non_finite_label`: NaN, infinite, or beyond the float range;
 ///      - `label_out_of_domain`: an implicit-feedback label other than 0 or 1;
 ///   2. the ids, user before item: `negative_id` (ids must be >= 0), `id_out_of_range` (above
-///      `max_user_id` / `max_item_id`);
+///      `max_user_id` / `max_item_id`); integer ids only: a column of names (data/csv.hpp's
+///      `csv_options::ids`) has neither rule, and its names are never rejected but when empty;
 ///   3. the label: `label_out_of_domain` (outside [`label_min`, `label_max`]);
 ///   4. `duplicate`: a (user, item) pair seen on another valid row. Which row stays is the
 ///      `duplicate_policy`: `keep_first`, `keep_last`, or `average` (the first row stays, with
@@ -65,6 +66,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -397,6 +399,34 @@ inline std::vector<rejected_row> read_quarantine(const std::string& path) {
 
 namespace tutti::detail {
 
+/// The index of `name` among the names read so far (a row then carries it as its id).
+/// @throws tutti::data_error when another name has the same code.
+inline std::int64_t clean_name_index(dense_name_map& names, std::string_view name,
+                                     const char* column, const std::string& source,
+                                     std::size_t line, std::size_t field) {
+  const auto r = names(name);
+  if (r.dense < 0)
+    throw data_error(source, line, field + 1,
+                     csv_collision_message(column, name, names.name(r.other)));
+  return r.dense;
+}
+
+/// Moves the source ids of the used rows out of `map` into `ids`: the rows' integer ids, or,
+/// when `names` is given, the codes and names of the indices the rows carry.
+inline void clean_release_ids(dense_id_map& map, const dense_name_map* names,
+                              std::vector<std::int64_t>& ids,
+                              std::shared_ptr<const data::id_names>& out) {
+  ids = map.release();
+  if (names == nullptr) return;
+  data::id_names kept;
+  for (std::int64_t& id : ids) {
+    const auto at = static_cast<std::int32_t>(id);
+    kept.push_back(names->name(at));
+    id = names->code(at);
+  }
+  out = std::make_shared<const data::id_names>(std::move(kept));
+}
+
 /// The cleaning pass over `text`; `fn` names the public caller in errors.
 inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_options& opt,
                                          const data::clean_options& copt, const std::string& source,
@@ -434,7 +464,10 @@ inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_
   std::vector<csv_row> rows;  // rows valid before the duplicate check
   std::vector<std::size_t> row_line;
   std::vector<std::string_view> row_text;
-  std::vector<std::string_view> fields;
+  csv_scratch sc;
+  // Names get an index here as their rows are read (the rows then carry it as their id); the
+  // rows used get their dense indices below, in order of first appearance among them.
+  dense_name_map user_names, item_names;
   const std::size_t estimate = text.size() / (lay.header_len + 1) + 1;
   rows.reserve(estimate);
   row_line.reserve(estimate);
@@ -457,16 +490,16 @@ inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_
       continue;
     }
     csv_row row;
-    if (auto st = csv_parse_row(line, lay, opt.implicit, fields, row); !st) {
-      reject(clean_reason_of(st, fields, delim));
+    if (auto st = csv_parse_row(line, lay, opt.implicit, sc, row); !st) {
+      reject(clean_reason_of(st, sc.fields, delim));
       continue;
     }
-    if (row.user < 0 || row.item < 0) {
+    if ((!lay.user_names && row.user < 0) || (!lay.item_names && row.item < 0)) {
       reject(reject_reason::negative_id);
       continue;
     }
-    if ((copt.max_user_id && row.user > *copt.max_user_id) ||
-        (copt.max_item_id && row.item > *copt.max_item_id)) {
+    if ((!lay.user_names && copt.max_user_id && row.user > *copt.max_user_id) ||
+        (!lay.item_names && copt.max_item_id && row.item > *copt.max_item_id)) {
       reject(reject_reason::id_out_of_range);
       continue;
     }
@@ -475,6 +508,11 @@ inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_
       reject(reject_reason::label_out_of_domain);
       continue;
     }
+    if (lay.user_names)
+      row.user = clean_name_index(user_names, row.user_name, "user", source, line_no, lay.user_at);
+    if (lay.item_names)
+      row.item = clean_name_index(item_names, row.item_name, "item", source, line_no, lay.item_at);
+    row.user_name = row.item_name = {};  // views into the scratch: not kept
     rows.push_back(row);
     row_line.push_back(line_no);
     row_text.push_back(line);
@@ -553,8 +591,8 @@ inline data::cleaned_data clean_csv_text(std::string_view text, const data::csv_
     d.labels.push_back(static_cast<float>(rows[i].label));
     if (lay.with_time()) d.timestamps.push_back(rows[i].time);
   }
-  d.user_ids = user_map.release();
-  d.item_ids = item_map.release();
+  clean_release_ids(user_map, lay.user_names ? &user_names : nullptr, d.user_ids, d.user_names);
+  clean_release_ids(item_map, lay.item_names ? &item_names : nullptr, d.item_ids, d.item_names);
   d.implicit = opt.implicit;
   return out;
 }

@@ -15,8 +15,14 @@
 /// unquoted field are errors at their line and field. A line without '"' is split by `memchr`
 /// alone, and a file without one after its header (MovieLens ratings, InstEval, exported logs)
 /// does not even look for one per line.
+///
+/// Ids are integers or names (`csv_options::ids`). By default a column holds names when most of
+/// its ids in the first 1,000 rows are not integers: every id of that column is then a name,
+/// kept with its text (`interactions::user_names`, data/id_names.hpp), so `u1`, `cs101`, UUIDs
+/// and quoted ids load as they are.
 #pragma once
 
+#include <tutti/data/id_names.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
@@ -29,12 +35,20 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
 namespace tutti::data {
+
+/// How the user and item columns are read.
+enum class id_format : unsigned char {
+  automatic,  ///< integers when every id of the column is one, else names
+  integers,   ///< integers only; another id is an error at its line and field
+  names,      ///< every id is a name, digits included: `007` and `7` are two ids
+};
 
 /// Which columns to read and how to read them; columns are chosen by their header name.
 struct csv_options {
@@ -43,8 +57,9 @@ struct csv_options {
   std::string label_col = "rating";  ///< header name of the label column
   /// Header name of the timestamp column; empty: none; "auto": `timestamp` when present.
   std::string timestamp_col = "";
-  char delimiter = 0;     ///< field separator; 0: '\t' for a `.tsv` file, else ','
-  bool implicit = false;  ///< labels are implicit feedback and must be 0 or 1
+  char delimiter = 0;                    ///< field separator; 0: '\t' for a `.tsv` file, else ','
+  bool implicit = false;                 ///< labels are implicit feedback and must be 0 or 1
+  id_format ids = id_format::automatic;  ///< integers, names, or whichever each column holds
 };
 
 }  // namespace tutti::data
@@ -353,9 +368,49 @@ struct csv_layout {
   std::size_t header_len = 0;  ///< characters in the header line
   /// True when a '"' follows the header; else rows skip even the per-line look for one.
   bool body_has_quote = true;
+  bool user_names = false;  ///< user ids are names, not integers
+  bool item_names = false;  ///< item ids are names, not integers
   /// True when rows carry a timestamp.
   bool with_time() const noexcept { return time_at < n_cols; }
 };
+
+/// Rows `csv_detect_names` looks at.
+inline constexpr std::size_t csv_detect_rows = 1000;
+
+/// Reads one integer field (blanks and one leading '+' allowed; a quoted field's blanks too).
+inline csv_fault csv_parse_int(std::string_view raw, char delim, std::int64_t& v) {
+  std::string_view s = csv_trim_field(raw, delim);
+  if (s.empty()) return csv_fault::empty_field;
+  std::string_view digits = csv_skip_plus(s);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec == std::errc::result_out_of_range) return csv_fault::integer_range;
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return csv_fault::not_integer;
+  return csv_fault::none;
+}
+
+/// Automatic ids: an id column holds names when most of its non-empty ids in the first
+/// `csv_detect_rows` rows from offset `pos` are not integers; else integers, and a row whose id
+/// is not one is malformed (an error for the strict loader, a rejection for the cleaning one).
+inline void csv_detect_names(std::string_view text, std::size_t pos, csv_layout& lay) {
+  std::size_t seen[2] = {0, 0}, names[2] = {0, 0};
+  std::vector<std::string_view> fields;
+  const std::size_t at[2] = {lay.user_at, lay.item_at};
+  for (std::size_t rows = 0; rows < csv_detect_rows && pos < text.size(); ++rows) {
+    std::size_t next = 0;
+    const std::string_view line = csv_next_line(text, pos, next);
+    pos = next;
+    if (!csv_split_line(line, lay.delim, fields) || fields.size() != lay.n_cols) continue;
+    for (int c = 0; c < 2; ++c) {
+      std::int64_t v = 0;
+      const csv_fault f = csv_parse_int(fields[at[c]], lay.delim, v);
+      if (f == csv_fault::empty_field) continue;
+      ++seen[c];
+      names[c] += f == csv_fault::not_integer;
+    }
+  }
+  lay.user_names = 2 * names[0] > seen[0];
+  lay.item_names = 2 * names[1] > seen[1];
+}
 
 /// Reads the header line of `text` (BOM already stripped); `body` receives the offset of the
 /// first row.
@@ -420,43 +475,75 @@ inline csv_layout csv_read_header(std::string_view text, const data::csv_options
   } else if (!opt.timestamp_col.empty()) {
     lay.time_at = find_column(lay.time_name, true);
   }
+  lay.user_names = lay.item_names = opt.ids == data::id_format::names;
+  if (opt.ids == data::id_format::automatic) csv_detect_names(text, body, lay);
   return lay;
 }
 
 /// One row's values as the source spells them (ids not yet remapped).
 struct csv_row {
-  std::int64_t user = 0;  ///< source user id
-  std::int64_t item = 0;  ///< source item id
+  std::int64_t user = 0;  ///< source user id (integer ids)
+  std::int64_t item = 0;  ///< source item id (integer ids)
   double label = 0;       ///< label, finite and within the float range
   std::int64_t time = 0;  ///< timestamp, 0 when the layout has none
+  /// The user's name when user ids are names: a view into the line or into the scratch of
+  /// `csv_parse_row`, valid until the next row is parsed.
+  std::string_view user_name;
+  std::string_view item_name;  ///< the item's name when item ids are names (as `user_name`)
 };
 
-/// Reads one integer field (blanks and one leading '+' allowed; a quoted field's blanks too).
-inline csv_fault csv_parse_int(std::string_view raw, char delim, std::int64_t& v) {
-  std::string_view s = csv_trim_field(raw, delim);
-  if (s.empty()) return csv_fault::empty_field;
-  std::string_view digits = csv_skip_plus(s);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (ec == std::errc::result_out_of_range) return csv_fault::integer_range;
-  if (ec != std::errc{} || end != digits.data() + digits.size()) return csv_fault::not_integer;
-  return csv_fault::none;
+/// Scratch space of `csv_parse_row`: the fields of the line, which of them were quoted, and
+/// the unquoted text of a name holding a doubled quote.
+struct csv_scratch {
+  std::vector<std::string_view> fields;  ///< the line's fields, kept for the caller's message
+  std::vector<char> quoted;              ///< 1 per quoted field (lines holding a '"')
+  std::string user_name, item_name;      ///< unquoted names with doubled quotes made one
+};
+
+/// Reads one name field: a quoted field's text between its quotes (blanks kept, doubled quotes
+/// made one, in `buf` when there are any), an unquoted field's text without its blanks.
+inline csv_fault csv_parse_name(std::string_view raw, bool quoted, char delim, std::string& buf,
+                                std::string_view& name) {
+  if (!quoted) {
+    name = csv_trim_field(raw, delim);
+  } else if (raw.find('"') == std::string_view::npos) {
+    name = raw;
+  } else {
+    buf = csv_unquote(raw);
+    name = buf;
+  }
+  return name.empty() ? csv_fault::empty_field : csv_fault::none;
 }
 
-/// Reads one line (without its terminator) into `row`; `fields` is scratch space and keeps the
+/// Reads one id field into `id` (integers) or `name` (names).
+inline csv_fault csv_parse_id(bool names, std::size_t at, csv_scratch& sc, char delim,
+                              std::string& buf, std::int64_t& id, std::string_view& name) {
+  if (!names) return csv_parse_int(sc.fields[at], delim, id);
+  const bool quoted = at < sc.quoted.size() && sc.quoted[at] != 0;
+  return csv_parse_name(sc.fields[at], quoted, delim, buf, name);
+}
+
+/// Reads one line (without its terminator) into `row`; `sc` is scratch space and keeps the
 /// split fields for the caller's message. The one tokenizer of both the strict and the cleaning
 /// loader, so they cannot disagree about what a well-formed row is.
 inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay, bool implicit,
-                                    std::vector<std::string_view>& fields, csv_row& row) {
+                                    csv_scratch& sc, csv_row& row) {
+  std::vector<std::string_view>& fields = sc.fields;
+  sc.quoted.clear();
   if (!lay.body_has_quote)
     csv_split_fields(line, lay.delim, fields);
-  else if (auto st = csv_split_line(line, lay.delim, fields); !st)
+  else if (auto st = csv_split_line(line, lay.delim, fields, &sc.quoted); !st)
     return st;
   if (fields.size() != lay.n_cols)
     return {fields.size() < lay.n_cols ? csv_fault::too_few_fields : csv_fault::too_many_fields,
             csv_role::none, fields.size()};
-  if (auto f = csv_parse_int(fields[lay.user_at], lay.delim, row.user); f != csv_fault::none)
+  if (auto f = csv_parse_id(lay.user_names, lay.user_at, sc, lay.delim, sc.user_name, row.user,
+                            row.user_name);
+      f != csv_fault::none)
     return {f, csv_role::user, lay.user_at};
-  if (auto f = csv_parse_int(fields[lay.item_at], lay.delim, row.item); f != csv_fault::none)
+  if (auto f = csv_parse_id(lay.item_names, lay.item_at, sc, lay.delim, sc.item_name, row.item,
+                            row.item_name);
+      f != csv_fault::none)
     return {f, csv_role::item, lay.item_at};
 
   std::string_view ls = csv_trim_field(fields[lay.label_at], lay.delim);
@@ -503,7 +590,10 @@ inline std::string csv_fault_message(const csv_row_status& st, const csv_layout&
                             : st.role == csv_role::item ? opt.item_col
                             : st.role == csv_role::time ? lay.time_name
                                                         : opt.label_col;
-  const char* what = st.role == csv_role::time ? "an integer timestamp" : "an integer id";
+  const char* what = st.role == csv_role::time ? "an integer timestamp"
+                     : (st.role == csv_role::user ? lay.user_names : lay.item_names)
+                         ? "an id"
+                         : "an integer id";
   std::string expected;
   switch (st.fault) {
     case csv_fault::integer_range:
@@ -555,6 +645,112 @@ inline std::string csv_read_file(const std::string& path, const char* fn) {
   return text;
 }
 
+/// The column of a row's ids, as the loaders build it: dense indices in order of first
+/// appearance over integer ids or over names (`dense_name_map`, which refuses two names with
+/// one code).
+class csv_id_column {
+ public:
+  explicit csv_id_column(bool names) : m_names(names) {}
+  bool names() const noexcept { return m_names; }
+  std::size_t size() const noexcept { return m_names ? m_by_name.size() : m_by_id.size(); }
+  /// Dense index of the row's id (`id` or `name`); -1 on a collision, with `other` set to the
+  /// name that has the same code.
+  std::int32_t operator()(std::int64_t id, std::string_view name, std::string_view& other) {
+    if (!m_names) return m_by_id(id);
+    const auto r = m_by_name(name);
+    if (r.dense < 0) other = m_by_name.name(r.other);
+    return r.dense;
+  }
+  /// Moves the source ids (and names) into `ids` and `names`.
+  void release(std::vector<std::int64_t>& ids, std::shared_ptr<const data::id_names>& names) {
+    if (!m_names) {
+      ids = m_by_id.release();
+      return;
+    }
+    ids = m_by_name.release_codes();
+    names = std::make_shared<const data::id_names>(m_by_name.release_names());
+  }
+
+ private:
+  bool m_names;
+  dense_id_map m_by_id;
+  dense_name_map m_by_name;
+};
+
+/// The message of two names with one code.
+inline std::string csv_collision_message(const char* column, std::string_view a,
+                                         std::string_view b) {
+  return std::string(column) + " ids " + csv_show_field(a) + " and " + csv_show_field(b) +
+         " have the same 64-bit code (tutti::data::name_code); expected distinct codes for "
+         "distinct ids (rename one of them)";
+}
+
+/// The rows of `text` from offset `pos` (the line after the header) as `lay` reads them.
+inline data::interactions csv_parse_rows(std::string_view text, std::size_t pos,
+                                         const csv_layout& lay, const data::csv_options& opt,
+                                         const std::string& source) {
+  const bool with_time = lay.with_time();
+  const char delim = lay.delim;
+  // Rows are built into locals and moved out only once the whole file has parsed.
+  std::size_t estimate = text.size() / (lay.header_len + 1) + 1;
+  std::vector<std::int32_t> users, items;
+  std::vector<float> labels;
+  std::vector<std::int64_t> times;
+  users.reserve(estimate);
+  items.reserve(estimate);
+  labels.reserve(estimate);
+  if (with_time) times.reserve(estimate);
+  csv_id_column user_map(lay.user_names), item_map(lay.item_names);
+  csv_scratch sc;
+  csv_row row;
+  std::string_view other;
+
+  std::size_t line_no = 1;
+  while (pos < text.size()) {
+    std::size_t next = 0;
+    std::string_view line = csv_next_line(text, pos, next);
+    ++line_no;
+    if (csv_all_blank(line)) {
+      if (csv_all_blank(text.substr(next))) break;
+      throw data_error(source, line_no, 0,
+                       "blank line before more rows; expected " + std::to_string(lay.n_cols) +
+                           " fields separated by " +
+                           (delim == '\t' ? "tabs" : "'" + std::string(1, delim) + "'"));
+    }
+    pos = next;
+    if (auto st = csv_parse_row(line, lay, opt.implicit, sc, row); !st)
+      throw data_error(source, line_no, csv_fault_column(st, lay),
+                       csv_fault_message(st, lay, opt, sc.fields));
+    if (with_time) times.push_back(row.time);
+
+    if (user_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
+        item_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+      throw data_error(source, line_no, 0,
+                       "more than 2^31-1 distinct users or items; expected fewer");
+    const std::int32_t u = user_map(row.user, row.user_name, other);
+    if (u < 0)
+      throw data_error(source, line_no, lay.user_at + 1,
+                       csv_collision_message("user", row.user_name, other));
+    const std::int32_t i = item_map(row.item, row.item_name, other);
+    if (i < 0)
+      throw data_error(source, line_no, lay.item_at + 1,
+                       csv_collision_message("item", row.item_name, other));
+    users.push_back(u);
+    items.push_back(i);
+    labels.push_back(static_cast<float>(row.label));
+  }
+
+  data::interactions out;
+  out.users = std::move(users);
+  out.items = std::move(items);
+  out.labels = std::move(labels);
+  out.timestamps = std::move(times);
+  user_map.release(out.user_ids, out.user_names);
+  item_map.release(out.item_ids, out.item_names);
+  out.implicit = opt.implicit;
+  return out;
+}
+
 }  // namespace tutti::detail
 
 namespace tutti::data {
@@ -568,59 +764,9 @@ inline interactions parse_csv(std::string_view text, const csv_options& opt,
   text = detail::csv_strip_bom(text);
   // A NUL means a binary or truncated file; finding it once up front keeps the row loop lean.
   detail::csv_reject_nul(text, delim, source);
-  std::size_t pos = 0;
-  const detail::csv_layout lay = detail::csv_read_header(text, opt, delim, source, pos);
-  const bool with_time = lay.with_time();
-
-  // Rows are built into locals and moved out only once the whole file has parsed.
-  std::size_t estimate = text.size() / (lay.header_len + 1) + 1;
-  std::vector<std::int32_t> users, items;
-  std::vector<float> labels;
-  std::vector<std::int64_t> times;
-  users.reserve(estimate);
-  items.reserve(estimate);
-  labels.reserve(estimate);
-  if (with_time) times.reserve(estimate);
-  detail::dense_id_map user_map, item_map;
-  std::vector<std::string_view> fields;
-  detail::csv_row row;
-
-  std::size_t line_no = 1;
-  while (pos < text.size()) {
-    std::size_t next = 0;
-    std::string_view line = detail::csv_next_line(text, pos, next);
-    ++line_no;
-    if (detail::csv_all_blank(line)) {
-      if (detail::csv_all_blank(text.substr(next))) break;
-      throw data_error(source, line_no, 0,
-                       "blank line before more rows; expected " + std::to_string(lay.n_cols) +
-                           " fields separated by " +
-                           (delim == '\t' ? "tabs" : "'" + std::string(1, delim) + "'"));
-    }
-    pos = next;
-    if (auto st = detail::csv_parse_row(line, lay, opt.implicit, fields, row); !st)
-      throw data_error(source, line_no, detail::csv_fault_column(st, lay),
-                       detail::csv_fault_message(st, lay, opt, fields));
-    if (with_time) times.push_back(row.time);
-
-    if (user_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
-        item_map.size() == static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-      throw data_error(source, line_no, 0,
-                       "more than 2^31-1 distinct users or items; expected fewer");
-    users.push_back(user_map(row.user));
-    items.push_back(item_map(row.item));
-    labels.push_back(static_cast<float>(row.label));
-  }
-
-  interactions out;
-  out.users = std::move(users);
-  out.items = std::move(items);
-  out.labels = std::move(labels);
-  out.timestamps = std::move(times);
-  out.user_ids = user_map.release();
-  out.item_ids = item_map.release();
-  out.implicit = opt.implicit;
-  return out;
+  std::size_t body = 0;
+  const detail::csv_layout lay = detail::csv_read_header(text, opt, delim, source, body);
+  return detail::csv_parse_rows(text, body, lay, opt, source);
 }
 
 /// Loads a CSV or TSV file whose first line is a header; ids are remapped to dense indices in

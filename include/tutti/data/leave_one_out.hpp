@@ -51,22 +51,6 @@ struct ranking_candidates {
 
 namespace tutti::detail {
 
-inline void check_interaction_rows(const data::interactions& d, const char* fn) {
-  const std::size_t n = d.size();
-  TUTTI_EXPECTS(d.items.size() == n && d.labels.size() == n &&
-                    (d.timestamps.empty() || d.timestamps.size() == n),
-                fn,
-                "users, items, labels and timestamps have different lengths; expected one entry "
-                "per row in each (timestamps may be empty)");
-  for (std::size_t i = 0; i < n; ++i)
-    TUTTI_EXPECTS(
-        d.users[i] >= 0 && d.users[i] < d.n_users() && d.items[i] >= 0 && d.items[i] < d.n_items(),
-        fn,
-        "row " + std::to_string(i) + " has user " + std::to_string(d.users[i]) + ", item " +
-            std::to_string(d.items[i]) + "; expected indices below n_users() = " +
-            std::to_string(d.n_users()) + " and n_items() = " + std::to_string(d.n_items()));
-}
-
 // Row i beats row j as a user's held-out row: the later timestamp (or, without timestamps, the
 // larger seeded draw); then the larger source item id, then the larger label. Equal on all three,
 // the rows are the same interaction, and either may go.
@@ -184,6 +168,8 @@ inline split_result leave_one_out(const interactions& data, const leave_one_out_
     half->user_ids = data.user_ids;
     half->item_ids = data.item_ids;
     half->implicit = data.implicit;
+    half->user_names = data.user_names;
+    half->item_names = data.item_names;
   }
   const auto put = [&](interactions& half, std::size_t i) {
     half.users.push_back(data.users[i]);
@@ -230,7 +216,7 @@ inline ranking_candidates sample_candidates(const interactions& train, const int
   for (std::size_t r = 0; r < lists; ++r) {
     const auto u = static_cast<std::size_t>(held_out.users[r]);
     TUTTI_EXPECTS(!listed[u], fn,
-                  "user " + std::to_string(held_out.user_ids[u]) +
+                  "user " + held_out.user_text(static_cast<std::int32_t>(u)) +
                       " has more than one held-out row; expected one per user (leave_one_out)");
     listed[u] = 1;
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file data/npy.hpp
-/// @brief `tutti::data::write_npy` / `read_npy`: arrays in NumPy's .npy format (version 1.0,
+/// @brief `tutti::data::write_npy` / `read_npy` (and `write_npy_names` / `read_npy_names` for
+/// byte strings): arrays in NumPy's .npy format (version 1.0,
 /// little-endian, C order), the files `numpy.load` and `torch.from_numpy` open as they are.
 ///
 /// A file is the magic "\x93NUMPY", the version bytes 1 0, the header length as a little-endian
@@ -11,9 +12,11 @@
 /// and a file whose length is not exactly the header plus its shape's values, naming the file.
 #pragma once
 
+#include <tutti/data/id_names.hpp>
 #include <tutti/detail/errno_text.hpp>
 #include <tutti/error.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
@@ -139,6 +142,72 @@ inline std::string npy_slurp(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// Checks the magic and version of `bytes`; returns the header dict and sets `begin` to the
+/// offset of the first value.
+inline std::string_view npy_dict(const std::filesystem::path& path, const std::string& bytes,
+                                 std::size_t& begin) {
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    npy_fail(path, "not a .npy file (no \\x93NUMPY magic)");
+  const auto major = static_cast<unsigned char>(bytes[6]);
+  if (major != 1 && major != 2)
+    npy_fail(path, "format version " + std::to_string(major) + "." +
+                       std::to_string(static_cast<unsigned char>(bytes[7])) +
+                       "; expected 1.0 or 2.0");
+  const std::size_t len_bytes = major == 1 ? 2 : 4;
+  if (bytes.size() < 8 + len_bytes) npy_fail(path, "truncated in its header");
+  std::size_t len = 0;
+  for (std::size_t k = 0; k < len_bytes; ++k)
+    len |= std::size_t{static_cast<unsigned char>(bytes[8 + k])} << (8 * k);
+  begin = 8 + len_bytes + len;
+  if (bytes.size() < begin || len == 0 || bytes[begin - 1] != '\n')
+    npy_fail(path, "truncated in its header (" + std::to_string(bytes.size()) +
+                       " bytes; the header says " + std::to_string(begin) + ")");
+  return std::string_view(bytes.data() + 8 + len_bytes, len);
+}
+
+/// The dtype text of `bytes`' header, quotes included ("'<f4'").
+inline std::string npy_descr_of(const std::filesystem::path& path, const std::string& bytes) {
+  std::size_t begin = 0;
+  return npy_field(path, npy_dict(path, bytes, begin), "descr");
+}
+
+/// A .npy file read and checked: its bytes, where the values begin, shape and value count.
+struct npy_file {
+  std::string bytes;
+  std::size_t begin = 0;
+  std::vector<std::size_t> shape;
+  std::size_t count = 0;
+};
+
+/// Reads `path`, checking that its dtype is `descr` (quoted, as in the header), its order C,
+/// and its length exactly the header plus its shape's values of `item_bytes` each.
+inline npy_file npy_read_file(const std::filesystem::path& path, const std::string& descr,
+                              std::size_t item_bytes) {
+  npy_file f;
+  f.bytes = npy_slurp(path);
+  const std::string_view dict = npy_dict(path, f.bytes, f.begin);
+  const std::string got = npy_field(path, dict, "descr");
+  if (got != descr) npy_fail(path, "dtype " + got + "; expected " + descr);
+  if (npy_field(path, dict, "fortran_order") != "False")
+    npy_fail(path, "a Fortran-order array; expected C order (fortran_order False)");
+  f.shape = npy_parse_shape(path, npy_field(path, dict, "shape"));
+  const std::size_t held = (f.bytes.size() - f.begin) / item_bytes;
+  std::size_t n = 1;
+  for (std::size_t e : f.shape) {
+    if (e != 0 && n > held / e + 1)  // more values than the file holds, or an overflow
+      npy_fail(path, "the shape " + npy_shape_text(f.shape) + " needs more than " +
+                         std::to_string(held) + " values (truncated)");
+    n *= e;
+  }
+  const std::size_t have = f.bytes.size() - f.begin;
+  if (have != n * item_bytes)
+    npy_fail(path, std::to_string(have) + " bytes of values; the shape " + npy_shape_text(f.shape) +
+                       " needs " + std::to_string(n * item_bytes) +
+                       (have < n * item_bytes ? " (truncated)" : ""));
+  f.count = n;
+  return f;
+}
+
 }  // namespace tutti::detail
 
 namespace tutti::data {
@@ -169,47 +238,68 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values,
 /// array, or is longer or shorter than its header says.
 template <class T>
 npy_array<T> read_npy(const std::filesystem::path& path) {
-  const std::string bytes = detail::npy_slurp(path);
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
-    detail::npy_fail(path, "not a .npy file (no \\x93NUMPY magic)");
-  const auto major = static_cast<unsigned char>(bytes[6]);
-  if (major != 1 && major != 2)
-    detail::npy_fail(path, "format version " + std::to_string(major) + "." +
-                               std::to_string(static_cast<unsigned char>(bytes[7])) +
-                               "; expected 1.0 or 2.0");
-  const std::size_t len_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_bytes) detail::npy_fail(path, "truncated in its header");
-  std::size_t len = 0;
-  for (std::size_t k = 0; k < len_bytes; ++k)
-    len |= std::size_t{static_cast<unsigned char>(bytes[8 + k])} << (8 * k);
-  const std::size_t begin = 8 + len_bytes + len;
-  if (bytes.size() < begin || len == 0 || bytes[begin - 1] != '\n')
-    detail::npy_fail(path, "truncated in its header (" + std::to_string(bytes.size()) +
-                               " bytes; the header says " + std::to_string(begin) + ")");
-  const std::string_view dict(bytes.data() + 8 + len_bytes, len);
-  const std::string descr = detail::npy_field(path, dict, "descr");
-  if (descr != std::string("'") + npy_descr<T>() + "'")
-    detail::npy_fail(path, "dtype " + descr + "; expected '" + npy_descr<T>() + "'");
-  if (detail::npy_field(path, dict, "fortran_order") != "False")
-    detail::npy_fail(path, "a Fortran-order array; expected C order (fortran_order False)");
+  const detail::npy_file f =
+      detail::npy_read_file(path, std::string("'") + npy_descr<T>() + "'", sizeof(T));
   npy_array<T> a;
-  a.shape = detail::npy_parse_shape(path, detail::npy_field(path, dict, "shape"));
-  const std::size_t held = (bytes.size() - begin) / sizeof(T);
-  std::size_t n = 1;
-  for (std::size_t e : a.shape) {
-    if (e != 0 && n > held / e + 1)  // more values than the file holds, or an overflow
-      detail::npy_fail(path, "the shape " + detail::npy_shape_text(a.shape) + " needs more than " +
-                                 std::to_string(held) + " values (truncated)");
-    n *= e;
-  }
-  if (bytes.size() - begin != n * sizeof(T))
-    detail::npy_fail(path, std::to_string(bytes.size() - begin) + " bytes of values; the shape " +
-                               detail::npy_shape_text(a.shape) + " needs " +
-                               std::to_string(n * sizeof(T)) +
-                               (bytes.size() - begin < n * sizeof(T) ? " (truncated)" : ""));
-  a.values.resize(n);
-  if (n) std::memcpy(a.values.data(), bytes.data() + begin, n * sizeof(T));
+  a.shape = f.shape;
+  a.values.resize(f.count);
+  if (f.count) std::memcpy(a.values.data(), f.bytes.data() + f.begin, f.count * sizeof(T));
   return a;
+}
+
+/// Writes `names` as a 1-d array of NumPy byte strings (dtype `|S<w>`, w the longest name's
+/// bytes, at least 1; shorter names padded with NUL bytes, which NumPy strips): `numpy.load`
+/// opens it as is, `np.char.decode(a, "utf-8")` gives Python strings. Throws `tutti::error`
+/// naming the file when it cannot be written, `tutti::invalid_argument` for a name holding a
+/// NUL byte.
+inline void write_npy_names(const std::filesystem::path& path, const id_names& names) {
+  std::size_t w = 1;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    TUTTI_EXPECTS(
+        names[i].find('\0') == std::string_view::npos, "tutti::data::write_npy_names",
+        "'" + path.string() + "': name " + std::to_string(i) + " holds a NUL byte; expected text");
+    w = std::max(w, names[i].size());
+  }
+  std::string body(names.size() * w, '\0');
+  for (std::size_t i = 0; i < names.size(); ++i)
+    std::memcpy(body.data() + i * w, names[i].data(), names[i].size());
+  const std::vector<std::size_t> shape{names.size()};
+  const std::string header = detail::npy_header(("|S" + std::to_string(w)).c_str(), shape);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(body.data(), static_cast<std::streamsize>(body.size()));
+  out.close();
+  if (!out)
+    throw error("tutti::data::write_npy(): cannot write '" + path.string() +
+                "': " + detail::errno_text(errno));
+}
+
+/// Reads a 1-d array of NumPy byte strings (`|S<w>`, as `write_npy_names` or NumPy write it),
+/// each without its trailing NUL padding. Throws `tutti::error` naming the file as `read_npy`.
+inline id_names read_npy_names(const std::filesystem::path& path) {
+  const std::string bytes = detail::npy_slurp(path);
+  const std::string descr = detail::npy_descr_of(path, bytes);
+  std::size_t w = 0;
+  const bool ok = descr.size() > 4 && descr.compare(0, 3, "'|S") == 0 && descr.back() == '\'' &&
+                  descr.size() < 14;
+  for (std::size_t k = 3; ok && k + 1 < descr.size(); ++k) {
+    if (descr[k] < '0' || descr[k] > '9')
+      w = 0, k = descr.size();
+    else
+      w = w * 10 + static_cast<std::size_t>(descr[k] - '0');
+  }
+  if (!ok || w == 0) detail::npy_fail(path, "dtype " + descr + "; expected byte strings ('|S<n>')");
+  const detail::npy_file f = detail::npy_read_file(path, descr, w);
+  if (f.shape.size() != 1)
+    detail::npy_fail(path, "shape " + detail::npy_shape_text(f.shape) + "; expected one axis");
+  id_names names;
+  names.reserve(f.count, f.count * w);
+  for (std::size_t i = 0; i < f.count; ++i) {
+    std::string_view n(f.bytes.data() + f.begin + i * w, w);
+    while (!n.empty() && n.back() == '\0') n.remove_suffix(1);
+    names.push_back(n);
+  }
+  return names;
 }
 
 }  // namespace tutti::data

@@ -16,6 +16,28 @@
 #include <initializer_list>
 #include <string>
 
+namespace tutti::detail {
+
+/// Checks that `d` has one entry per row in each column and that every row's indices lie in
+/// [0, n_users()) and [0, n_items()); `fn` names the caller in the error.
+inline void check_interaction_rows(const data::interactions& d, const char* fn) {
+  const std::size_t n = d.size();
+  TUTTI_EXPECTS(d.items.size() == n && d.labels.size() == n &&
+                    (d.timestamps.empty() || d.timestamps.size() == n),
+                fn,
+                "users, items, labels and timestamps have different lengths; expected one entry "
+                "per row in each (timestamps may be empty)");
+  for (std::size_t i = 0; i < n; ++i)
+    TUTTI_EXPECTS(
+        d.users[i] >= 0 && d.users[i] < d.n_users() && d.items[i] >= 0 && d.items[i] < d.n_items(),
+        fn,
+        "row " + std::to_string(i) + " has user " + std::to_string(d.users[i]) + ", item " +
+            std::to_string(d.items[i]) + "; expected indices below n_users() = " +
+            std::to_string(d.n_users()) + " and n_items() = " + std::to_string(d.n_items()));
+}
+
+}  // namespace tutti::detail
+
 namespace tutti::data {
 
 /// Hyper-parameters of `split`.
@@ -45,31 +67,21 @@ inline split_result split(const interactions& data, const split_options& opt = {
   const char* fn = "tutti::data::split";
   TUTTI_EXPECTS(opt.test_fraction >= 0.0 && opt.test_fraction < 1.0, fn,
                 "test_fraction = " + std::to_string(opt.test_fraction) + "; expected 0 <= f < 1");
+  detail::check_interaction_rows(data, fn);
   const std::size_t n = data.size();
-  TUTTI_EXPECTS(data.items.size() == n && data.labels.size() == n &&
-                    (data.timestamps.empty() || data.timestamps.size() == n),
-                fn,
-                "users, items, labels and timestamps have different lengths; expected one entry "
-                "per row in each (timestamps may be empty)");
 
   split_result out;
   for (interactions* half : {&out.train, &out.test}) {
     half->user_ids = data.user_ids;
     half->item_ids = data.item_ids;
     half->implicit = data.implicit;
+    half->user_names = data.user_names;
+    half->item_names = data.item_names;
   }
   const bool with_time = data.has_timestamps();
-  const auto n_users = static_cast<std::size_t>(data.user_ids.size());
-  const auto n_items = static_cast<std::size_t>(data.item_ids.size());
   for (std::size_t i = 0; i < n; ++i) {
     const std::int32_t u = data.users[i];
     const std::int32_t v = data.items[i];
-    TUTTI_EXPECTS(u >= 0 && static_cast<std::size_t>(u) < n_users && v >= 0 &&
-                      static_cast<std::size_t>(v) < n_items,
-                  fn,
-                  "row " + std::to_string(i) + " has user " + std::to_string(u) + ", item " +
-                      std::to_string(v) + "; expected indices below n_users() = " +
-                      std::to_string(n_users) + " and n_items() = " + std::to_string(n_items));
     const bool held_out =
         split_draw(opt.seed, data.user_ids[static_cast<std::size_t>(u)],
                    data.item_ids[static_cast<std::size_t>(v)]) < opt.test_fraction;

@@ -16,10 +16,16 @@
 /// | item_ids.npy     | <i8   | (n_items,)       | source id of dense item index i              |
 /// | seen_offsets.npy | <i8   | (n_users + 1,)   | CSR offsets into seen_items                  |
 /// | seen_items.npy   | <i8   | (offsets[-1],)   | dense items of each user's training rows     |
+/// | user_names.npy   | \|S<w> | (n_users,)       | the id's text, when the data's ids are names |
+/// | item_names.npy   | \|S<w> | (n_items,)       | the same for items                           |
+///
+/// The two name files exist only when the data's ids are names (data/id_names.hpp); their ids
+/// are then the names' codes (`tutti::data::name_code`).
 ///
 /// Score s(u, i) = g + b_u + b_i + <p_u, q_i>, as `matrix_factorization::predict` computes it.
 #pragma once
 
+#include <tutti/data/id_names.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/npy.hpp>
 #include <tutti/error.hpp>
@@ -29,8 +35,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace tutti::models {
@@ -48,11 +56,21 @@ struct mf_export {
   std::vector<std::int64_t> item_ids;      ///< dense item index -> source id
   std::vector<std::int64_t> seen_offsets;  ///< n_users + 1; user u's items at [o[u], o[u+1])
   std::vector<std::int64_t> seen_items;    ///< dense item indices, ascending per user
+  std::shared_ptr<const data::id_names> user_names;  ///< dense user index -> name, or null
+  std::shared_ptr<const data::id_names> item_names;  ///< dense item index -> name, or null
 
   /// Number of users.
   std::int32_t n_users() const noexcept { return static_cast<std::int32_t>(user_ids.size()); }
   /// Number of items.
   std::int32_t n_items() const noexcept { return static_cast<std::int32_t>(item_ids.size()); }
+  /// User `u`'s id as the data spell it: its name, or its integer id in decimal.
+  std::string user_text(std::int32_t u) const {
+    return data::id_text(user_names, user_ids, static_cast<std::size_t>(u));
+  }
+  /// Item `i`'s id as the data spell it: its name, or its integer id in decimal.
+  std::string item_text(std::int32_t i) const {
+    return data::id_text(item_names, item_ids, static_cast<std::size_t>(i));
+  }
   /// The dense items user `u` has in the training rows, ascending.
   std::span<const std::int64_t> seen(std::int32_t u) const {
     const auto b = static_cast<std::size_t>(seen_offsets[static_cast<std::size_t>(u)]);
@@ -65,6 +83,9 @@ struct mf_export {
 inline constexpr const char* mf_export_files[] = {
     "user_factors.npy", "item_factors.npy", "user_bias.npy",    "item_bias.npy", "global_bias.npy",
     "user_ids.npy",     "item_ids.npy",     "seen_offsets.npy", "seen_items.npy"};
+
+/// The files of the ids' names, written when the data's ids are names.
+inline constexpr const char* mf_export_name_files[] = {"user_names.npy", "item_names.npy"};
 
 /// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending).
 inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& offsets,
@@ -115,12 +136,14 @@ inline mf_export make_mf_export(const parameter_layout& layout, std::span<const 
   e.global_bias = take("global_bias").front();
   e.user_ids = rows.user_ids;
   e.item_ids = rows.item_ids;
+  e.user_names = rows.user_names;
+  e.item_names = rows.item_names;
   seen_csr(rows, e.seen_offsets, e.seen_items);
   return e;
 }
 
-/// Writes the nine .npy files of `e` into the existing directory `dir`. Throws
-/// `tutti::error` naming the file that cannot be written.
+/// Writes the nine .npy files of `e` (and the name files when its ids are names) into the
+/// existing directory `dir`. Throws `tutti::error` naming the file that cannot be written.
 inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e) {
   using data::write_npy;
   const std::size_t nu = e.user_ids.size(), ni = e.item_ids.size();
@@ -134,6 +157,16 @@ inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e
   write_npy<std::int64_t>(dir / "item_ids.npy", e.item_ids, {ni});
   write_npy<std::int64_t>(dir / "seen_offsets.npy", e.seen_offsets, {nu + 1});
   write_npy<std::int64_t>(dir / "seen_items.npy", e.seen_items, {e.seen_items.size()});
+  // A name file of an earlier export in `dir` would not match these ids: it goes.
+  std::error_code ec;
+  if (e.user_names)
+    data::write_npy_names(dir / "user_names.npy", *e.user_names);
+  else
+    std::filesystem::remove(dir / "user_names.npy", ec);
+  if (e.item_names)
+    data::write_npy_names(dir / "item_names.npy", *e.item_names);
+  else
+    std::filesystem::remove(dir / "item_names.npy", ec);
 }
 
 }  // namespace tutti::models
@@ -159,6 +192,26 @@ std::vector<T> read_export_array(const std::filesystem::path& dir, const char* f
   }
   if (shape) *shape = a.shape;
   return std::move(a.values);
+}
+
+/// The names in `dir/file` when the file exists (null when not), checked to be one per id and
+/// each the name of its id's code.
+inline std::shared_ptr<const data::id_names> read_export_names(
+    const std::filesystem::path& dir, const char* file, const std::vector<std::int64_t>& ids) {
+  const std::filesystem::path path = dir / file;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nullptr;
+  data::id_names names = data::read_npy_names(path);
+  if (names.size() != ids.size())
+    throw tutti::error("tutti::models::read_mf_export(): '" + path.string() +
+                       "': " + std::to_string(names.size()) + " names; expected one per id (" +
+                       std::to_string(ids.size()) + ")");
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    if (data::name_code(names[k]) != ids[k])
+      throw tutti::error("tutti::models::read_mf_export(): '" + path.string() + "': name " +
+                         std::to_string(k) + " is not the name of its id " +
+                         std::to_string(ids[k]) + " (the files come from different exports)");
+  return std::make_shared<const data::id_names>(std::move(names));
 }
 
 /// Checks that the CSR arrays are well formed; the message names seen_offsets/seen_items.
@@ -200,6 +253,8 @@ inline mf_export read_mf_export(const std::filesystem::path& dir) {
   e.seen_offsets = read_export_array<std::int64_t>(dir, "seen_offsets.npy", {nu + 1});
   e.seen_items = read_export_array<std::int64_t>(dir, "seen_items.npy", {-1});
   tutti::detail::check_seen(dir, e);
+  e.user_names = tutti::detail::read_export_names(dir, "user_names.npy", e.user_ids);
+  e.item_names = tutti::detail::read_export_names(dir, "item_names.npy", e.item_ids);
   return e;
 }
 

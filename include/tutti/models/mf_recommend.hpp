@@ -4,15 +4,19 @@
 /// factorisation, and `id_index`, source id -> dense index.
 #pragma once
 
+#include <tutti/data/id_names.hpp>
 #include <tutti/error.hpp>
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/models/mf_export.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
+#include <system_error>
 #include <unordered_map>
 #include <vector>
 
@@ -72,6 +76,19 @@ class id_index {
     const auto it = m_index.find(id);
     if (it == m_index.end()) return std::nullopt;
     return it->second;
+  }
+  /// The dense index of the id spelt `text`: a name of `names` when the ids have names (found
+  /// by its code), else an integer id in decimal; nullopt when it is not indexed.
+  std::optional<std::int32_t> find(std::string_view text, const data::id_names* names) const {
+    if (names != nullptr) {
+      const auto k = find(data::name_code(text));
+      if (k && (*names)[static_cast<std::size_t>(*k)] == text) return k;
+      return std::nullopt;
+    }
+    std::int64_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+    return find(id);
   }
 
  private:

@@ -4,21 +4,16 @@
 ///
 /// Needs an MPI implementation (Open MPI is what tutti is tested with): include it only in
 /// translation units built with MPI's compile flags and linked against it (`MPI::MPI_CXX`).
+///
+/// This header declares every member of the class; MPI's session, errors and abort helper are
+/// in reducers/mpi_session.hpp, and the shared-memory arena's long members are defined in
+/// reducers/mpi_shared_arena.hpp. Both come with this header.
 #pragma once
 
 #include <tutti/detail/bf16.hpp>
-#include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
-
-// tutti uses MPI's C interface; the deprecated C++ bindings would only add warnings and a
-// library to link.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+// <mpi.h>, mpi_error, TUTTI_MPI_CHECK, mpi_session and mpi_abort_on_exception.
+#include <tutti/reducers/mpi_session.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -27,9 +22,6 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <optional>
 #include <span>
@@ -39,140 +31,6 @@
 #include <vector>
 
 namespace tutti {
-
-/// An MPI call returned an error code; the message names the call, MPI's error string and the
-/// source location. `code()` is the code MPI returned.
-class mpi_error : public error {
- public:
-  /// An error for MPI's return code `code` with the message `what`.
-  mpi_error(int code, const std::string& what) : error(what), m_code(code) {}
-  /// The error code the MPI call returned.
-  int code() const noexcept { return m_code; }
-
- private:
-  int m_code;
-};
-
-namespace detail {
-
-/// MPI's text for an error code (safe to call whether or not MPI is initialised).
-inline std::string mpi_error_text(int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "unknown MPI error";
-  return std::string(text, static_cast<std::size_t>(std::max(length, 0)));
-}
-
-/// Throws `tutti::mpi_error` for the failed call `call` at `file`:`line`.
-[[noreturn]] inline void throw_mpi(int code, const char* call, const char* file, int line) {
-  throw mpi_error(code, std::string(call) + " failed: " + mpi_error_text(code) + " (error code " +
-                            std::to_string(code) + ") at " + file + ":" + std::to_string(line));
-}
-
-}  // namespace detail
-}  // namespace tutti
-
-/// Evaluates an MPI call; unless it returns MPI_SUCCESS, throws `tutti::mpi_error` with the
-/// call's text, MPI's error string and file:line. Errors come back as codes only on a
-/// communicator whose error handler is MPI_ERRORS_RETURN (as `tutti::mpi_reducer`'s is).
-#define TUTTI_MPI_CHECK(call)                                                 \
-  do {                                                                        \
-    const int tutti_mpi_code_ = (call);                                       \
-    if (tutti_mpi_code_ != MPI_SUCCESS)                                       \
-      ::tutti::detail::throw_mpi(tutti_mpi_code_, #call, __FILE__, __LINE__); \
-  } while (0)
-
-namespace tutti {
-
-/// Initialises MPI for the lifetime of the object and finalises it at the end, unless MPI was
-/// already initialised (then it does nothing, and the owner of that initialisation finalises).
-/// Create one in `main` before any `tutti::mpi_reducer`, and let it outlive them.
-class mpi_session {
- public:
-  /// Initialises MPI with at least `required` thread support (default MPI_THREAD_FUNNELED:
-  /// only the thread that initialised MPI calls it, OpenMP threads never do). Throws
-  /// `tutti::mpi_error` if the library offers less.
-  explicit mpi_session(int required = MPI_THREAD_FUNNELED)
-      : mpi_session(nullptr, nullptr, required) {}
-  /// As above, letting MPI see (and strip its own options from) the program's arguments.
-  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED)
-      : mpi_session(&argc, &argv, required) {}
-
-  mpi_session(const mpi_session&) = delete;
-  mpi_session& operator=(const mpi_session&) = delete;
-
-  /// Finalises MPI if this session initialised it and nobody has finalised it yet.
-  ~mpi_session() {
-    if (!m_owner) return;
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
-
-  /// True when this session initialised MPI (and will finalise it).
-  bool owner() const noexcept { return m_owner; }
-  /// The thread support MPI provides.
-  int thread_level() const noexcept { return m_provided; }
-
- private:
-  mpi_session(int* argc, char*** argv, int required) {
-    int initialized = 0;
-    TUTTI_MPI_CHECK(MPI_Initialized(&initialized));
-    if (initialized) {
-      TUTTI_MPI_CHECK(MPI_Query_thread(&m_provided));
-      return;
-    }
-    int finalized = 0;
-    TUTTI_MPI_CHECK(MPI_Finalized(&finalized));
-    if (finalized)
-      throw mpi_error(MPI_ERR_OTHER,
-                      "tutti::mpi_session(): MPI was already finalised; it cannot be "
-                      "initialised twice in one process");
-    TUTTI_MPI_CHECK(MPI_Init_thread(argc, argv, required, &m_provided));
-    m_owner = true;
-    if (m_provided < required) {
-      MPI_Finalize();
-      m_owner = false;
-      throw mpi_error(MPI_ERR_OTHER, "tutti::mpi_session(): MPI provides thread level " +
-                                         std::to_string(m_provided) + "; expected at least " +
-                                         std::to_string(required));
-    }
-  }
-
-  bool m_owner = false;
-  int m_provided = MPI_THREAD_SINGLE;
-};
-
-/// Runs `f()` and returns its result. If `f` throws, prints `tutti: rank R: <what>` (R the rank
-/// in MPI_COMM_WORLD) to stderr and calls `MPI_Abort(MPI_COMM_WORLD, 1)`, which ends every
-/// process of the job, including ranks waiting in a collective for this one: an error on one
-/// process never leaves the others hanging. Without an initialised MPI it rethrows instead.
-template <class F>
-requires std::invocable<F&>
-decltype(auto) mpi_abort_on_exception(F&& f) {
-  const auto abort_job = [](const char* what) {
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized || finalized) return;
-    int rank = -1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    std::fprintf(stderr, "tutti: rank %d: %s\n", rank, what);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    // MPI_Abort does not return; should an implementation return, the process still must end.
-    std::_Exit(1);
-  };
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    abort_job(e.what());
-    throw;
-  } catch (...) {
-    abort_job("an exception not derived from std::exception");
-    throw;
-  }
-}
 
 /// Settings of a `tutti::mpi_reducer`.
 struct mpi_options {
@@ -382,98 +240,7 @@ class mpi_reducer {
   /// of ranks or one rank each. The memory lives as long as the reducer (moving the reducer
   /// keeps it); contents start at zero. One arena per reducer (`tutti::invalid_argument` for a
   /// second).
-  std::span<float> shared_gradient_arena(std::size_t count) {
-    static constexpr const char* name = "tutti::mpi_reducer::shared_gradient_arena";
-    TUTTI_EXPECTS(m_win == MPI_WIN_NULL, name,
-                  "this reducer already has a shared arena of " + std::to_string(m_arena_size) +
-                      " values; expected one call per reducer (one trainer per reducer)");
-    agree(name, op_code::shared_gradient_arena, sizeof(float), count, 0, 0,
-          m_options.shared_arena ? 1 : 0);
-    if (!m_options.shared_arena || count == 0) return {};
-    MPI_Comm node = MPI_COMM_NULL;
-    if (m_options.emulated_hosts > 0) {
-      const int hosts = std::min(m_options.emulated_hosts, m_world);
-      const int color = static_cast<int>(static_cast<long long>(m_rank) * hosts / m_world);
-      TUTTI_MPI_CHECK(MPI_Comm_split(m_comm, color, m_rank, &node));
-    } else {
-      TUTTI_MPI_CHECK(
-          MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node));
-    }
-    int local = 0, local_size = 1;
-    int code = MPI_Comm_rank(node, &local);
-    if (code == MPI_SUCCESS) code = MPI_Comm_size(node, &local_size);
-    // Every host must hold the same number of ranks, at least 2 (one rank per host has nothing
-    // to share): the maximum and minus the minimum over all ranks.
-    long long sizes[2] = {local_size, -static_cast<long long>(local_size)};
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (code == MPI_SUCCESS)
-      code = MPI_Iallreduce(MPI_IN_PLACE, sizes, 2, MPI_LONG_LONG, MPI_MAX, m_comm, &req);
-    if (code != MPI_SUCCESS) {
-      MPI_Comm_free(&node);
-      detail::throw_mpi(code, "MPI_Comm_rank / MPI_Comm_size / MPI_Iallreduce (host sizes)",
-                        __FILE__, __LINE__);
-    }
-    try {
-      complete(req, "shared_gradient_arena");
-    } catch (...) {
-      MPI_Comm_free(&node);
-      throw;
-    }
-    if (sizes[0] != -sizes[1] || local_size < 2) {
-      MPI_Comm_free(&node);
-      return {};
-    }
-    m_local = local;
-    m_hosts = m_world / local_size;
-    if (m_hosts > 1) {
-      // The ranks of the same local number on every host: they sum each host's chunk.
-      code = MPI_Comm_split(m_comm, m_local, m_rank, &m_cross);
-      if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m_cross, MPI_ERRORS_RETURN);
-      if (code != MPI_SUCCESS) {
-        MPI_Comm_free(&node);
-        if (m_cross != MPI_COMM_NULL) MPI_Comm_free(&m_cross);
-        detail::throw_mpi(code, "MPI_Comm_split (ranks of one local number)", __FILE__, __LINE__);
-      }
-    }
-    m_node = node;
-    TUTTI_MPI_CHECK(MPI_Comm_set_errhandler(m_node, MPI_ERRORS_RETURN));
-    // Each rank's arena in its own pages (first touched by its owner), not one block.
-    MPI_Info info = MPI_INFO_NULL;
-    TUTTI_MPI_CHECK(MPI_Info_create(&info));
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");
-    float* mine = nullptr;
-    const int made =
-        MPI_Win_allocate_shared(static_cast<MPI_Aint>(count * sizeof(float)),
-                                static_cast<int>(sizeof(float)), info, m_node, &mine, &m_win);
-    MPI_Info_free(&info);
-    TUTTI_MPI_CHECK(made);
-    try {
-      TUTTI_MPI_CHECK(MPI_Win_set_errhandler(m_win, MPI_ERRORS_RETURN));
-      m_arenas.assign(static_cast<std::size_t>(local_size), nullptr);
-      for (int k = 0; k < local_size; ++k) {
-        MPI_Aint bytes = 0;
-        int unit = 0;
-        void* base = nullptr;
-        TUTTI_MPI_CHECK(MPI_Win_shared_query(m_win, k, &bytes, &unit, &base));
-        // Open MPI reports the size rounded up to whole pages.
-        TUTTI_EXPECTS(static_cast<std::size_t>(bytes) >= count * sizeof(float), name,
-                      "local rank " + std::to_string(k) + "'s arena has " + std::to_string(bytes) +
-                          " bytes; expected at least " + std::to_string(count * sizeof(float)));
-        m_arenas[static_cast<std::size_t>(k)] = static_cast<float*>(base);
-      }
-      // One passive-target epoch for the window's life, so MPI_Win_sync may order the loads
-      // and stores around each collective (MPI's unified memory model).
-      TUTTI_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, m_win));
-    } catch (...) {
-      MPI_Win_free(&m_win);
-      m_win = MPI_WIN_NULL;
-      m_arenas.clear();
-      throw;
-    }
-    m_arena_size = count;
-    std::memset(mine, 0, count * sizeof(float));
-    return {mine, count};
-  }
+  std::span<float> shared_gradient_arena(std::size_t count);
 
   /// The shared arena this rank got from `shared_gradient_arena` (empty if none).
   std::span<float> shared_arena() const noexcept {
@@ -766,78 +533,10 @@ class mpi_reducer {
   }
 
   // The offset of `grads` in this rank's shared arena, when it lies inside it.
-  std::optional<std::size_t> arena_offset(std::span<const float> grads) const {
-    if (m_arenas.empty() || grads.empty()) return std::nullopt;
-    const float* base = m_arenas[static_cast<std::size_t>(m_local)];
-    // Compared as integers: pointers into different objects have no order in C++.
-    const auto p = reinterpret_cast<std::uintptr_t>(grads.data());
-    const auto b = reinterpret_cast<std::uintptr_t>(base);
-    if (p < b || p >= b + m_arena_size * sizeof(float)) return std::nullopt;
-    const std::size_t offset = (p - b) / sizeof(float);
-    TUTTI_EXPECTS(grads.size() <= m_arena_size - offset, "tutti::mpi_reducer::all_reduce_mean",
-                  "the span starts inside the shared arena at " + std::to_string(offset) +
-                      " but runs past its end (" + std::to_string(m_arena_size) +
-                      " values); expected a span inside the arena or outside it");
-    return offset;
-  }
+  std::optional<std::size_t> arena_offset(std::span<const float> grads) const;
 
   // all_reduce_mean of [offset, offset + n) of every rank's shared arena; see all_reduce_mean.
-  void shared_mean(std::span<float> grads, std::size_t offset) {
-    static constexpr const char* name = "tutti::mpi_reducer::all_reduce_mean";
-    // Publish this rank's stores before the collective that tells the others they may read.
-    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    agree(name, op_code::all_reduce_mean, sizeof(float), grads.size(), 0, 0, offset);
-    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    const std::size_t local = m_arenas.size();  // ranks on this host
-    const std::size_t l = static_cast<std::size_t>(m_local);
-    const std::size_t n = grads.size();
-    const float divisor = static_cast<float>(m_world);
-    const std::size_t b = n * l / local, e = n * (l + 1) / local;
-    // In blocks that stay in the cache. Only this rank touches chunk l, in every arena of the
-    // host: it sums the chunk over the host's arenas in local-rank order; with one host that is
-    // the total, divided and copied into every arena; with several the host's sum goes into this
-    // rank's arena, MPI sums it with the same chunk of the other hosts in place, and the total is
-    // divided and copied out.
-    constexpr std::size_t block = 2048;
-    float acc[block];
-    const auto host_sum = [&](std::size_t lo, std::size_t m) {
-      std::memcpy(acc, m_arenas[0] + offset + lo, m * sizeof(float));
-      for (std::size_t k = 1; k < local; ++k) detail::add_into(acc, m_arenas[k] + offset + lo, m);
-    };
-    const auto mean_out = [&](std::size_t lo, std::size_t m) {
-      if (m_world > 1) detail::divide_by(acc, divisor, m);
-      for (std::size_t k = 0; k < local; ++k)
-        std::memcpy(m_arenas[k] + offset + lo, acc, m * sizeof(float));
-    };
-    if (m_hosts == 1) {
-      for (std::size_t lo = b; lo < e; lo += block) {
-        const std::size_t m = std::min(block, e - lo);
-        host_sum(lo, m);
-        mean_out(lo, m);
-      }
-    } else {
-      float* chunk = m_arenas[l] + offset;
-      for (std::size_t lo = b; lo < e; lo += block) {
-        const std::size_t m = std::min(block, e - lo);
-        host_sum(lo, m);
-        std::memcpy(chunk + lo, acc, m * sizeof(float));
-      }
-      reduce_pieces(chunk + b, e - b, MPI_FLOAT, MPI_SUM, "all_reduce_mean", m_cross);
-      for (std::size_t lo = b; lo < e; lo += block) {
-        const std::size_t m = std::min(block, e - lo);
-        std::memcpy(acc, chunk + lo, m * sizeof(float));
-        mean_out(lo, m);
-      }
-    }
-    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    // No rank of the host may read its arena as finished, or write the next step's gradients
-    // into it, before every rank of the host has written its chunk.
-    MPI_Request req = MPI_REQUEST_NULL;
-    TUTTI_MPI_CHECK(MPI_Ibarrier(m_node, &req));
-    complete(req, "all_reduce_mean");
-    TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
-    m_bytes += grads.size_bytes();
-  }
+  void shared_mean(std::span<float> grads, std::size_t offset);
 
   // An in-place allreduce of a gradient span in pieces of `piece_bytes`: blocking calls when
   // there is no timeout (Open MPI's tuned collectives), else non-blocking ones polled to the
@@ -921,3 +620,7 @@ class mpi_reducer {
 };
 
 }  // namespace tutti
+
+// The shared arena's members, defined out of line so that the class above reads as the
+// reducer's table of contents.
+#include <tutti/reducers/mpi_shared_arena.hpp>

@@ -155,7 +155,7 @@ epoch_record trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_epoch(
                               m_options.slow_rank_threshold);
   if (m_options.evaluate_each_epoch || m_options.target || e.epoch + 1 == m_options.epochs) {
     rec.eval = evaluate(test);
-    if (m_options.ranking) rec.ranking = evaluate_ranking(*m_options.ranking, m_options.ranking_k);
+    if (m_options.ranking) rec.ranking = evaluate_option_ranking();
   }
   rec.seconds = seconds_since(epoch_start);
   rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
@@ -193,6 +193,14 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const 
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+ranking_result trainer<Model, Sampler, Reducer, Schedule, Optimizer>::evaluate_option_ranking() {
+  if (ranks_lists() && !m_ranking_lists) m_ranking_lists.emplace(m_space, *m_options.ranking);
+  return detail::evaluate_ranking_across_ranks(
+      m_model, std::span<const float>(m_params.span()), m_reducer,
+      m_ranking_lists ? &*m_ranking_lists : nullptr, m_options.ranking_k);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reached_target(
     fit_result& result, clock::time_point fit_start) const {
   if (!m_options.target) return false;
@@ -204,9 +212,8 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reached_target(
   if (t.metric == m::rmse || t.metric == m::auc) {
     const char* want = t.metric == m::rmse ? metric_name::rmse : metric_name::auc;
     TUTTI_EXPECTS(rec.eval.metric == want, "tutti::trainer::fit",
-                  std::string("the target is the test ") + want + ", but the evaluation gave " +
-                      rec.eval.metric + "; expected a target that matches the loss (rmse for " +
-                      "squared, auc for logistic) and a non-empty test split");
+                  std::string("the target is the test ") + want +
+                      ", but there is no test split to evaluate; expected a non-empty test split");
     v = rec.eval.value;
     reached = t.metric == m::rmse ? v <= t.value : v >= t.value;
   } else {

@@ -106,13 +106,13 @@ eval_result evaluate_across_ranks(Model& model, const Space& space, std::span<co
 /// HR@K and NDCG@K of the ranking lists `candidates` (may be null: this rank ranks none), over
 /// the union of every rank's lists: each rank ranks its own on the space, the hit counts are
 /// summed. Collective; every rank returns the same.
-template <class Model, class Reducer>
+template <class Model, class Space, class Reducer>
 ranking_result evaluate_ranking_across_ranks(Model& model, std::span<const float> params,
                                              Reducer& reducer,
-                                             const data::ranking_candidates* candidates,
+                                             const ranking_lists_on<Space>* candidates,
                                              std::size_t k) {
   std::vector<double> sums(k + 1, 0.0);  // lists, then the hits at each rank below K
-  if (candidates && candidates->size() > 0) {
+  if (candidates && candidates->lists > 0) {
     const ranking_result mine = evaluate_ranking(model, params, *candidates, k);
     sums[0] = double(mine.lists);
     for (std::size_t r = 0; r < k; ++r) sums[r + 1] = double(mine.hits[r]);

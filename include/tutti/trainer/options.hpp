@@ -4,6 +4,7 @@
 /// `epoch_record`), with the callbacks' argument types and the policies the options name.
 #pragma once
 
+#include <tutti/batch.hpp>
 #include <tutti/checkpoint.hpp>
 #include <tutti/detail/noise_scale.hpp>
 #include <tutti/error.hpp>
@@ -410,6 +411,19 @@ inline void check_train_options(const train_options& o, int world) {
   TUTTI_EXPECTS(o.noise_scale_decay > 0 && o.noise_scale_decay < 1, "tutti::trainer",
                 "noise_scale_decay = " + std::to_string(o.noise_scale_decay) +
                     "; expected a weight strictly between 0 and 1");
+}
+
+/// Checks that an RMSE or AUC target matches the model's loss: squared losses are evaluated by
+/// RMSE, logistic ones by AUC.
+inline void check_target_loss(const train_options& o, loss_kind loss) {
+  using m = quality_target::measure;
+  if (!o.target || (o.target->metric != m::rmse && o.target->metric != m::auc)) return;
+  const bool squared = loss == loss_kind::squared;
+  TUTTI_EXPECTS((o.target->metric == m::rmse) == squared, "tutti::trainer",
+                std::string("the target is the test ") +
+                    (o.target->metric == m::rmse ? "RMSE" : "AUC") + ", but the model's loss is " +
+                    (squared ? "squared (evaluated by RMSE)" : "logistic (evaluated by AUC)") +
+                    "; expected a target that matches the loss");
 }
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 /// the reducer's dense mean (docs/trainer.md#sparse-embedding-exchange). Host memory.
 #pragma once
 
+#include <tutti/detail/median.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/trainer/options.hpp>
@@ -145,11 +146,7 @@ class sparse_exchange {
                                                    double(std::max<std::uint64_t>(done.bytes, 1)));
     if (k + 1 == trial_steps) {
       double cost[2];
-      for (int p = 0; p < 2; ++p) {
-        auto& v = m_trial_costs[p];
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        cost[p] = v[v.size() / 2];
-      }
+      for (int p = 0; p < 2; ++p) cost[p] = detail::median(m_trial_costs[p]);
       reducer.all_reduce_max(std::span<double>(cost));
       // Positive, so the trial ends even if a clock read no time at all.
       m_row_cost_ratio = cost[0] > 0 && cost[1] > 0 ? cost[1] / cost[0] : 1.0;
