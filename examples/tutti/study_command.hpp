@@ -8,6 +8,7 @@
 
 #include "data_options.hpp"
 #include "run_policies.hpp"
+#include "study_metric.hpp"
 
 #include <tutti/detail/number_format.hpp>
 #include <tutti/plan/report.hpp>
@@ -79,7 +80,9 @@ struct study_config {
   std::int32_t courses = 500;
   std::uint64_t data_seed = 42;
   double test_fraction = 0.1;
-  CLI::App* app = nullptr;  // to tell options given on the command line from --quick's presets
+  std::string metric = "auto";  // auto (rmse or auc), hr@K or ndcg@K
+  std::size_t negatives = 100;  // sampled courses per held-out one, for hr@K and ndcg@K
+  CLI::App* app = nullptr;      // to tell options given on the command line from --quick's presets
 };
 
 /// Registers `tutti study` and its `large-batch` subcommand; returns `study`.
@@ -117,6 +120,14 @@ inline CLI::App* add_study_commands(CLI::App& app, study_config& c) {
                  "linear-warmup, sqrt-warmup (Adam), lamb (LAMB, sqrt scaling and warmup)")
       ->delimiter(',')
       ->check(CLI::IsMember({"same", "linear", "linear-warmup", "sqrt-warmup", "lamb"}))
+      ->capture_default_str();
+  lb->add_option("--metric", c.metric,
+                 "the test metric: auto (RMSE for ratings, AUC for implicit labels), or hr@K / "
+                 "ndcg@K of each learner's latest interaction among --negatives sampled courses "
+                 "(the leave-one-out protocol)")
+      ->capture_default_str();
+  lb->add_option("--negatives", c.negatives, "sampled courses per held-out one, for hr@K, ndcg@K")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
   lb->add_option("--seeds", c.seeds, "training seeds per cell (the split stays fixed)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000}))
@@ -232,8 +243,12 @@ struct study_data {
   data::split_result tune;  // the training rows split again: tuning never sees the test rows
   bool implicit = false;
   float mean = 0;           // of the training labels
-  double trivial = 0;       // the metric of a trivial predictor: global mean RMSE, or AUC 0.5
-  const char* metric = "";  // rmse or auc
+  double trivial = 0;       // the metric of a trivial predictor: global mean RMSE, AUC 0.5, or
+                            // a random ranking's HR@K / NDCG@K
+  const char* metric = "";  // rmse, auc, hr or ndcg
+  std::size_t k = 0;        // K of hr and ndcg
+  study_eval test_eval;     // the ranking lists of the test rows (null for rmse and auc)
+  study_eval tune_eval;     // those of the validation rows
 };
 
 inline double label_mean(const data::interactions& d) {
@@ -248,6 +263,24 @@ inline std::string file_dataset_name(const std::string& path) {
   std::string name = p.stem().string();
   if (name.empty()) name = p.filename().string();
   return name.empty() ? std::string("data") : name;
+}
+
+/// Leave-one-out for HR@K / NDCG@K: each learner's latest interaction held out of the rows
+/// (test), and again of the training rows (validation), each ranked among sampled courses.
+inline void split_for_ranking(const study_config& c, const study_metric_choice& m, study_data& d) {
+  d.parts = data::leave_one_out(d.all, {.seed = c.split_seed});
+  d.tune = data::leave_one_out(d.parts.train, {.seed = c.split_seed + 1});
+  d.mean = static_cast<float>(label_mean(d.parts.train));
+  d.metric = m.ranking;
+  d.k = m.k;
+  const bool ndcg = std::string_view(m.ranking) == "ndcg";
+  const auto lists = [&](const data::split_result& p, std::uint64_t seed) {
+    return std::make_shared<const data::ranking_candidates>(
+        data::sample_candidates(p.train, p.test, {.negatives = c.negatives, .seed = seed}));
+  };
+  d.test_eval = {lists(d.parts, c.split_seed), m.k, ndcg};
+  d.tune_eval = {lists(d.tune, c.split_seed + 1), m.k, ndcg};
+  d.trivial = random_ranking_metric(*d.test_eval.lists, m.k, ndcg);
 }
 
 /// Loads dataset `name` (the --data file when one is given) and splits it.
@@ -273,9 +306,14 @@ inline std::optional<study_data> load_study_data(const study_config& c, const st
                std::to_string(c.courses) + " courses, implicit, data seed " +
                std::to_string(c.data_seed) + ")";
   }
+  d.implicit = d.all.implicit;
+  const study_metric_choice m = parse_study_metric(c.metric);
+  if (m.ranking) {
+    split_for_ranking(c, m, d);
+    return d;
+  }
   d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.split_seed});
   d.tune = data::split(d.parts.train, {.test_fraction = c.test_fraction, .seed = c.split_seed + 1});
-  d.implicit = d.all.implicit;
   d.mean = static_cast<float>(label_mean(d.parts.train));
   d.metric = d.implicit ? "auc" : "rmse";
   if (d.implicit) {
@@ -287,9 +325,9 @@ inline std::optional<study_data> load_study_data(const study_config& c, const st
   return d;
 }
 
-/// True when metric `a` is at least as good as `b` (lower RMSE, higher AUC).
+/// True when metric `a` is at least as good as `b` (lower RMSE, higher AUC, HR and NDCG).
 inline bool at_least_as_good(const char* metric, double a, double b) {
-  return std::string_view(metric) == "auc" ? a >= b : a <= b;
+  return higher_is_better(metric) ? a >= b : a <= b;
 }
 
 /// What one training run (one seed of one cell) produced.
@@ -323,9 +361,9 @@ inline std::size_t study_steps_per_epoch(std::size_t n, std::size_t batch, int r
 /// Trains one seed of one cell at base rate `base` (at the reference batch) on `parts` (train,
 /// evaluation). `make(space)` builds a fresh model.
 template <class MakeModel>
-seed_run run_study_seed(const study_config& c, const data::split_result& parts, MakeModel make,
-                        std::size_t batch, const study_recipe& recipe, double base,
-                        std::uint64_t seed) {
+seed_run run_study_seed(const study_config& c, const data::split_result& parts,
+                        const study_eval& eval, MakeModel make, std::size_t batch,
+                        const study_recipe& recipe, double base, std::uint64_t seed) {
   seed_run out;
   out.steps_per_epoch = study_steps_per_epoch(parts.train.size(), batch, c.ranks);
   out.warmup_steps =
@@ -341,12 +379,14 @@ seed_run run_study_seed(const study_config& c, const data::split_result& parts, 
                       .base_lr = base,
                       .scaling = recipe.scaling,
                       .reference_batch = c.reference_batch,
-                      .seed = seed};
+                      .seed = seed,
+                      .ranking = eval.lists,
+                      .ranking_k = eval.lists ? eval.k : std::size_t{10}};
     // The study runs the unscaled recipe on purpose: the guard's warning would only repeat it.
     opt.on_epoch = [&](int rank, const epoch_record& e) {
       if (rank != 0) return;
       std::lock_guard lock(mutex);
-      out.curve.push_back(e.eval.value);
+      out.curve.push_back(eval.lists ? eval.of(*e.ranking) : e.eval.value);
       out.samples += e.weighted_samples;
       out.step_seconds += e.step_seconds;
       out.skipped_steps += e.skipped_steps;
@@ -355,16 +395,17 @@ seed_run run_study_seed(const study_config& c, const data::split_result& parts, 
         make(host_space{}), shuffled_shards{}, std::move(reducer),
         make_schedule(c.schedule, out.warmup_steps), make_optimizer(recipe.optimizer, 0.9f, 0.f),
         std::move(opt));
-    return t.fit(parts.train, parts.test);
+    const fit_result r = t.fit(parts.train, eval.lists ? data::interactions{} : parts.test);
+    return eval.lists ? eval.of(*r.ranking) : r.eval.value;
   };
   const auto start = std::chrono::steady_clock::now();
   try {
     if (c.ranks == 1) {
-      out.final_metric = fit(no_op_reducer{}).eval.value;
+      out.final_metric = fit(no_op_reducer{});
     } else {
       run_local(c.ranks, [&](local_ring ring) {
         const int rank = ring.rank();
-        const double v = fit(std::move(ring)).eval.value;
+        const double v = fit(std::move(ring));
         if (rank == 0) out.final_metric = v;
       });
     }
@@ -438,7 +479,7 @@ inline std::optional<std::size_t> first_epoch_reaching(const study_cell& cell, d
 
 /// Epochs to the baseline and to within `tolerance` percent of it; the final gap in percent.
 inline void compare_to_baseline(study_cell& cell, double baseline, double tolerance) {
-  const bool auc = std::string_view(cell.metric) == "auc";
+  const bool auc = higher_is_better(cell.metric);
   cell.epochs_to_baseline = first_epoch_reaching(cell, baseline);
   cell.epochs_to_tolerance =
       first_epoch_reaching(cell, baseline * (auc ? 1 - tolerance / 100 : 1 + tolerance / 100));
@@ -479,11 +520,11 @@ inline std::string metric_text(double v) {
 /// The table of one panel, as printed and as the HTML page shows it.
 inline std::string panel_table(const study_baseline& b, const std::vector<study_cell>& cells) {
   using tutti::detail::sfmt;
-  std::string s = sfmt(
-      "%s on %s: test %s (%s is better); baseline %.4f = %s at batch %zu; %s %.4f\n",
-      b.model.c_str(), b.dataset.c_str(), b.metric,
-      std::string_view(b.metric) == "auc" ? "higher" : "lower", b.value, b.recipe.c_str(), b.batch,
-      std::string_view(b.metric) == "auc" ? "random scores" : "global mean", b.trivial);
+  std::string s =
+      sfmt("%s on %s: test %s (%s is better); baseline %.4f = %s at batch %zu; %s %.4f\n",
+           b.model.c_str(), b.dataset.c_str(), b.metric,
+           higher_is_better(b.metric) ? "higher" : "lower", b.value, b.recipe.c_str(), b.batch,
+           higher_is_better(b.metric) ? "random scores" : "global mean", b.trivial);
   s += sfmt("%7s  %-13s  %9s  %-17s  %8s  %-26s  %11s  %11s  %10s\n", "batch", "recipe", "lr",
             "mean +- std", "vs base", "seeds", "to base", sfmt("to %g%%", b.tolerance).c_str(),
             "samples/s");
@@ -568,7 +609,7 @@ inline std::string study_svg(const std::vector<study_baseline>& panels,
   const double bmax = double(*std::max_element(batches.begin(), batches.end()));
   for (std::size_t p = 0; p < panels.size(); ++p) {
     const study_baseline& b = panels[p];
-    const bool auc = std::string_view(b.metric) == "auc";
+    const bool auc = higher_is_better(b.metric);
     const double ox = pw * double(int(p) % columns), oy = legend_h + ph * double(int(p) / columns);
     // The y range: every finite mean +- std, capped at the trivial predictor.
     double lo = b.value, hi = b.value;
@@ -736,22 +777,26 @@ inline std::string study_command_line(const study_config& c) {
 /// One line on a dataset: its name, where it came from (the file's path for --data), its rows.
 inline std::string dataset_line(const study_data& d) {
   using tutti::detail::sfmt;
+  const std::string metric =
+      d.k ? sfmt("%s@%zu of the latest interaction among %zu sampled courses", d.metric, d.k,
+                 d.test_eval.lists->n_negatives)
+          : std::string(d.metric);
   return sfmt("%s: %s, %s, %s; %zu train / %zu test rows (tuning: %zu / %zu), %d users, %d items",
-              d.name.c_str(), d.source.c_str(), d.implicit ? "implicit 0/1" : "ratings", d.metric,
-              d.parts.train.size(), d.parts.test.size(), d.tune.train.size(), d.tune.test.size(),
-              d.all.n_users(), d.all.n_items());
+              d.name.c_str(), d.source.c_str(), d.implicit ? "implicit 0/1" : "ratings",
+              metric.c_str(), d.parts.train.size(), d.parts.test.size(), d.tune.train.size(),
+              d.tune.test.size(), d.all.n_users(), d.all.n_items());
 }
 
 inline nlohmann::json json_value(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
-/// The runs of one model: `run(parts, batch, recipe, base, seed)` trains one seed.
+/// The runs of one model: `run(parts, eval, batch, recipe, base, seed)` trains one seed.
 template <class MakeModel>
 auto study_runner(const study_config& c, MakeModel make) {
-  return [&c, make](const data::split_result& parts, std::size_t batch, const study_recipe& recipe,
-                    double base, std::uint64_t seed) {
-    return run_study_seed(c, parts, make, batch, recipe, base, seed);
+  return [&c, make](const data::split_result& parts, const study_eval& eval, std::size_t batch,
+                    const study_recipe& recipe, double base, std::uint64_t seed) {
+    return run_study_seed(c, parts, eval, make, batch, recipe, base, seed);
   };
 }
 
@@ -762,7 +807,7 @@ double tune_rate(const study_config& c, const study_data& d, Run& run, const stu
                  const std::vector<double>& grid, std::vector<study_trial>& trials) {
   double best = grid.front(), best_metric = std::numeric_limits<double>::quiet_NaN();
   for (const double lr : grid) {
-    const seed_run r = run(d.tune, c.reference_batch, recipe, lr, c.first_seed);
+    const seed_run r = run(d.tune, d.tune_eval, c.reference_batch, recipe, lr, c.first_seed);
     trials.push_back({recipe.optimizer, lr, r.final_metric});
     std::fprintf(stderr, "  tuning %s at batch %zu: lr %g -> validation %s %s\n",
                  recipe.optimizer.c_str(), c.reference_batch, lr, d.metric,
@@ -919,7 +964,7 @@ inline int run_study_large_batch(study_config c) {
         const double base = recipe.optimizer == "lamb" ? lamb_lr : base_lr;
         for (std::size_t s = 0; s < c.seeds; ++s) {
           cell.seeds.push_back(c.first_seed + s);
-          cell.runs.push_back(run(d.parts, batch, recipe, base, c.first_seed + s));
+          cell.runs.push_back(run(d.parts, d.test_eval, batch, recipe, base, c.first_seed + s));
         }
         detail::summarize(cell);
         ++done;
@@ -1056,6 +1101,11 @@ inline int run_study_large_batch(study_config c) {
                           {"items", d.all.n_items()},
                           {"metric", d.metric},
                           {"trivial", d.trivial}};
+      if (d.test_eval.lists)
+        e["ranking"] = {{"k", d.k},
+                        {"negatives", c.negatives},
+                        {"test_lists", d.test_eval.lists->size()},
+                        {"validation_lists", d.tune_eval.lists->size()}};
       if (!d.file.empty()) e["file"] = d.file;
       if (d.cleaning)
         e["cleaning"] = {{"rows_read", d.cleaning->rows_read},

@@ -1645,6 +1645,48 @@ elseif(CASE STREQUAL "export-python")
     endforeach()
     message(STATUS "learner ${user}: tutti recommend and load_export.py agree on 6 courses")
   endforeach()
+elseif(CASE STREQUAL "study-ranking")
+  # --metric hr@10: the study compares cells by HR@10 under leave-one-out, each learner's latest
+  # interaction ranked among 50 sampled courses; every cell's mean is a hit rate, and the best
+  # cell beats a random ranking's.
+  execute_process(COMMAND ${TUTTI} study large-batch --quick --models mf --metric hr@10
+                          --negatives 50 --json ${WORK}/study.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti study large-batch --metric hr@10 exited ${rc}\n${out}\n${err}")
+  endif()
+  message(STATUS "tutti study large-batch --metric hr@10:\n${out}")
+  file(READ ${WORK}/study.json j)
+  json_get(metric "${j}" datasets 0 metric)
+  json_get(k "${j}" datasets 0 ranking k)
+  json_get(lists "${j}" datasets 0 ranking test_lists)
+  json_get(users "${j}" datasets 0 users)
+  json_get(trivial "${j}" datasets 0 trivial)
+  to_nano(trivial_n ${trivial})
+  if(NOT metric STREQUAL "hr" OR NOT k EQUAL 10 OR lists LESS 400 OR lists GREATER users
+     OR trivial_n LESS_EQUAL 0 OR trivial_n GREATER 1000000000)
+    message(FATAL_ERROR "metric ${metric}, k ${k}, ${lists} lists of ${users} users, random "
+                        "hr ${trivial}; expected hr, 10, a list per learner, a hit rate")
+  endif()
+  string(JSON ncells LENGTH "${j}" cells)
+  math(EXPR last "${ncells} - 1")
+  set(best 0)
+  foreach(i RANGE ${last})
+    json_get(mean "${j}" cells ${i} mean)
+    to_nano(mean_n ${mean})
+    if(mean_n LESS 0 OR mean_n GREATER 1000000000)
+      message(FATAL_ERROR "cell ${i}: hr@10 ${mean}; expected a hit rate in [0, 1]")
+    endif()
+    if(mean_n GREATER best)
+      set(best ${mean_n})
+    endif()
+  endforeach()
+  if(NOT best GREATER trivial_n)
+    message(FATAL_ERROR "the best cell's hr@10 (${best} nano) does not beat a random ranking's "
+                        "(${trivial})")
+  endif()
+  message(STATUS "study by hr@10: best cell ${best} nano, random ${trivial}")
+  expect_error(2 "--metric recall@10: expected auto" study large-batch --quick --metric recall@10)
 elseif(CASE STREQUAL "names")
   # A platform's export as it comes: string ids, RFC 4180 quoting (a separator inside quotes),
   # CRLF line ends; trained with HR@10 per epoch under leave-one-out, exported, and recommended
