@@ -11,7 +11,9 @@
 ///   bits 2-3: timestamp column "", "auto", "timestamp", ""        bits 4-5: duplicate policy
 ///   bit 6: label domain [1, 5]                                    bit 7: max ids 1000
 /// A `tutti::error` from either loader is an answer; any other exception, or a broken
-/// property, is a bug. Quoted fields reach the quoting tokenizer; a file that loads and holds no
+/// property, is a bug. Ids are read automatically (integers, or names where most ids of a column
+/// are not integers); both loaders must read each column the same way, and a name's id is its
+/// code. Quoted fields reach the quoting tokenizer; a file that loads and holds no
 /// '"' is loaded once more with every field quoted, which must change nothing.
 #pragma once
 
@@ -183,12 +185,32 @@ inline std::string csv_check(const std::uint8_t* data, std::size_t size) {
           (c.clean.label_max && label > *c.clean.label_max + 1e-6))
         return "a label outside the domain survived cleaning";
     }
-    for (auto id : cl.data.user_ids)
-      if (id < 0 || (c.clean.max_user_id && id > *c.clean.max_user_id))
-        return "a user id outside the range survived cleaning";
-    for (auto id : cl.data.item_ids)
-      if (id < 0 || (c.clean.max_item_id && id > *c.clean.max_item_id))
-        return "an item id outside the range survived cleaning";
+    // Integer ids are bounded by the rules; names have codes, each the code of its name.
+    if (!cl.data.user_names)
+      for (auto id : cl.data.user_ids)
+        if (id < 0 || (c.clean.max_user_id && id > *c.clean.max_user_id))
+          return "a user id outside the range survived cleaning";
+    if (!cl.data.item_names)
+      for (auto id : cl.data.item_ids)
+        if (id < 0 || (c.clean.max_item_id && id > *c.clean.max_item_id))
+          return "an item id outside the range survived cleaning";
+    for (const auto* side : {&cl.data, &strict}) {
+      if (!side->user_names && !side->item_names) continue;
+      if (side->user_names && side->user_names->size() != side->user_ids.size())
+        return "user names and ids of different counts";
+      if (side->item_names && side->item_names->size() != side->item_ids.size())
+        return "item names and ids of different counts";
+      for (std::size_t k = 0; side->user_names && k < side->user_ids.size(); ++k)
+        if (tutti::data::name_code((*side->user_names)[k]) != side->user_ids[k])
+          return "a user name whose id is not its code";
+      for (std::size_t k = 0; side->item_names && k < side->item_ids.size(); ++k)
+        if (tutti::data::name_code((*side->item_names)[k]) != side->item_ids[k])
+          return "an item name whose id is not its code";
+    }
+    if (strict_ok &&
+        (static_cast<bool>(strict.user_names) != static_cast<bool>(cl.data.user_names) ||
+         static_cast<bool>(strict.item_names) != static_cast<bool>(cl.data.item_names)))
+      return "parse_csv and parse_csv_clean read the id columns differently";
 
     // 4. The rejected rows are the source lines, verbatim, in order, and survive the file format.
     const std::vector<std::string_view> lines = raw_lines(text);
@@ -229,13 +251,19 @@ inline std::string csv_check(const std::uint8_t* data, std::size_t size) {
       if (rep.rows_rejected == 0 && cl.data.digest() != strict.digest())
         return "clean input, yet the cleaned data differ from parse_csv's";
     }
-    // Without averaging, the cleaned data are exactly the file minus its rejected lines.
-    if (c.clean.dup != duplicate_policy::average && !lines.empty()) {
+    // Without averaging, the cleaned data are exactly the file minus its rejected lines, its ids
+    // read as the cleaning read them (automatic ids judge the rows they see, and the lines left
+    // are others; a file of one column of names and one of integers is not compared).
+    const bool user_names = static_cast<bool>(cl.data.user_names);
+    if (c.clean.dup != duplicate_policy::average && !lines.empty() &&
+        user_names == static_cast<bool>(cl.data.item_names)) {
+      tutti::data::csv_options same_ids = c.csv;
+      same_ids.ids = user_names ? tutti::data::id_format::names : tutti::data::id_format::integers;
       std::string kept(lines[0]);
       if (kept.back() != '\n') kept += '\n';
       for (std::size_t l = 2; l <= lines.size(); ++l)
         if (!rejected_line[l]) kept += lines[l - 1];
-      interactions again = tutti::data::parse_csv(kept, c.csv, c.source);
+      interactions again = tutti::data::parse_csv(kept, same_ids, c.source);
       if (again.digest() != cl.data.digest() || again.timestamps != cl.data.timestamps ||
           again.user_ids != cl.data.user_ids || again.item_ids != cl.data.item_ids)
         return "the cleaned data differ from the file without its rejected lines";
