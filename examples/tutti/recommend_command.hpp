@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -152,16 +153,25 @@ inline int run_recommend(const recommend_config& c) {
                         {"k", c.k},
                         {"output", sigmoid ? "sigmoid" : "identity"},
                         {"users", nlohmann::json::array()}};
-  std::printf("%12s  %5s  %12s  %12s\n", "learner", "rank", "course",
+  // Every list first, so the columns fit the longest id (names such as UUIDs run past 12).
+  std::vector<std::vector<models::scored_item>> lists;
+  int user_w = 12, item_w = 12;
+  for (std::size_t n = 0; n < ids.size(); ++n) {
+    lists.push_back(models::top_k(e, dense[n], c.k));
+    user_w = std::max(user_w, int(e.user_text(dense[n]).size()));
+    for (const models::scored_item& s : lists.back())
+      item_w = std::max(item_w, int(e.item_text(s.item).size()));
+  }
+  std::printf("%*s  %5s  %*s  %12s\n", user_w, "learner", "rank", item_w, "course",
               sigmoid ? "probability" : "rating");
   for (std::size_t n = 0; n < ids.size(); ++n) {
     nlohmann::json items = nlohmann::json::array();
     std::size_t rank = 0;
     const std::string user = e.user_text(dense[n]);
-    for (const models::scored_item& s : models::top_k(e, dense[n], c.k)) {
+    for (const models::scored_item& s : lists[n]) {
       const double value = detail::model_output(sigmoid, s.score);
-      std::printf("%12s  %5zu  %12s  %12.6f\n", user.c_str(), ++rank, e.item_text(s.item).c_str(),
-                  value);
+      std::printf("%*s  %5zu  %*s  %12.6f\n", user_w, user.c_str(), ++rank, item_w,
+                  e.item_text(s.item).c_str(), value);
       items.push_back({{"item", detail::id_json(e.item_names, e.item_ids, s.item)},
                        {"score", value},
                        {"raw", s.score}});
