@@ -15,7 +15,7 @@ docs/data/large-batch.json and docs/data/large-batch-2048.json, and writes
 and prints the comparison table. Run from the repository root:
 
   OMP_WAIT_POLICY=passive /usr/bin/python3 benchmarks/noise_vs_study.py \
-      [--tutti build/examples/tutti] [--insteval ../shared/datasets/insteval.tsv] [--seeds 3]
+      [--tutti build/apps/tutti] [--insteval ../shared/datasets/insteval.tsv] [--seeds 3]
 
 The runs are one at a time; on 2 cores the whole script takes about 80 s.
 """
@@ -300,7 +300,7 @@ def mean_epochs(runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tutti", default="build/examples/tutti")
+    ap.add_argument("--tutti", default="build/apps/tutti")
     ap.add_argument("--insteval", default="../shared/datasets/insteval.tsv")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--out", default="docs/img/noise-vs-study")

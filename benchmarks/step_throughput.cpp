@@ -8,6 +8,7 @@
 /// page faults and cold caches). The roofline share divides the bytes a step cannot avoid
 /// moving by the step time and by a STREAM-triad bandwidth measured here, in this process.
 
+#include "../apps/tutti/dispatch.hpp"
 #include "common.hpp"
 
 #include <tutti/data/interactions.hpp>
@@ -152,16 +153,17 @@ tutti::fit_result fit_rank(Model model, Reducer reducer, Optimizer optimizer,
   return t.fit(train, tutti::data::interactions{});
 }
 
-/// Trains one configuration on `world` ranks and returns rank 0's result.
+/// Trains one configuration on `world` ranks (launched as `tutti train` launches them) and
+/// returns rank 0's result.
 template <class MakeModel, class Optimizer>
 tutti::fit_result fit_world(int world, MakeModel make_model, const Optimizer& optimizer,
                             const tutti::data::interactions& train, const config& c) {
-  if (world == 1) return fit_rank(make_model(), tutti::no_op_reducer{}, optimizer, train, c);
   tutti::fit_result rank0;
   std::mutex m;
-  tutti::run_local(world, [&](tutti::local_ring& ring) {
-    tutti::fit_result r = fit_rank(make_model(), ring, optimizer, train, c);
-    if (ring.rank() == 0) {
+  tutti::cli::on_host_ranks(world, [&](auto reducer) {
+    const int rank = reducer.rank();
+    tutti::fit_result r = fit_rank(make_model(), std::move(reducer), optimizer, train, c);
+    if (rank == 0) {
       std::lock_guard lock(m);
       rank0 = std::move(r);
     }
@@ -216,27 +218,22 @@ std::vector<row> bench_model(const std::string& name, const Optimizer& optimizer
   using tutti::host_space;
   const std::int32_t users = train.n_users(), items = train.n_items();
   std::vector<row> rows;
+  // The model as `tutti train --model NAME` builds it, with the models' own default L2.
+  const tutti::cli::model_settings m{.name = name, .dim = c.dim, .l2 = 1e-4f};
+  // The parameter values one sample touches: mf a user row and bias and an item row and bias,
+  // lr one user weight and one item weight.
+  const std::size_t row_floats = name == "mf" ? 2 * (std::size_t(c.dim) + 1) : 2;
   for (int world : c.ranks) {
-    if (name == "mf") {
-      using model_t = tutti::models::matrix_factorization<host_space>;
-      const auto make = [&] {
-        return model_t({.dim = c.dim, .loss = tutti::loss_kind::logistic}, users, items);
-      };
-      const std::size_t p = make().layout().total();
-      const auto r = fit_world(world, make, optimizer, train, c);
-      // user row and bias, item row and bias
-      rows.push_back(summarise(name, world, r, p, optimizer.state_size(p),
-                               2 * (std::size_t(c.dim) + 1), stream, c));
-    } else {
-      using model_t = tutti::models::logistic_regression<host_space>;
-      const auto make = [&] {
-        return model_t({.loss = tutti::loss_kind::logistic}, users, items);
-      };
-      const std::size_t p = make().layout().total();
-      const auto r = fit_world(world, make, optimizer, train, c);
-      // one user weight, one item weight
-      rows.push_back(summarise(name, world, r, p, optimizer.state_size(p), 2, stream, c));
-    }
+    tutti::cli::with_model<host_space>(
+        m, users, items, tutti::loss_kind::logistic, "tutti_bench_step", [&](auto make_model) {
+          const auto make = [&] {
+            return make_model(host_space{}, 0.f);
+          };
+          const std::size_t p = make().layout().total();
+          const auto r = fit_world(world, make, optimizer, train, c);
+          rows.push_back(
+              summarise(name, world, r, p, optimizer.state_size(p), row_floats, stream, c));
+        });
   }
   return rows;
 }

@@ -65,11 +65,13 @@ gpu_build() {
       nvcc "${common[@]}" "${gpu_root}/benchmarks/gpu_mf.cu" -o "${gpu_dir}/bench_gpu_mf" "${libs[@]}"
       ;;
     tutti)
-      # Without MPI: the check runs the program on the GPUs of one process.
-      nvcc "${common[@]}" -DTUTTI_HAS_NCCL=1 -DTUTTI_HAS_BLAS=1 \
+      # Without MPI: the check runs the program on the GPUs of one process. As in the CMake
+      # build, the commands' .cpp files go to the host compiler and cuda_parts.cu to nvcc.
+      local app="${gpu_root}/apps/tutti"
+      nvcc "${common[@]}" -DTUTTI_HAS_NCCL=1 -DTUTTI_HAS_BLAS=1 -DTUTTI_CLI_CUDA=1 \
         -DTUTTI_DATASETS_DIR="\"${gpu_root}/../shared/datasets\"" \
-        -x cu "${gpu_root}/examples/tutti/main.cpp" -o "${gpu_dir}/tutti" "${libs[@]}" \
-        -l:libsodium.so.23
+        "${app}"/{train,study,bench,plan,seal,audit,recommend,main}.cpp "${app}/cuda_parts.cu" \
+        -o "${gpu_dir}/tutti" "${libs[@]}" -l:libsodium.so.23
       ;;
     consumer_cuda | consumer_nccl)
       # The package's cuda and nccl consumers (examples/consumer-components), with the

@@ -15,4 +15,4 @@ bash "${root}/scripts/deps.sh"
 cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # The program's target is tutti_cli (tutti is the library); its executable is named tutti.
 cmake --build "${build}" --target tutti_cli -j "${jobs}"
-exec "${build}/examples/tutti" train "$@"
+exec "${build}/apps/tutti" train "$@"

@@ -17,7 +17,7 @@ tutti runs `tutti train --ranks 1` with its defaults but the optimizer: adam (de
 row-sparse lazy-adam and rowwise-adagrad. Prints a table and writes sizes.json. Never asserts a
 timing.
 
-    python3 benchmarks/peers/sizes.py --tutti build/examples/tutti [--sizes 4000x500x32,...]
+    python3 benchmarks/peers/sizes.py --tutti build/apps/tutti [--sizes 4000x500x32,...]
 """
 import argparse
 import json

@@ -51,7 +51,10 @@ using series_points = std::vector<std::pair<double, double>>;
 
 inline std::string points_attr(const series_points& pts) {
   std::string s;
-  for (const auto& [x, y] : pts) s += (s.empty() ? "" : ",") + sfmt("%g:%.9g", x, y);
+  for (const auto& [x, y] : pts) {
+    if (!s.empty()) s += ',';
+    s += sfmt("%g:%.9g", x, y);
+  }
   return s;
 }
 

@@ -2,6 +2,8 @@
 // `tutti plan`: the planner's three questions from flags or from a `tutti train --json` report.
 #pragma once
 
+#include "plan/reports.hpp"
+
 #include <tutti/error.hpp>
 #include <tutti/plan/links.hpp>
 #include <tutti/plan/plan_format.hpp>
@@ -312,162 +314,12 @@ inline link_file read_link_file(const std::string& path) {
   return out;
 }
 
-// What a `tutti train --json` report says about its run.
-struct train_report {
-  measured_step step;
-  std::optional<double> params;
-  std::optional<double> optimizer_state_bytes;
-  std::string optimizer;
-  double epochs = 0;
-  double samples_per_s = 0;  // measured, from the accounts
-  double omp_threads = 0;    // OpenMP threads of the measured rank, when the report says
-  std::optional<noise_scale_input> noise;  // the run's gradient noise scale, when it has one
-};
-
-inline const nlohmann::json& need(const nlohmann::json& j, const char* key,
-                                  const std::string& where) {
-  TUTTI_EXPECTS(j.is_object() && j.contains(key), "tutti plan",
-                "--from '" + where + "' lacks '" + key +
-                    "'; expected a report written by tutti train --json");
-  return j.at(key);
-}
-
-inline double need_number(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto& v = need(j, key, where);
-  TUTTI_EXPECTS(v.is_number(), "tutti plan",
-                "--from '" + where + "': '" + key + "' is not a number");
-  return v.get<double>();
-}
-
-/// The largest safe global batch a `tutti study large-batch --json` report supports: the largest
-/// batch B such that at every studied batch up to B some recipe ends within 1% of the panel's
-/// small-batch baseline (`gap_percent` <= 1). Panels (model x dataset) are taken together: the
-/// smallest of their limits. Throws when the report has no cells or no batch holds.
-inline double study_safe_batch(const std::string& path) {
-  std::ifstream f(path);
-  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --study '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw invalid_argument("tutti plan(): --study '" + path + "' is not JSON: " + e.what());
-  }
-  TUTTI_EXPECTS(
-      j.is_object() && j.value("study", std::string()) == "large-batch" && j.contains("cells") &&
-          j["cells"].is_array() && !j["cells"].empty(),
-      "tutti plan",
-      "--study '" + path + "' is not a `tutti study large-batch --json` report with cells");
-  // panel -> batch -> best (smallest) gap over recipes
-  std::map<std::string, std::map<double, double>> best;
-  for (const auto& cell : j["cells"]) {
-    const std::string panel =
-        cell.value("model", std::string()) + "/" + cell.value("dataset", std::string());
-    const double batch = cell.value("batch", 0.0);
-    const double gap = cell.contains("gap_percent") && cell["gap_percent"].is_number()
-                           ? cell["gap_percent"].get<double>()
-                           : std::numeric_limits<double>::infinity();
-    auto [it, fresh] = best[panel].emplace(batch, gap);
-    if (!fresh) it->second = std::min(it->second, gap);
-  }
-  double limit = std::numeric_limits<double>::infinity();
-  for (const auto& [panel, gaps] : best) {
-    double safe = 0;
-    for (const auto& [batch, gap] : gaps) {
-      if (!(gap <= 1.0)) break;
-      safe = batch;
-    }
-    TUTTI_EXPECTS(safe > 0, "tutti plan",
-                  "--study '" + path + "': in " + panel +
-                      " no recipe holds the small-batch metric within 1% even at the smallest "
-                      "batch; expected a report whose baseline cell exists");
-    limit = std::min(limit, safe);
-  }
-  return limit;
-}
-
-// A train report's gradient noise scale: B_simple, else its lower bound, else none.
-inline std::optional<noise_scale_input> read_noise_scale(const nlohmann::json& j,
-                                                         const std::string& path) {
-  if (!j.contains("noise_scale") || !j["noise_scale"].is_object()) return std::nullopt;
-  const auto& n = j["noise_scale"];
-  const auto positive = [&](const char* key) -> std::optional<double> {
-    if (!n.contains(key) || n[key].is_null()) return std::nullopt;
-    TUTTI_EXPECTS(n[key].is_number() && n[key].get<double>() > 0, "tutti plan",
-                  "--from '" + path + "': noise_scale." + key + " is not a positive number");
-    return n[key].get<double>();
-  };
-  if (const auto b = positive("b_simple"))
-    return noise_scale_input{*b, false, "B_simple at the end of " + path};
-  if (const auto b = positive("b_simple_at_least"))
-    return noise_scale_input{*b, true, "a lower bound at the end of " + path};
-  return std::nullopt;
-}
-
-inline train_report read_train_report(const std::string& path) {
-  std::ifstream f(path);
-  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan", "cannot read --from '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw invalid_argument("tutti plan(): --from '" + path + "' is not JSON: " + e.what());
-  }
-  train_report r;
-  const auto& phases = need(j, "phases_rank0", path);
-  const nlohmann::json* ledger =
-      j.contains("ledger") && j["ledger"].is_object() ? &j["ledger"] : nullptr;
-  double steps = 0;
-  if (ledger && ledger->contains("steps"))
-    steps = need_number(*ledger, "steps", path);
-  else
-    for (const auto& e : need(j, "epochs", path)) steps += need_number(e, "steps", path);
-  TUTTI_EXPECTS(steps > 0, "tutti plan", "--from '" + path + "' records no steps");
-  r.epochs = static_cast<double>(need(j, "epochs", path).size());
-  if (ledger && ledger->contains("accounts")) {
-    // The ledger's mean accounts: they add up to the measured step. Guard, wait and other host
-    // work scale with a device's work, so they count as compute (as tutti train projects).
-    const auto& a = need(*ledger, "accounts", path);
-    const auto mean = [&](const char* account) {
-      return need_number(need(a, account, path), "mean", path);
-    };
-    r.step.data_s = mean("data");
-    r.step.compute_s = mean("compute") + mean("guard") + mean("wait") + mean("other");
-    r.step.optimizer_s = mean("optimizer");
-    r.step.reduce_total_s = mean("reduce_total");
-    r.step.reduce_exposed_s = std::min(mean("reduce_exposed"), r.step.reduce_total_s);
-  } else {
-    r.step.data_s = need_number(phases, "data", path) / steps;
-    r.step.compute_s = need_number(phases, "compute", path) / steps;
-    r.step.optimizer_s = need_number(phases, "optimizer", path) / steps;
-    r.step.reduce_total_s = need_number(phases, "reduce", path) / steps;
-    r.step.reduce_exposed_s = ledger && ledger->contains("reduce_exposed_seconds")
-                                  ? need_number(*ledger, "reduce_exposed_seconds", path) / steps
-                                  : r.step.reduce_total_s;
-  }
-  if (j.contains("omp_threads") && j["omp_threads"].is_number())
-    r.omp_threads = j["omp_threads"].get<double>();
-  r.step.global_batch = need_number(j, "global_batch", path);
-  r.step.world_size = static_cast<int>(need_number(j, "world_size", path));
-  r.step.samples_per_epoch = need_number(need(j, "dataset", path), "train_rows", path);
-  if (ledger) {
-    if (ledger->contains("bytes_reduced_per_step"))
-      r.step.bytes_reduced = need_number(*ledger, "bytes_reduced_per_step", path);
-    if (ledger->contains("param_count")) r.params = need_number(*ledger, "param_count", path);
-    if (ledger->contains("optimizer_state_floats"))
-      r.optimizer_state_bytes = 4.0 * need_number(*ledger, "optimizer_state_floats", path);
-  }
-  if (j.contains("optimizer") && j["optimizer"].is_string()) r.optimizer = j["optimizer"];
-  r.noise = read_noise_scale(j, path);
-  r.samples_per_s = r.step.global_batch / r.step.step_s();
-  return r;
-}
-
 }  // namespace plan_detail
 
 /// The planner's inputs from `c` (flags, and the report of `--from`).
 inline plan_inputs make_plan_inputs(const plan_config& c) {
   plan_inputs in;
-  std::optional<plan_detail::train_report> rep;
+  std::optional<plan_detail::measured_run> rep;
   if (!c.from.empty()) rep = plan_detail::read_train_report(c.from);
 
   if (!c.params.empty())
@@ -561,7 +413,7 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     if (c.thread_speedup > 0) {
       h.thread_speedup = {c.thread_speedup, c.thread_speedup, c.thread_speedup};
     } else if (!c.thread_baseline.empty()) {
-      const auto one = plan_detail::read_train_report(c.thread_baseline);
+      const auto one = plan_detail::read_train_report(c.thread_baseline, "--thread-baseline");
       TUTTI_EXPECTS(one.step.world_size == in.step.world_size &&
                         one.step.global_batch == in.step.global_batch,
                     "tutti plan",

@@ -125,7 +125,7 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
   if (e.user_names) j["files"]["user_names"] = name_file("user_names", *e.user_names);
   if (e.item_names) j["files"]["item_names"] = name_file("item_names", *e.item_names);
   j["data"] = {{"source", d.source},
-               {"file", c.data},
+               {"file", c.file.path},
                {"users", nu},
                {"items", ni},
                {"train_rows", d.parts.train.size()},
@@ -143,10 +143,10 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
                   {"ranks", c.ranks},
                   {"seed", c.seed},
                   {"test_fraction", c.test_fraction},
-                  {"implicit", c.implicit},
-                  {"user_col", c.user_col},
-                  {"item_col", c.item_col},
-                  {"label_col", c.label_col},
+                  {"implicit", c.file.implicit},
+                  {"user_col", c.file.user_col},
+                  {"item_col", c.file.item_col},
+                  {"label_col", c.file.label_col},
                   {"data_seed", c.data_seed},
                   {"learners", c.learners},
                   {"courses", c.courses},

@@ -127,4 +127,11 @@ inline loaded_file load_data_file(const data_file_options& o) {
   return out;
 }
 
+/// The mean of the rows' labels (0 for no rows): a ratings model's initial bias.
+inline double mean_label(const data::interactions& d) {
+  double s = 0;
+  for (float y : d.labels) s += y;
+  return d.size() ? s / double(d.size()) : 0.0;
+}
+
 }  // namespace tutti::cli

@@ -159,7 +159,6 @@ world_result measure_world(Reducer& reducer, const bench_config& c, const std::s
   return w;
 }
 
-// Prints the tables and fits, and writes --save-link and --json (the caller is rank 0).
 // The alpha-beta fit of `rows`, or none, said on stdout with the reason: on a busy machine a
 // small message can take longer than a larger one, and no positive bandwidth fits.
 inline std::optional<alpha_beta_fit> try_fit(const std::vector<allreduce_bench_row>& rows) {
@@ -174,65 +173,133 @@ inline std::optional<alpha_beta_fit> try_fit(const std::vector<allreduce_bench_r
   }
 }
 
+// What the printed tables gathered over the world sizes, for the fit and the files.
+struct bench_tables {
+  std::vector<allreduce_bench_row> all;  // every row of every world size
+  nlohmann::json fits = nlohmann::json::array();
+  nlohmann::json steps = nlohmann::json::array();
+  std::optional<nlohmann::json> saved_step;  // the first emulated step, for --save-link
+  std::optional<alpha_beta_fit> single_fit;  // the one world size's fit, when there is one
+};
+
+// The emulated steps of one world size, printed and returned as JSON.
+inline nlohmann::json report_step(const step_bench_result& s,
+                                  const std::optional<alpha_beta_fit>& f, double available_cores) {
+  const shared_host h{.cores = available_cores, .available_cores = available_cores};
+  const double share = h.core_share(s.ranks, 1.0);
+  const double reduce = f ? f->seconds(s.bytes, s.ranks) : 0.0;
+  const double sync = f ? step_sync_s(s, *f, available_cores) : 0.0;
+  std::printf(
+      "# emulated steps (%zu, %d ranks): %.1f us of CPU each, then allreduce of %.0f B: step "
+      "mean %.1f us, p50 %.1f, p95 %.1f\n#   = work %.1f us x core share %.2f + allreduce "
+      "%.1f us (fit) + sync %.1f us\n",
+      s.iters, s.ranks, s.work_s * 1e6, s.bytes, s.mean_s * 1e6, s.p50_s * 1e6, s.p95_s * 1e6,
+      s.work_s * 1e6, share, reduce * 1e6, sync * 1e6);
+  return {{"ranks", s.ranks},        {"work_us", s.work_s * 1e6}, {"bytes", s.bytes},
+          {"iters", s.iters},        {"mean_us", s.mean_s * 1e6}, {"p50_us", s.p50_s * 1e6},
+          {"p95_us", s.p95_s * 1e6}, {"core_share", share},       {"allreduce_us", reduce * 1e6},
+          {"sync_us", sync * 1e6}};
+}
+
+// One world size: its table, its fit and its emulated steps, printed and gathered into `t`.
+inline void report_world(const bench_result& r, const world_result& w, bench_tables& t) {
+  std::fputs(format_allreduce_header(r.reducer, w.ranks).c_str(), stdout);
+  double sum = 0;
+  for (const auto& row : w.rows) {
+    std::fputs(format_allreduce_row(row).c_str(), stdout);
+    sum += row.busbw_gbs;
+  }
+  std::printf("# average busbw: %.3f GB/s\n", sum / double(w.rows.size()));
+  std::optional<alpha_beta_fit> f;
+  if (w.rows.size() >= 2 && w.ranks > 1)  // one rank moves no data: nothing to fit
+    f = try_fit(w.rows);
+  if (f) {
+    std::fputs(format_alpha_beta(*f).c_str(), stdout);
+    t.fits.push_back({{"ranks", w.ranks},
+                      {"alpha_us", f->alpha_s * 1e6},
+                      {"gb_per_s", 1.0 / f->beta_s_per_byte / 1e9},
+                      {"max_rel_error", f->max_rel_error},
+                      {"rms_rel_error", f->rms_rel_error}});
+  }
+  if (w.step) {
+    nlohmann::json js = report_step(*w.step, f, r.available_cores);
+    t.steps.push_back(js);
+    if (!t.saved_step) t.saved_step = js;
+  }
+  if (r.worlds.size() == 1) t.single_fit = f;
+  std::fflush(stdout);
+  t.all.insert(t.all.end(), w.rows.begin(), w.rows.end());
+}
+
+// --save-link: the fitted link profile, with the host's cores and the emulated step.
+inline void write_link_profile(const bench_config& c, const bench_result& r,
+                               const alpha_beta_fit& fit, const nlohmann::json& host,
+                               const std::optional<nlohmann::json>& saved_step) {
+  std::ofstream f(c.save_link);
+  if (!f) throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
+  const link_profile link = fit.as_link(c.link_name);
+  nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
+  std::vector<int> ranks;
+  for (const auto& w : r.worlds) ranks.push_back(w.ranks);
+  j["fit"] = {{"alpha_s", fit.alpha_s},
+              {"beta_s_per_byte", fit.beta_s_per_byte},
+              {"points", fit.points},
+              {"max_rel_error", fit.max_rel_error},
+              {"rms_rel_error", fit.rms_rel_error},
+              {"reducer", r.reducer},
+              {"ranks", ranks}};
+  j["host"] = host;
+  if (saved_step) j["step"] = *saved_step;
+  f << j.dump(2) << '\n';
+  if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.save_link + "'");
+  std::printf(
+      "\nwrote link profile %s (%s: %.3f GB/s, %.3f us per step; %.2f cores available%s); use "
+      "it with tutti plan --link-file %s\n",
+      c.save_link.c_str(), link.name.c_str(), link.gb_per_s, link.latency_us, r.available_cores,
+      saved_step ? ", step sync measured" : "", c.save_link.c_str());
+}
+
+// --json: every row, the fits, the host, the emulated steps and the link.
+inline void write_bench_json(const bench_config& c, const bench_tables& t,
+                             const nlohmann::json& host, const std::optional<alpha_beta_fit>& fit) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : t.all)
+    rows.push_back({{"reducer", row.reducer},
+                    {"ranks", row.ranks},
+                    {"bytes", row.bytes},
+                    {"count", row.count},
+                    {"iters", row.iters},
+                    {"time_us", row.time_us},
+                    {"algbw_gbs", row.algbw_gbs},
+                    {"busbw_gbs", row.busbw_gbs},
+                    {"wrong", row.wrong}});
+  nlohmann::json j = {
+      {"benchmark", "allreduce"},
+      {"results", rows},
+      {"fits", t.fits},
+      {"host", host},
+      {"steps", t.steps},
+      {"link", fit ? nlohmann::json::parse(link_profile_json(fit->as_link(c.link_name)))
+                   : nlohmann::json()}};
+  std::ofstream f(c.json);
+  if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
+  f << j.dump(2) << '\n';
+  if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.json + "'");
+}
+
+// Prints the tables and fits, and writes --save-link and --json (the caller is rank 0).
+// Returns the exit code: 1 when a reduced value was wrong.
 inline int report(const bench_config& c, const bench_result& r) {
   std::printf(
       "# host: %g cores; %d threads burning for %.2f s got %.2f cores (the rest is other "
       "jobs' load)\n",
       r.cores, r.core_threads, c.cores_seconds, r.available_cores);
-  std::vector<allreduce_bench_row> all;
-  nlohmann::json fits = nlohmann::json::array();
-  nlohmann::json steps = nlohmann::json::array();
-  std::optional<nlohmann::json> saved_step;
-  std::optional<alpha_beta_fit> single_fit;  // the one world size's fit, when there is one
-  for (const auto& w : r.worlds) {
-    std::fputs(format_allreduce_header(r.reducer, w.ranks).c_str(), stdout);
-    double sum = 0;
-    for (const auto& row : w.rows) {
-      std::fputs(format_allreduce_row(row).c_str(), stdout);
-      sum += row.busbw_gbs;
-    }
-    std::printf("# average busbw: %.3f GB/s\n", sum / double(w.rows.size()));
-    std::optional<alpha_beta_fit> f;
-    if (w.rows.size() >= 2 && w.ranks > 1)  // one rank moves no data: nothing to fit
-      f = try_fit(w.rows);
-    if (f) {
-      std::fputs(format_alpha_beta(*f).c_str(), stdout);
-      fits.push_back({{"ranks", w.ranks},
-                      {"alpha_us", f->alpha_s * 1e6},
-                      {"gb_per_s", 1.0 / f->beta_s_per_byte / 1e9},
-                      {"max_rel_error", f->max_rel_error},
-                      {"rms_rel_error", f->rms_rel_error}});
-    }
-    if (w.step) {
-      const step_bench_result& s = *w.step;
-      const shared_host h{.cores = r.available_cores, .available_cores = r.available_cores};
-      const double share = h.core_share(s.ranks, 1.0);
-      const double reduce = f ? f->seconds(s.bytes, s.ranks) : 0.0;
-      const double sync = f ? step_sync_s(s, *f, r.available_cores) : 0.0;
-      std::printf(
-          "# emulated steps (%zu, %d ranks): %.1f us of CPU each, then allreduce of %.0f B: step "
-          "mean %.1f us, p50 %.1f, p95 %.1f\n#   = work %.1f us x core share %.2f + allreduce "
-          "%.1f us (fit) + sync %.1f us\n",
-          s.iters, s.ranks, s.work_s * 1e6, s.bytes, s.mean_s * 1e6, s.p50_s * 1e6, s.p95_s * 1e6,
-          s.work_s * 1e6, share, reduce * 1e6, sync * 1e6);
-      nlohmann::json js = {
-          {"ranks", s.ranks},        {"work_us", s.work_s * 1e6}, {"bytes", s.bytes},
-          {"iters", s.iters},        {"mean_us", s.mean_s * 1e6}, {"p50_us", s.p50_s * 1e6},
-          {"p95_us", s.p95_s * 1e6}, {"core_share", share},       {"allreduce_us", reduce * 1e6},
-          {"sync_us", sync * 1e6}};
-      steps.push_back(js);
-      if (!saved_step) saved_step = js;
-    }
-    if (r.worlds.size() == 1) single_fit = f;
-    std::fflush(stdout);
-    all.insert(all.end(), w.rows.begin(), w.rows.end());
-  }
+  bench_tables t;
+  for (const auto& w : r.worlds) report_world(r, w, t);
   std::size_t wrong = 0;
-  for (const auto& row : all) wrong += row.wrong;
-
-  const bool fits_any = std::count_if(all.begin(), all.end(), [](const allreduce_bench_row& row) {
-                          return row.ranks > 1;
-                        }) >= 2;
+  for (const auto& row : t.all) wrong += row.wrong;
+  const bool fits_any =
+      std::count_if(t.all.begin(), t.all.end(), [](const auto& row) { return row.ranks > 1; }) >= 2;
   if (!fits_any) {
     std::printf("# no alpha-beta fit: one rank moves no data\n");
     TUTTI_EXPECTS(c.save_link.empty(), "tutti bench allreduce",
@@ -242,10 +309,10 @@ inline int report(const bench_config& c, const bench_result& r) {
   std::optional<alpha_beta_fit> fit;
   if (fits_any && r.worlds.size() > 1) {
     std::printf("\n# over all world sizes:\n");
-    fit = try_fit(all);
+    fit = try_fit(t.all);
     if (fit) std::fputs(format_alpha_beta(*fit).c_str(), stdout);
   } else if (fits_any) {
-    fit = single_fit;
+    fit = t.single_fit;
   }
   TUTTI_EXPECTS(c.save_link.empty() || fit || !fits_any, "tutti bench allreduce",
                 "--save-link: the timings gave no alpha-beta fit (see above); expected timings "
@@ -255,56 +322,8 @@ inline int report(const bench_config& c, const bench_result& r) {
                                {"available_cores", r.available_cores},
                                {"threads", r.core_threads},
                                {"seconds", c.cores_seconds}};
-  if (!c.save_link.empty()) {
-    std::ofstream f(c.save_link);
-    if (!f)
-      throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
-    const link_profile link = fit->as_link(c.link_name);
-    nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
-    std::vector<int> ranks;
-    for (const auto& w : r.worlds) ranks.push_back(w.ranks);
-    j["fit"] = {{"alpha_s", fit->alpha_s},
-                {"beta_s_per_byte", fit->beta_s_per_byte},
-                {"points", fit->points},
-                {"max_rel_error", fit->max_rel_error},
-                {"rms_rel_error", fit->rms_rel_error},
-                {"reducer", r.reducer},
-                {"ranks", ranks}};
-    j["host"] = host;
-    if (saved_step) j["step"] = *saved_step;
-    f << j.dump(2) << '\n';
-    if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.save_link + "'");
-    std::printf(
-        "\nwrote link profile %s (%s: %.3f GB/s, %.3f us per step; %.2f cores available%s); use "
-        "it with tutti plan --link-file %s\n",
-        c.save_link.c_str(), link.name.c_str(), link.gb_per_s, link.latency_us, r.available_cores,
-        saved_step ? ", step sync measured" : "", c.save_link.c_str());
-  }
-  if (!c.json.empty()) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& row : all)
-      rows.push_back({{"reducer", row.reducer},
-                      {"ranks", row.ranks},
-                      {"bytes", row.bytes},
-                      {"count", row.count},
-                      {"iters", row.iters},
-                      {"time_us", row.time_us},
-                      {"algbw_gbs", row.algbw_gbs},
-                      {"busbw_gbs", row.busbw_gbs},
-                      {"wrong", row.wrong}});
-    nlohmann::json j = {
-        {"benchmark", "allreduce"},
-        {"results", rows},
-        {"fits", fits},
-        {"host", host},
-        {"steps", steps},
-        {"link", fit ? nlohmann::json::parse(link_profile_json(fit->as_link(c.link_name)))
-                     : nlohmann::json()}};
-    std::ofstream f(c.json);
-    if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
-    f << j.dump(2) << '\n';
-    if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.json + "'");
-  }
+  if (!c.save_link.empty()) write_link_profile(c, r, *fit, host, t.saved_step);
+  if (!c.json.empty()) write_bench_json(c, t, host, fit);
   if (wrong > 0) {
     std::fprintf(stderr, "tutti bench allreduce: %zu wrong values\n", wrong);
     return 1;

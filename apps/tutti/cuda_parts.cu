@@ -4,7 +4,7 @@
 // compiler (main.cpp), whose host kernels are vectorised; nvcc's front end has no
 // <experimental/simd>, so host code compiled here would run the scalar loops.
 #include "bench_command.hpp"
-#include "train_command.hpp"
+#include "train/ranks.hpp"
 
 namespace tutti::cli {
 namespace detail {

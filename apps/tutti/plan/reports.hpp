@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reports `tutti plan` reads: a `tutti train --json` report (`--from`, `--thread-baseline`),
+// as the planner's measured step, and a `tutti study large-batch --json` report
+// (`--max-batch-from`), as the largest safe global batch. A report that lacks what the planner
+// needs is refused naming the file and the key.
+#pragma once
+
+#include "../train_report.hpp"
+
+#include <tutti/error.hpp>
+#include <tutti/plan/planner.hpp>
+#include <tutti/plan/projection.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace tutti::cli::plan_detail {
+
+/// What the planner takes from a `tutti train --json` report: the measured step and the model.
+struct measured_run {
+  measured_step step;
+  std::optional<double> params;
+  std::optional<double> optimizer_state_bytes;
+  std::string optimizer;
+  double epochs = 0;
+  double samples_per_s = 0;  // measured, from the accounts
+  double omp_threads = 0;    // OpenMP threads of the measured rank, when the report says
+  std::optional<noise_scale_input> noise;  // the run's gradient noise scale, when it has one
+};
+
+/// Parses the JSON file `path` given to `flag`.
+inline nlohmann::json read_json_file(const char* flag, const std::string& path) {
+  std::ifstream f(path);
+  TUTTI_EXPECTS(static_cast<bool>(f), "tutti plan",
+                std::string("cannot read ") + flag + " '" + path + "'");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_argument(std::string("tutti plan(): ") + flag + " '" + path +
+                           "' is not JSON: " + e.what());
+  }
+}
+
+/// The largest safe global batch a `tutti study large-batch --json` report supports: the largest
+/// batch B such that at every studied batch up to B some recipe ends within 1% of the panel's
+/// small-batch baseline (`gap_percent` <= 1). Panels (model x dataset) are taken together: the
+/// smallest of their limits. Throws when the report has no cells or no batch holds.
+inline double study_safe_batch(const std::string& path) {
+  const nlohmann::json j = read_json_file("--study", path);
+  TUTTI_EXPECTS(
+      j.is_object() && j.value("study", std::string()) == "large-batch" && j.contains("cells") &&
+          j["cells"].is_array() && !j["cells"].empty(),
+      "tutti plan",
+      "--study '" + path + "' is not a `tutti study large-batch --json` report with cells");
+  // panel -> batch -> best (smallest) gap over recipes
+  std::map<std::string, std::map<double, double>> best;
+  for (const auto& cell : j["cells"]) {
+    const std::string panel =
+        cell.value("model", std::string()) + "/" + cell.value("dataset", std::string());
+    const double batch = cell.value("batch", 0.0);
+    const double gap = cell.contains("gap_percent") && cell["gap_percent"].is_number()
+                           ? cell["gap_percent"].get<double>()
+                           : std::numeric_limits<double>::infinity();
+    auto [it, fresh] = best[panel].emplace(batch, gap);
+    if (!fresh) it->second = std::min(it->second, gap);
+  }
+  double limit = std::numeric_limits<double>::infinity();
+  for (const auto& [panel, gaps] : best) {
+    double safe = 0;
+    for (const auto& [batch, gap] : gaps) {
+      if (!(gap <= 1.0)) break;
+      safe = batch;
+    }
+    TUTTI_EXPECTS(safe > 0, "tutti plan",
+                  "--study '" + path + "': in " + panel +
+                      " no recipe holds the small-batch metric within 1% even at the smallest "
+                      "batch; expected a report whose baseline cell exists");
+    limit = std::min(limit, safe);
+  }
+  return limit;
+}
+
+/// A train report's gradient noise scale: B_simple, else its lower bound, else none.
+inline std::optional<noise_scale_input> noise_scale_of(const nlohmann::json& n,
+                                                       const std::string& path) {
+  if (!n.is_object()) return std::nullopt;
+  const auto positive = [&](const char* key) -> std::optional<double> {
+    if (!n.contains(key) || n[key].is_null()) return std::nullopt;
+    TUTTI_EXPECTS(n[key].is_number() && n[key].get<double>() > 0, "tutti plan",
+                  "--from '" + path + "': noise_scale." + key + " is not a positive number");
+    return n[key].get<double>();
+  };
+  if (const auto b = positive("b_simple"))
+    return noise_scale_input{*b, false, "B_simple at the end of " + path};
+  if (const auto b = positive("b_simple_at_least"))
+    return noise_scale_input{*b, true, "a lower bound at the end of " + path};
+  return std::nullopt;
+}
+
+/// The measured step of `rep`: the ledger's mean accounts, which add up to the measured step
+/// (guard, wait and other host work scale with a device's work, so they count as compute, as
+/// tutti train projects); a report without them gives the rank-0 phases over the steps.
+inline measured_step step_of(const train_report& rep, const std::string& path) {
+  const std::optional<report_ledger>& ledger = rep.ledger;
+  double steps = ledger ? double(ledger->steps) : 0.0;
+  if (steps == 0)
+    for (const auto& e : rep.epochs) steps += double(e.steps);
+  TUTTI_EXPECTS(steps > 0, "tutti plan", "--from '" + path + "' records no steps");
+  measured_step m;
+  if (ledger && !ledger->accounts.empty()) {
+    const auto mean = [&](const char* account) {
+      const auto it = ledger->accounts.find(account);
+      TUTTI_EXPECTS(it != ledger->accounts.end(), "tutti plan",
+                    "--from '" + path + "' lacks the ledger's '" + account +
+                        "' account; expected a report written by tutti train --json");
+      return it->second.mean;
+    };
+    m.data_s = mean("data");
+    m.compute_s = mean("compute") + mean("guard") + mean("wait") + mean("other");
+    m.optimizer_s = mean("optimizer");
+    m.reduce_total_s = mean("reduce_total");
+    m.reduce_exposed_s = std::min(mean("reduce_exposed"), m.reduce_total_s);
+  } else {
+    m.data_s = rep.phases.data / steps;
+    m.compute_s = rep.phases.compute / steps;
+    m.optimizer_s = rep.phases.optimizer / steps;
+    m.reduce_total_s = rep.phases.reduce / steps;
+    m.reduce_exposed_s = ledger && ledger->reduce_exposed_seconds
+                             ? *ledger->reduce_exposed_seconds / steps
+                             : m.reduce_total_s;
+  }
+  m.global_batch = double(rep.global_batch);
+  m.world_size = rep.world_size;
+  m.samples_per_epoch = double(rep.dataset.train_rows);
+  if (ledger) m.bytes_reduced = double(ledger->bytes_reduced_per_step);
+  return m;
+}
+
+/// Reads `tutti train --json`'s report at `path` (`flag`: --from or --thread-baseline).
+inline measured_run read_train_report(const std::string& path, const char* flag = "--from") {
+  const nlohmann::json j = read_json_file(flag, path);
+  train_report rep;
+  try {
+    rep = j.get<train_report>();
+  } catch (const train_report_error& e) {
+    throw invalid_argument(std::string("tutti plan(): ") + flag + " '" + path + "' " + e.what() +
+                           "; expected a report written by tutti train --json");
+  }
+  measured_run r;
+  r.step = step_of(rep, path);
+  r.epochs = static_cast<double>(rep.epochs.size());
+  if (rep.omp_threads) r.omp_threads = *rep.omp_threads;
+  if (rep.ledger && rep.ledger->param_count) r.params = double(*rep.ledger->param_count);
+  if (rep.ledger && rep.ledger->optimizer_state_floats)
+    r.optimizer_state_bytes = 4.0 * double(*rep.ledger->optimizer_state_floats);
+  r.optimizer = rep.optimizer;
+  r.noise = noise_scale_of(rep.noise_scale, path);
+  r.samples_per_s = r.step.global_batch / r.step.step_s();
+  return r;
+}
+
+}  // namespace tutti::cli::plan_detail

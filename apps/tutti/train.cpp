@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti train`: loads the data, runs the ranks, prints the epoch table, the outcome and the
+// ledger, and writes the reports. Its parts are in train/: the settings (config.hpp), the command
+// line (options.hpp), the data (data.hpp), the ranks (ranks.hpp) and the reports (report.hpp,
+// json_report.hpp).
+#include "command.hpp"
+#include "train/json_report.hpp"
+#include "train/options.hpp"
+#include "train/ranks.hpp"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+// The SIGINT/SIGTERM handler: a handler may only store to lock-free atomics.
+extern "C" void tutti_train_on_signal(int sig) {
+  tutti::cli::stop_signal.store(sig);
+  tutti::cli::stop_requested.store(true);
+}
+
+namespace tutti::cli {
+namespace {
+
+/// Installs the SIGINT/SIGTERM handlers for the run: the first signal finishes the step in
+/// progress, writes a checkpoint and exits; the default action is restored, so a second one
+/// ends the process at once.
+void install_stop_handlers() {
+  static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+  struct sigaction sa {};
+  sa.sa_handler = tutti_train_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+void check_batch(const train_config& c) {
+  TUTTI_EXPECTS(c.batch >= static_cast<std::size_t>(c.ranks), "tutti train",
+                "--batch " + std::to_string(c.batch) + " is smaller than --ranks " +
+                    std::to_string(c.ranks) + "; expected at least one sample per rank and step");
+}
+
+/// The checks of the command line that need no data.
+void check_settings(const train_config& c, bool leader) {
+  check_batch(c);
+#if defined(TUTTI_CLI_CUDA)
+  TUTTI_EXPECTS(c.space != "cuda" || detail::visible_cuda_devices() > 0, "tutti train",
+                "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
+#endif
+  if (leader) check_export(c);
+  TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
+                "--compress " + c.compress +
+                    " with --space cuda: compressed reduction runs on host ranks only for now; "
+                    "expected --compress none or --space host");
+  TUTTI_EXPECTS(c.trace.empty() || c.space == "host", "tutti train",
+                "--trace with --space cuda: a device space's phases are GPU events resolved in "
+                "batches and are not traced; expected --space host");
+}
+
+/// `--resume DIR`: the newest checkpoint there that reads back, said on rank 0.
+checkpoint_state find_resume(const train_config& c, bool leader) {
+  auto found = find_latest_checkpoint(c.resume);
+  if (leader && !c.quiet)
+    for (const auto& why : found ? found->skipped : std::vector<std::string>{})
+      std::fprintf(stderr, "tutti train: skipping a checkpoint that does not read back: %s\n",
+                   why.c_str());
+  TUTTI_EXPECTS(found.has_value(), "tutti train",
+                "--resume " + c.resume +
+                    ": no valid checkpoint (ckpt-*.tck) in the directory; expected one written "
+                    "by --checkpoint-dir");
+  if (leader && !c.quiet)
+    std::printf(
+        "tutti train: resuming from %s (epoch %llu, step %llu, global step %llu, "
+        "written by %d rank(s))\n",
+        found->file.string().c_str(), static_cast<unsigned long long>(found->state.epoch + 1),
+        static_cast<unsigned long long>(found->state.step_in_epoch),
+        static_cast<unsigned long long>(found->state.global_step), found->state.world_size);
+  return std::move(found->state);
+}
+
+/// The lines above the epoch table: the data, the cleaning, the run and the table's header.
+void print_header(const train_config& c, const detail::loaded_data& d) {
+  const bool implicit = d.all.implicit;
+  std::printf("tutti train: %s\n", d.source.c_str());
+  if (d.cleaning) {
+    std::printf("  cleaning: read %zu rows, used %zu, rejected %zu", d.cleaning->rows_read,
+                d.cleaning->rows_used, d.cleaning->rows_rejected);
+    for (const auto& [reason, n] : d.cleaning->rejected)
+      if (n) std::printf("; %s %zu", reason.c_str(), n);
+    std::printf("%s\n", c.file.quarantine.empty() ? "" : (" -> " + c.file.quarantine).c_str());
+  }
+  if (d.rank_local)
+    std::printf(
+        "  rows %llu in %d shards (this rank's shard: %zu), users %d, items %d, %s labels\n",
+        static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.all.size(), d.all.n_users(),
+        d.all.n_items(), implicit ? "implicit 0/1" : "rating");
+  else
+    std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
+                d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
+                implicit ? "implicit 0/1" : "rating");
+  std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
+              c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
+              c.schedule.c_str());
+  std::printf("\n%6s  %12s  %17s  %12s  %9s  %9s\n", "epoch", "train loss", "test metric",
+              "samples/s", "seconds", "B_noise");
+  std::fflush(stdout);
+}
+
+/// Rank 0's line after a SIGINT or SIGTERM stopped every rank after global step `step`: where
+/// the checkpoint is and how to continue. Returns the exit code (128 + the signal).
+int report_interrupt(const train_config& c, bool leader, std::size_t step) {
+  const int sig = stop_signal.load();
+  if (leader) {
+    const std::string dir = c.checkpoint_dir.empty() ? c.resume : c.checkpoint_dir;
+    std::string where = "no checkpoint written (no --checkpoint-dir)";
+    if (!dir.empty()) {
+      const auto found = find_latest_checkpoint(dir);
+      where = found && found->state.global_step == step
+                  ? "checkpoint " + found->file.string() + "; continue with --resume " + dir
+                  : "the checkpoint of step " + std::to_string(step) + " was not found in " + dir;
+    }
+    std::fprintf(stderr, "tutti train: %s after global step %zu; %s\n",
+                 sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", step,
+                 where.c_str());
+    std::fflush(stderr);
+  }
+  return 128 + (sig ? sig : SIGTERM);
+}
+
+/// Trains on `c.space`. The host space is compiled here; the CUDA space in cuda_parts.cu.
+void train_on_space(const train_config& c, const detail::loaded_data& d, json_lines_log* log,
+                    progress_line& bar, detail::run_output& out) {
+  const loss_kind loss = d.all.implicit ? loss_kind::logistic : loss_kind::squared;
+  if (c.space == "cuda") {
+#if defined(TUTTI_CLI_CUDA)
+    detail::train_models_cuda(c, d, loss, log, bar, out);
+#else
+    tutti::detail::throw_invalid("tutti train",
+                                 "--space cuda: this tutti was built without CUDA; expected "
+                                 "--space host, or a build where nvcc was found");
+#endif
+  } else {
+    detail::train_models<host_space>(c, d, loss, log, bar, out);
+  }
+}
+
+/// `--trace FILE`: writes this process's trace; an MPI rank other than 0 writes FILE.<rank>.
+void write_trace(const train_config& c, const trace_recorder& trace, int rank) {
+  const std::string path = rank == 0 ? c.trace : c.trace + "." + std::to_string(rank);
+  trace.write(path, rank);
+  if (rank == 0 && !c.quiet)
+    std::printf("trace: %s (%zu intervals; open in ui.perfetto.dev or chrome://tracing)\n",
+                path.c_str(), trace.size());
+}
+
+/// Rank 0's report of a finished run: the outcome, the ledger, its page and the JSON report.
+void report_run(const train_config& c, const detail::loaded_data& d, const detail::run_output& out,
+                double seconds) {
+  const fit_result& r = out.result;
+  const detail::baseline_score baseline = detail::baseline_of(c, d.all.implicit, out.stats);
+  detail::print_outcome(c, r, baseline, seconds);
+  const projection proj = detail::project_run(c, r, out.stats);
+  if (!c.quiet) detail::print_ledger(r, proj, c.link);
+  if (!c.report.empty()) {
+    const std::string path = detail::write_ledger_page(c, d, r, proj);
+    if (!c.quiet) std::printf("\nledger page: %s\n", path.c_str());
+  }
+  if (!c.json.empty())
+    detail::write_json_report(c, {.data = d,
+                                  .stats = out.stats,
+                                  .result = r,
+                                  .shared_arena = out.shared_arena,
+                                  .proj = proj,
+                                  .baseline = baseline,
+                                  .seconds = seconds});
+}
+
+/// Trains with `c.ranks` ranks and reports. `rank` is this process's rank: 0 unless it is one
+/// process of an MPI run, where only rank 0 prints the table and writes the JSON report, and
+/// every process appends its ranks' records to the log (`append_log`).
+int train_and_report(const train_config& c, int rank, bool append_log) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool leader = rank == 0;
+  check_settings(c, leader);
+  detail::loaded_data d = detail::load(c, rank);
+  if (!c.resume.empty()) d.resume = find_resume(c, leader);
+  install_stop_handlers();
+  if (!c.quiet && leader) print_header(c, d);
+
+  std::optional<std::ofstream> log_file;
+  std::optional<json_lines_log> log;
+  if (!c.log.empty()) {
+    log_file.emplace(c.log, append_log ? std::ios::app : std::ios::out);
+    if (!*log_file) throw error("tutti train: cannot write the log file '" + c.log + "'");
+    log.emplace(*log_file);
+  }
+  progress_line bar(c.progress, c.quiet, c.batch);
+  detail::run_output out;
+  std::optional<trace_recorder> trace;
+  if (!c.trace.empty()) {
+    trace.emplace(c.trace_first - 1, c.trace_steps, c.trace_every);
+    out.trace = &*trace;
+  }
+  try {
+    train_on_space(c, d, log ? &*log : nullptr, bar, out);
+  } catch (const interrupted_error& e) {
+    // Every rank stopped after the same step; rank 0 wrote the checkpoint.
+    bar.clear();
+    return report_interrupt(c, leader, e.global_step());
+  }
+  bar.clear();
+  if (trace) write_trace(c, *trace, rank);
+  if (!leader) return 0;
+  report_run(c, d, out,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
+#if TUTTI_HAS_MPI
+#if defined(_OPENMP)
+/// Like run_local: the processes on one host share its cores instead of each taking all.
+void share_host_cores(int rank) {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  MPI_Comm host = MPI_COMM_NULL;
+  TUTTI_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host));
+  int on_host = 1;
+  const int size_code = MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  TUTTI_MPI_CHECK(size_code);
+  omp_set_num_threads(std::max(1, omp_get_max_threads() / on_host));
+}
+#endif
+
+/// `tutti train --reducer mpi`: this process is one rank of MPI_COMM_WORLD. Usage errors, the
+/// same on every process, end every process with exit code 2 and one line from rank 0; any
+/// later error ends the whole job through MPI_Abort with a line naming the rank.
+int run_train_mpi(train_config c) {
+  // --overlap reduces on a communication thread: MPI must allow calls from it.
+  mpi_session session(c.overlap ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED);
+  int world = 1, rank = 0;
+  TUTTI_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  TUTTI_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  try {
+    TUTTI_EXPECTS(!c.ranks_given || c.ranks == world, "tutti train",
+                  "--ranks " + std::to_string(c.ranks) +
+                      " with --reducer mpi, but mpirun started " + std::to_string(world) +
+                      " process(es); expected --ranks to be left out or equal to the number of "
+                      "processes");
+    c.ranks = world;
+    check_batch(c);
+  } catch (const invalid_argument& e) {
+    // Every process sees the same usage error; rank 0 says it once, and nobody exits before
+    // that line is out (mpiexec ends the job at the first non-zero exit).
+    if (rank == 0) {
+      std::fprintf(stderr, "tutti: error: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 2;
+  }
+  return mpi_abort_on_exception([&] {
+#if defined(_OPENMP)
+    share_host_cores(rank);
+#endif
+    if (!c.log.empty()) {
+      // Rank 0 starts the log afresh; then every process appends its records to it.
+      if (rank == 0) {
+        std::ofstream fresh(c.log, std::ios::trunc);
+        if (!fresh) throw error("tutti train: cannot write the log file '" + c.log + "'");
+      }
+      TUTTI_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    }
+    return train_and_report(c, rank, true);
+  });
+}
+#endif
+
+/// Runs `tutti train`; returns the process exit code.
+int run_train(train_config& c) {
+  if (!c.lr_given) c.lr = default_lr(c.optimizer);
+  c.target = detail::parse_target(c.ranking);
+  if (c.reducer == "mpi") {
+#if TUTTI_HAS_MPI
+    return run_train_mpi(c);
+#else
+    tutti::detail::throw_invalid(
+        "tutti train",
+        "--reducer mpi: this tutti was built without MPI; expected --reducer "
+        "local, or a build that found MPI (e.g. Debian's libopenmpi-dev)");
+#endif
+  }
+  return train_and_report(c, 0, false);
+}
+
+CLI::App* add_train_command(CLI::App& app, train_config& c) {
+  CLI::App* train = app.add_subcommand("train", "train the course recommender");
+  add_train_options(*train, c);
+  return train;
+}
+
+}  // namespace
+
+std::unique_ptr<command> make_train_command(CLI::App& app) {
+  return make_configured<train_config>(app, add_train_command, run_train);
+}
+
+}  // namespace tutti::cli

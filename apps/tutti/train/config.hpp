@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti train`'s settings: everything it can be told, and the values derived from them.
+#pragma once
+
+#include "../data_options.hpp"
+#include "../ranking_options.hpp"
+
+#include <tutti/trainer/options.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tutti::cli {
+
+/// Everything `tutti train` can be told.
+struct train_config {
+  data_file_options file;  // --data and how to read it; no path: the synthetic course data
+  std::int32_t learners = 4000;
+  std::int32_t courses = 500;
+  bool synthetic_ratings = false;
+  std::uint64_t data_seed = 42;
+  double test_fraction = 0.1;
+  ranking_config ranking;                // --holdout, --negatives, --top-k, --target
+  std::optional<quality_target> target;  // --target, parsed
+
+  std::string model = "mf";
+  int dim = 32;
+  std::vector<std::size_t> layers = {64, 32, 16};  // ncf: widths of the MLP's dense layers
+  // Tuned once on both defaults (synthetic implicit and InstEval ratings); see docs/training.md.
+  float l2 = 0.03f;
+  int ranks = 4;
+  bool ranks_given = false;       // --ranks was on the command line
+  std::string reducer = "local";  // local: ranks are threads; mpi: one rank per process
+  std::size_t epochs = 8;
+  std::size_t batch = 4096;
+  double lr = 0.01;
+  bool lr_given = false;  // --lr was on the command line (else the optimizer's default)
+  std::string scaling = "none";
+  std::size_t reference_batch = 4096;  // the defaults (lr 0.01, adam) were tuned at batch 4096
+  std::size_t warmup_steps = 0;
+  std::string schedule = "cosine";
+  std::string optimizer = "adam";
+  float momentum = 0.9f;
+  float weight_decay = 0.f;
+  std::string tail = "pad";
+  std::uint64_t seed = 1;
+  std::string json;
+  std::string log;
+  std::size_t log_every = 0;
+  bool quiet = false;
+  bool progress = false;           // the progress line even when stderr is not a terminal
+  std::string trace;               // Chrome trace-event file of the step phases, or none
+  std::size_t trace_first = 1;     // first traced global step, 1-based
+  std::size_t trace_steps = 100;   // traced steps
+  std::size_t trace_every = 1;     // every K-th step from the first
+  std::string space = "host";      // host, or cuda in a build compiled by nvcc
+  std::string nonfinite = "skip";  // skip, stop or off
+  std::size_t replica_check_every = 0;
+  bool rebroadcast = false;
+  std::string sealed;          // a directory written by `tutti seal`
+  std::string key_file;        // its master key or one shard's key
+  std::string audit;           // a directory for the per-rank audit trail
+  std::string report;          // a directory for the ledger's HTML page
+  std::string link = "pcie4";  // the link of the printed projection
+  double price = 1.0;          // money per device-hour in the projection
+  std::string checkpoint_dir;  // where rank 0 writes checkpoints
+  std::size_t checkpoint_every = 0;
+  std::size_t checkpoint_keep = 3;
+  std::string resume;             // continue from the newest valid checkpoint of this directory
+  double timeout = 300;           // seconds a collective waits for the other ranks
+  std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
+  std::size_t noise_every = 16;   // steps between gradient noise scale measurements; 0: off
+  double noise_decay = 0.95;      // the noise scale's moving averages' weight on the past
+  std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
+  std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
+  std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
+  bool overlap = false;                 // reduce buckets on a thread while backward runs
+  double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
+  double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
+  std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
+  std::string export_dir;               // --export: rank 0 writes the trained model here
+};
+
+/// The communication thread's nice value `--comm-nice` asks for (nullopt: inherit).
+inline std::optional<int> opt_comm_nice(const train_config& c) {
+  if (c.comm_nice == "inherit") return std::nullopt;
+  return std::stoi(c.comm_nice);
+}
+
+/// `mib` MiB (`--bucket-mb`, `--last-bucket-mb`) in bytes.
+inline std::size_t mib_bytes(double mib) {
+  return static_cast<std::size_t>(std::llround(mib * 1048576.0));
+}
+
+/// The base learning rate of `optimizer` when --lr is not given: 0.01 (tuned with Adam at batch
+/// 4,096), 0.1 for row-wise Adagrad, whose steps shrink as its accumulators grow (the best of
+/// 0.01 to 1 over the synthetic data and InstEval; docs/optimizers.md).
+inline double default_lr(const std::string& optimizer) {
+  return optimizer == "rowwise-adagrad" ? 0.1 : 0.01;
+}
+
+/// How long a collective waits for the other ranks (`--timeout`, seconds).
+inline std::chrono::milliseconds timeout_of(const train_config& c) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.timeout * 1000)));
+}
+
+/// The trainer's reaction to a non-finite loss or gradient (`--nonfinite`).
+inline nonfinite_policy parse_nonfinite(const std::string& name) {
+  if (name == "stop") return nonfinite_policy::stop;
+  if (name == "off") return nonfinite_policy::off;
+  return nonfinite_policy::skip;
+}
+
+}  // namespace tutti::cli

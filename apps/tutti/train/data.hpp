@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+// What `tutti train` trains on: the rows each rank loads (a file, sealed shards or the synthetic
+// courses), their split, and the statistics the ranks agree on.
+#pragma once
+
+#include "config.hpp"
+
+#include <tutti/tutti.hpp>
+// Sealed shards and the audit trail need libsodium; the build links it wherever its header is.
+#if __has_include(<sodium.h>)
+#define TUTTI_HAS_SODIUM 1
+#include <tutti/data/sealed.hpp>
+#else
+#define TUTTI_HAS_SODIUM 0
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tutti::cli::detail {
+
+struct loaded_data {
+  data::interactions all;
+  data::split_result parts;
+  std::string source;
+  std::string key_id;                             // of the key that opened sealed shards
+  std::optional<data::cleaning_report> cleaning;  // when the rows were cleaned
+  // Sealed shards opened with shard keys: this holds only `shard`'s rows, and every rank
+  // loads its own (see `load`).
+  bool rank_local = false;
+  int shard = -1;
+  std::uint64_t sealed_rows = 0;           // rows of the whole sealed dataset (from its manifest)
+  std::optional<checkpoint_state> resume;  // the checkpoint `--resume` continues from
+  // --holdout last: the ranking lists of the held-out rows; else none.
+  std::shared_ptr<const data::ranking_candidates> lists;
+};
+
+/// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
+inline std::string key_file_of(const std::string& pattern, int rank) {
+  std::string path = pattern;
+  for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}"))
+    path.replace(at, 6, std::to_string(rank));
+  return path;
+}
+
+/// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
+/// dataset (the same on every rank). With a shard key, rank r opens shard r only — with its
+/// own key, never seeing another shard — and the directory must hold one shard per rank.
+inline loaded_data load(const train_config& c, int rank) {
+  loaded_data d;
+  if (!c.sealed.empty()) {
+#if TUTTI_HAS_SODIUM
+    TUTTI_EXPECTS(!c.key_file.empty(), "tutti train", "--sealed needs --key-file");
+    const std::string key_path = key_file_of(c.key_file, rank);
+    TUTTI_EXPECTS(std::filesystem::exists(key_path), "tutti train",
+                  "--key-file: rank " + std::to_string(rank) + "'s key file '" + key_path +
+                      "' does not exist; expected a key written by `tutti seal`");
+    const data::secret_key key = data::read_key_file(key_path);
+    if (key.kind() == data::key_kind::shard) {
+      const data::sealed_manifest m = data::read_manifest(c.sealed);
+      TUTTI_EXPECTS(m.shards == static_cast<std::uint32_t>(c.ranks), "tutti train",
+                    "--sealed " + c.sealed + " holds " + std::to_string(m.shards) +
+                        " shard(s) and --key-file gives shard keys, so each rank opens only its "
+                        "own shard; expected --ranks " +
+                        std::to_string(m.shards) + ", not " + std::to_string(c.ranks));
+      TUTTI_EXPECTS(c.tail == "pad", "tutti train",
+                    "--tail drop with shard keys: ranks holding their own shards pad to the "
+                    "longest shard; expected --tail pad");
+      TUTTI_EXPECTS(key.shard() == static_cast<std::uint32_t>(rank), "tutti train",
+                    "--key-file: rank " + std::to_string(rank) + " was given '" + key_path +
+                        "', which holds shard " + std::to_string(key.shard()) + "'s key; rank " +
+                        std::to_string(rank) + " opens shard " + std::to_string(rank) +
+                        " and needs its key (one file per rank, e.g. --key-file "
+                        "'keys/shard-{rank}.key')");
+      d.all = data::open_sealed(c.sealed, key);
+      d.rank_local = true;
+      d.shard = rank;
+      d.sealed_rows = m.rows;
+      d.source = "sealed shard " + std::to_string(rank) + " of " + std::to_string(m.shards) +
+                 " in " + c.sealed + " (one shard key per rank)";
+    } else {
+      d.all = data::open_sealed(c.sealed, key);
+      d.sealed_rows = d.all.size();
+      d.source = "sealed shards in " + c.sealed;
+    }
+    d.key_id = key.id();
+#else
+    tutti::detail::throw_invalid(
+        "tutti train",
+        "--sealed: this tutti was built without libsodium; expected a build "
+        "that found it (Debian's libsodium-dev)");
+#endif
+  } else if (c.file.path.empty()) {
+    d.all = data::synthetic_courses({.learners = c.learners,
+                                     .courses = c.courses,
+                                     .implicit = !c.synthetic_ratings,
+                                     .seed = c.data_seed});
+    d.source = "synthetic courses (" + std::to_string(c.learners) + " learners, " +
+               std::to_string(c.courses) + " courses, " +
+               (c.synthetic_ratings ? "ratings" : "implicit") + ")";
+  } else {
+    loaded_file file = load_data_file(c.file);
+    d.all = std::move(file.rows);
+    d.cleaning = std::move(file.cleaning);
+    d.source = c.file.path;
+  }
+  detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
+  if (c.ranking.holdout == "last") {
+    d.parts = data::leave_one_out(d.all, {.seed = c.seed});
+    d.lists = detail::ranking_lists(c.ranking, d.parts, c.seed);
+  } else {
+    d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
+  }
+  return d;
+}
+
+/// RMSE of predicting the training mean for every test row: the bar a model must clear.
+inline double global_mean_rmse(const data::interactions& train, const data::interactions& test) {
+  std::vector<float> p(test.size(), static_cast<float>(mean_label(train)));
+  return test.size() ? rmse(p, std::span<const float>(test.labels)) : 0.0;
+}
+
+/// What the ranks together train on. Each rank knows it directly when every rank holds the
+/// whole dataset; ranks holding their own shards add their parts up (`gather_stats`).
+struct data_stats {
+  std::uint64_t train_rows = 0, test_rows = 0;
+  double mean = 0;      // of the training labels
+  double baseline = 0;  // RMSE of predicting `mean` on the test rows
+  std::uint64_t train_digest = 0;
+  std::vector<std::uint64_t> rows;  // training rows held by each rank (rank-local data)
+};
+
+inline data_stats local_stats(const loaded_data& d) {
+  return {.train_rows = d.parts.train.size(),
+          .test_rows = d.parts.test.size(),
+          .mean = mean_label(d.parts.train),
+          .baseline = global_mean_rmse(d.parts.train, d.parts.test),
+          .train_digest = d.parts.train.digest(),
+          .rows = {}};
+}
+
+/// The ranks' shards added up: sizes, the label mean, the baseline RMSE and a digest of the
+/// training rows in rank order. Collective.
+template <class Reducer>
+data_stats gather_stats(Reducer& reducer, const loaded_data& d) {
+  const auto world = static_cast<std::size_t>(reducer.world_size());
+  const auto& train = d.parts.train;
+  const auto& test = d.parts.test;
+  const std::uint64_t mine[2] = {train.size(), train.digest()};
+  std::vector<std::uint64_t> all(2 * world);
+  reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+  data_stats st;
+  st.train_digest = tutti::detail::mix64(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    st.rows.push_back(all[2 * r]);
+    st.train_rows += all[2 * r];
+    st.train_digest = tutti::detail::mix64(st.train_digest ^ all[2 * r + 1]);
+  }
+  double label_sum = 0;
+  for (float y : train.labels) label_sum += y;
+  double sums[2] = {label_sum, static_cast<double>(test.size())};
+  reducer.all_reduce_sum(std::span<double>(sums));
+  st.mean = st.train_rows ? sums[0] / double(st.train_rows) : 0.0;
+  st.test_rows = static_cast<std::uint64_t>(sums[1]);
+  double sq[1] = {0.0};
+  for (float y : test.labels) sq[0] += (double(y) - st.mean) * (double(y) - st.mean);
+  reducer.all_reduce_sum(std::span<double>(sq));
+  st.baseline = st.test_rows ? std::sqrt(sq[0] / double(st.test_rows)) : 0.0;
+  return st;
+}
+
+}  // namespace tutti::cli::detail

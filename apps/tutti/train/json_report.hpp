@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti train --json FILE`: the run as one JSON object, section by section. `tutti plan --from`
+// reads it back (train_report.hpp: the report's type and its JSON form).
+#pragma once
+
+#include "../train_report.hpp"
+#include "report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tutti::cli::detail {
+
+/// The rows the run read, used and trained on.
+inline report_dataset dataset_of(const loaded_data& d, const data_stats& stats) {
+  return {.source = d.source,
+          .rows_read = d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows,
+          .rows_used = stats.train_rows + stats.test_rows,
+          .rows_rejected = d.cleaning ? d.cleaning->rows_rejected : 0,
+          .rejected = d.cleaning ? d.cleaning->rejected : std::map<std::string, std::size_t>{},
+          .train_rows = stats.train_rows,
+          .test_rows = stats.test_rows,
+          .rank_local_shards = d.rank_local,
+          .users = d.all.n_users(),
+          .items = d.all.n_items(),
+          .implicit = d.all.implicit};
+}
+
+inline report_phases phases_of(const phase_seconds& p) {
+  return {.data = p.data, .compute = p.compute, .reduce = p.reduce, .optimizer = p.optimizer};
+}
+
+/// One entry per epoch: loss, samples, test metric, time, noise scale and phases.
+inline std::vector<report_epoch> epochs_of(const fit_result& r) {
+  std::vector<report_epoch> epochs;
+  for (const auto& e : r.epochs)
+    epochs.push_back({.epoch = e.epoch,
+                      .train_loss = e.train_loss,
+                      .samples_per_rank = e.samples_per_rank,
+                      .samples_before_resume = e.samples_before_resume,
+                      .weighted_samples = e.weighted_samples,
+                      .steps = e.steps,
+                      .test = to_json(e.eval),
+                      .seconds = e.seconds,
+                      .step_seconds = e.step_seconds,
+                      .samples_per_second = e.samples_per_second,
+                      .noise_scale = to_json(e.noise_scale),
+                      .phases = phases_of(e.phases),
+                      .ranking = e.ranking ? to_json(*e.ranking) : nlohmann::json(nullptr)});
+  return epochs;
+}
+
+/// The ledger: bytes per step, the accounts, the slow ranks and the projection.
+inline report_ledger ledger_of(const train_config& c, const fit_result& r, const projection& proj) {
+  const ledger_summary& l = r.ledger;
+  report_ledger led{.steps = l.steps,
+                    .bytes_reduced_per_step = l.bytes_reduced_per_step,
+                    .dense_bytes_per_step = r.dense_bytes_per_step,
+                    .bytes_saved_per_step = r.bytes_saved_per_step,
+                    .sparse_steps = r.sparse_steps,
+                    .sparse_row_cost_ratio = std::nullopt,
+                    .overlap = c.overlap,
+                    .overlap_settings = std::nullopt,
+                    .param_count = r.param_count,
+                    .optimizer_state_floats = r.optimizer_state_floats,
+                    .reduce_exposed_seconds = l.reduce_exposed.total,
+                    .algbw_bytes_per_s = l.algbw,
+                    .busbw_bytes_per_s = l.busbw,
+                    .accounts = {{"data", l.data},
+                                 {"compute", l.compute},
+                                 {"guard", l.guard},
+                                 {"wait", l.wait},
+                                 {"reduce_total", l.reduce_total},
+                                 {"reduce_exposed", l.reduce_exposed},
+                                 {"optimizer", l.optimizer},
+                                 {"other", l.other},
+                                 {"step", l.step}},
+                    .slow_ranks = l.ranks.slow_ranks(),
+                    .projection = nullptr};
+  if (c.sparse_exchange == "measured") led.sparse_row_cost_ratio = r.sparse_row_cost_ratio;
+  if (c.overlap)
+    led.overlap_settings = report_overlap{.bucket_bytes = mib_bytes(c.bucket_mb),
+                                          .last_bucket_bytes = mib_bytes(c.last_bucket_mb),
+                                          .comm_thread_nice = r.comm_thread_nice};
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : proj.rows)
+    rows.push_back({{"devices", row.devices},
+                    {"step_s", row.step_s},
+                    {"samples_per_s", row.samples_per_s},
+                    {"speedup", row.speedup},
+                    {"efficiency", row.efficiency},
+                    {"cost_per_epoch", row.cost_per_epoch}});
+  led.projection = {{"link", c.link}, {"rows", rows}};
+  return led;
+}
+
+/// The process's user and system CPU time, seconds.
+inline double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+/// Everything the JSON report holds.
+struct run_summary {
+  const loaded_data& data;
+  const data_stats& stats;
+  const fit_result& result;
+  bool shared_arena;
+  const projection& proj;
+  baseline_score baseline;
+  double seconds;
+};
+
+/// The report of a run.
+inline train_report report_of(const train_config& c, const run_summary& s) {
+  const fit_result& r = s.result;
+  train_report rep{.dataset = dataset_of(s.data, s.stats),
+                   .model = c.model,
+                   .world_size = r.world_size,
+                   .shared_arena = s.shared_arena,
+                   .global_batch = r.global_batch,
+                   .lr = r.lr,
+                   .optimizer = c.optimizer,
+                   .schedule = c.schedule,
+                   .seed = c.seed,
+                   .epochs = epochs_of(r),
+                   .noise_scale = to_json(r.noise_scale, r.noise_scale_why),
+                   .eval = to_json(r.eval),
+                   .holdout = c.ranking.holdout,
+                   .ranking = nullptr,
+                   .target = nullptr,
+                   .phases = phases_of(r.phases),
+                   .ledger = ledger_of(c, r, s.proj),
+                   .skipped_steps = r.skipped_steps,
+                   .space = c.space,
+                   .parameters_checksum = {},
+                   .resumed_from_step = r.resumed_from_step,
+                   .checkpoints_written = r.checkpoints_written,
+                   .last_checkpoint = r.last_checkpoint,
+                   .seconds = s.seconds,
+                   .omp_threads = std::nullopt,
+                   .cpu_seconds = cpu_seconds()};
+  rep.eval["baseline"] = {{"name", s.baseline.name}, {"value", s.baseline.value}};
+  if (r.ranking) {
+    rep.ranking = to_json(*r.ranking);
+    rep.ranking["negatives"] = c.ranking.negatives;
+    rep.ranking["random_hit_rate"] = s.baseline.random_hit_rate;
+  }
+  if (c.target) rep.target = to_json(*c.target, r.target);
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(r.parameters_checksum));
+  rep.parameters_checksum = sum;
+  // What `tutti plan --from` needs to model ranks that share a host: threads and CPU time.
+#if defined(_OPENMP)
+  rep.omp_threads = omp_get_max_threads();
+#endif
+  return rep;
+}
+
+/// Writes the JSON report to `c.json`.
+inline void write_json_report(const train_config& c, const run_summary& s) {
+  const nlohmann::json j = report_of(c, s);
+  std::ofstream f(c.json);
+  if (!f) throw error("tutti train: cannot write the JSON report '" + c.json + "'");
+  f << j.dump(2) << '\n';
+}
+
+}  // namespace tutti::cli::detail

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+// What `tutti train` reports when it is done: the outcome lines, the ledger and its projection,
+// the ledger's HTML page and the JSON report (read back by `tutti plan --from`).
+#pragma once
+
+#include "../noise_report.hpp"
+#include "../ranking_options.hpp"
+#include "config.hpp"
+#include "data.hpp"
+
+#include <tutti/plan/noise_model.hpp>
+#include <tutti/plan/projection.hpp>
+#include <tutti/plan/report.hpp>
+#include <tutti/tutti.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tutti::cli::detail {
+
+/// What the held-out rows are compared against: the metric's value of a trivial model.
+struct baseline_score {
+  const char* name;  // "random scores" (AUC) or "global mean" (RMSE)
+  double value;
+  double random_hit_rate;  // HR@K of a random ranking of each list
+};
+
+/// The trivial model of `c`'s labels: random scores on implicit data, the training mean on
+/// ratings. A model scoring at random ranks the held-out course among N + 1 with chance K / (N +
+/// 1).
+inline baseline_score baseline_of(const train_config& c, bool implicit, const data_stats& stats) {
+  return {
+      .name = implicit ? "random scores" : "global mean",
+      .value = implicit ? 0.5 : stats.baseline,
+      .random_hit_rate = std::min(1.0, double(c.ranking.top_k) / double(c.ranking.negatives + 1))};
+}
+
+inline nlohmann::json to_json(const eval_result& e) {
+  return {{"metric", e.metric}, {"value", e.value}};
+}
+
+/// The measured step the projection starts from: rank 0's mean accounts. Guard, wait and
+/// other time scale with the work of a device, so they count as compute.
+inline measured_step to_measured_step(const fit_result& r, std::size_t train_rows) {
+  const ledger_summary& l = r.ledger;
+  measured_step m;
+  m.data_s = l.data.mean;
+  m.compute_s = l.compute.mean + l.guard.mean + l.wait.mean + l.other.mean;
+  m.optimizer_s = l.optimizer.mean;
+  m.reduce_total_s = l.reduce_total.mean;
+  m.reduce_exposed_s = l.reduce_exposed.mean;
+  m.bytes_reduced = double(l.bytes_reduced_per_step);
+  m.global_batch = double(r.global_batch);
+  m.samples_per_epoch = double(train_rows);
+  m.world_size = r.world_size;
+  return m;
+}
+
+/// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection.
+inline void print_ledger(const fit_result& r, const projection& p, const std::string& link) {
+  const ledger_summary& l = r.ledger;
+  std::printf("\nledger (rank 0, milliseconds per step: mean / p50 / p95)\n");
+  const std::pair<const char*, const account_summary*> rows[] = {
+      {"data", &l.data},           {"compute", &l.compute},     {"guard", &l.guard},
+      {"wait", &l.wait},           {"reduce", &l.reduce_total}, {"  exposed", &l.reduce_exposed},
+      {"optimizer", &l.optimizer}, {"other", &l.other},         {"step", &l.step}};
+  for (const auto& [name, a] : rows)
+    std::printf("  %-10s %9.3f %9.3f %9.3f\n", name, 1e3 * a->mean, 1e3 * a->p50, 1e3 * a->p95);
+  std::printf(
+      "  reduced %.2f MB per step; algbw %.2f GB/s, busbw %.2f GB/s (busbw = algbw x "
+      "2(n-1)/n, n = %d)\n",
+      double(l.bytes_reduced_per_step) / 1e6, l.algbw / 1e9, l.busbw / 1e9, r.world_size);
+  const auto slow = l.ranks.slow_ranks();
+  if (!slow.empty()) {
+    std::printf("  slow ranks (>= %.0f%% above the median work time):", 100 * l.ranks.threshold);
+    for (int s : slow) std::printf(" %d", s);
+    std::printf("\n");
+  }
+  std::printf(
+      "\nprojection to devices of this kind on %s (per-device batch kept; see tutti plan)\n",
+      link.c_str());
+  std::printf("%8s %12s %14s %9s %11s", "devices", "step ms", "samples/s", "speedup", "efficiency");
+  std::printf(p.b_noise ? " %12s %10s %10s\n" : "\n", "global batch", "samples x", "to-loss x");
+  for (const auto& row : p.rows) {
+    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%", row.devices, 1e3 * row.step_s,
+                row.samples_per_s, row.speedup, 100 * row.efficiency);
+    if (p.b_noise)
+      std::printf(" %12.0f %10.3f %10.2f\n", row.global_batch, row.samples_factor,
+                  row.loss_speedup);
+    else
+      std::printf("\n");
+  }
+  if (p.b_noise)
+    std::printf(
+        "(at the measured B_noise ~ %.0f: samples x = the samples the same loss takes at N's "
+        "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
+        "where more devices stop paying)\n",
+        *p.b_noise);
+}
+
+/// The outcome as `tutti train` prints it: one line with --quiet, else the test metric, the
+/// ranking, the target, the noise scale and the time per phase.
+inline void print_outcome(const train_config& c, const fit_result& r, const baseline_score& b,
+                          double seconds) {
+  if (c.quiet) {
+    if (r.eval.metric != metric_name::none || !r.ranking)
+      std::printf("%s %.5f (%s: %.5f), ", r.eval.metric, r.eval.value, b.name, b.value);
+    if (r.ranking)
+      std::printf("hr@%zu %.5f ndcg@%zu %.5f (random: hr %.5f), ", r.ranking->k,
+                  r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, b.random_hit_rate);
+    std::printf("final train loss %.6f, %.1f s\n", r.epochs.back().train_loss, seconds);
+    return;
+  }
+  if (r.eval.metric != metric_name::none || !r.ranking)
+    std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, b.name, b.value);
+  if (r.ranking)
+    std::printf(
+        "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %zu sampled courses each "
+        "(random scores: hr %.5f)\n",
+        r.ranking->k, r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, r.ranking->lists,
+        c.ranking.negatives, b.random_hit_rate);
+  if (c.target)
+    std::printf("%s\n", target_sentence(c.ranking, *c.target, r.target, r.epochs.size()).c_str());
+  std::printf("%s\n", noise_sentence(r, c.batch).c_str());
+  std::printf(
+      "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
+      "  (total %.1f s)\n",
+      r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
+}
+
+/// The projection of the measured step to 1, 2, 4 and 8 devices on `--link`, at the measured
+/// noise scale when the run has one.
+inline projection project_run(const train_config& c, const fit_result& r, const data_stats& stats) {
+  projection proj =
+      project(to_measured_step(r, stats.train_rows), {.devices = {1, 2, 4, 8},
+                                                      .intra = find_link(c.link),
+                                                      .inter = find_link(c.link),
+                                                      .price_per_device_hour = c.price});
+  if (r.noise_scale.known()) apply_noise_scale(proj, r.noise_scale.b_simple, 0.2);
+  return proj;
+}
+
+/// `--report DIR`: the ledger's HTML page. Returns its path.
+inline std::string write_ledger_page(const train_config& c, const loaded_data& d,
+                                     const fit_result& r, const projection& proj) {
+  double measured = 0;
+  report_input page{.title = "tutti train: " + d.source,
+                    .proj = proj,
+                    .notes = {"measured on " + std::to_string(r.world_size) + " rank(s), " +
+                              c.space + " space; projection on " + c.link},
+                    .global_batch = double(c.batch)};
+  for (const auto& e : r.epochs) {
+    measured += e.samples_per_second;
+    if (e.noise_scale.known())
+      page.noise_scale.emplace_back(double(e.epoch), e.noise_scale.b_simple);
+    else if (e.noise_scale.bounded())
+      page.noise_scale_at_least.emplace_back(double(e.epoch), e.noise_scale.b_simple_at_least);
+  }
+  page.measured = {{r.world_size, measured / double(r.epochs.size())}};
+  return write_report(c.report, page);
+}
+
+}  // namespace tutti::cli::detail
