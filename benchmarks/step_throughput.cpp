@@ -191,10 +191,7 @@ row summarise(const std::string& model, int world, const tutti::fit_result& r,
     const auto& e = r.epochs[k];
     sps.push_back(e.samples_per_second);
     step_s.push_back(e.seconds / double(e.steps));
-    sum.data += e.phases.data;
-    sum.compute += e.phases.compute;
-    sum.reduce += e.phases.reduce;
-    sum.optimizer += e.phases.optimizer;
+    sum += e.phases;
     steps += e.steps;
   }
   out.samples_per_second = tutti::bench::median(sps);

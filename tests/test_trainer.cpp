@@ -7,6 +7,7 @@
 #include "rank_runs.hpp"
 
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -135,6 +136,72 @@ TEST_CASE("ranks that disagree on the seed are stopped before the first step, na
   };
   CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("seed: rank(s) 2 differ from rank 0"),
                        tutti::mismatch_error);
+}
+
+TEST_CASE("ranks that disagree on the overlapped reduction or its buckets are stopped, named") {
+  const auto parts = small_data(true);
+  // Each pair differs on one rank only in a setting that changes which collectives run.
+  const std::function<void(tutti::train_options&)> differ[] = {
+      [](tutti::train_options& o) { o.overlap_reduce = true; },
+      [](tutti::train_options& o) {
+        o.overlap_reduce = true;
+        o.bucket_bytes = 4096;
+      },
+      [](tutti::train_options& o) {
+        o.overlap_reduce = true;
+        o.last_bucket_bytes = 0;
+      }};
+  for (std::size_t k = 0; k < std::size(differ); ++k) {
+    CAPTURE(k);
+    auto attempt = [&] {
+      tutti::run_local(2, [&](tutti::local_ring ring) {
+        tutti::train_options opt{.batch = 96, .epochs = 1, .seed = 1};
+        if (k > 0) opt.overlap_reduce = true;
+        if (ring.rank() == 1) differ[k](opt);
+        tutti::trainer<mf, tutti::shuffled_shards, tutti::local_ring> t(
+            make_mf(parts.train, tutti::loss_kind::logistic), {}, ring, {}, {}, opt);
+        t.fit(parts.train, parts.test);
+      });
+    };
+    CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("training options: rank(s) 1 differ"),
+                         tutti::mismatch_error);
+  }
+}
+
+TEST_CASE("the run settings: one list gives the agreement digest and the checkpoint's record") {
+  tutti::train_options o{.batch = 96, .epochs = 2, .base_lr = 0.01, .seed = 5};
+  o.run_config = {{"model", "mf"}};
+  const tutti::detail::run_shape shape{.layout_digest = 7,
+                                       .optimizer_state_floats = 3,
+                                       .train_rows = 100,
+                                       .train_digest = 9,
+                                       .world_size = 2};
+  const auto recorded = tutti::detail::checkpoint_settings(o, shape);
+  // The record keeps its names and order (checkpoints written before compare against it).
+  std::vector<std::string> names;
+  for (const auto& [name, value] : recorded) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"batch", "epochs", "base_lr", "scaling",
+                                          "reference_batch", "seed", "nonfinite", "accumulation",
+                                          "parameter_layout", "optimizer_state_floats",
+                                          "train_rows", "train_digest", "world_size", "model"});
+  // Settings a resume may change are not recorded, but ranks must share them.
+  auto other = o;
+  other.overlap_reduce = true;
+  CHECK(tutti::detail::checkpoint_settings(other, shape) == recorded);
+  CHECK(tutti::detail::options_digest(other) != tutti::detail::options_digest(o));
+  other = o;
+  other.checkpoint_every = 10;
+  CHECK(tutti::detail::checkpoint_settings(other, shape) == recorded);
+  CHECK(tutti::detail::options_digest(other) != tutti::detail::options_digest(o));
+  // A recorded setting that changes the result is in both.
+  other = o;
+  other.batch = 128;
+  CHECK(tutti::detail::checkpoint_settings(other, shape) != recorded);
+  CHECK(tutti::detail::options_digest(other) != tutti::detail::options_digest(o));
+  // The seed is agreed on by itself (so the error can name it), and recorded.
+  other = o;
+  other.seed = 6;
+  CHECK(tutti::detail::options_digest(other) == tutti::detail::options_digest(o));
 }
 
 TEST_CASE("ranks holding different data are stopped, named") {

@@ -23,13 +23,7 @@ namespace tutti::cli {
 
 /// Everything `tutti seal` can be told.
 struct seal_config {
-  std::string data;
-  std::string user_col = "userId";
-  std::string item_col = "movieId";
-  std::string label_col = "rating";
-  std::string timestamp_col;
-  bool implicit = false;
-  std::string ids = "auto";  // --ids: auto, integer or name
+  data_file_options file;  // --data and how to read it (read strictly: a bad row stops)
   std::uint32_t shards = 0;
   std::size_t chunk_size = 64 * 1024;
   std::string key_file;
@@ -47,17 +41,7 @@ class seal_command {
     m_app->add_option("--gen-key", c.gen_key, "write a new random master key to this file (0600)");
     m_app->add_option("--export-shard-key", c.export_shard,
                       "write shard I's key alone to --out (it opens shard I and no other)");
-    m_app->add_option("--data", c.data, "CSV/TSV file to seal (header line, as tutti train)")
-        ->check(CLI::ExistingFile);
-    m_app->add_option("--user-col", c.user_col, "name of the user id column")
-        ->capture_default_str();
-    m_app->add_option("--item-col", c.item_col, "name of the item id column")
-        ->capture_default_str();
-    m_app->add_option("--label-col", c.label_col, "name of the label column")
-        ->capture_default_str();
-    m_app->add_option("--timestamp-col", c.timestamp_col, "name of an optional timestamp column");
-    m_app->add_flag("--implicit", c.implicit, "labels are implicit 0/1 feedback");
-    add_ids_option(*m_app, c.ids);
+    add_data_file_options(*m_app, c.file, "CSV/TSV file to seal (header line, as tutti train)");
     m_app->add_option("--shards", c.shards, "W: number of shard files (usually the rank count)")
         ->check(CLI::Range(1u, 1u << 20));
     m_app->add_option("--chunk-size", c.chunk_size, "plaintext bytes per encrypted chunk")
@@ -86,7 +70,7 @@ class seal_command {
   int run() const {
 #if __has_include(<sodium.h>)
     const auto& c = m_cfg;
-    const int modes = !c.gen_key.empty() + c.export_shard.has_value() + !c.data.empty();
+    const int modes = !c.gen_key.empty() + c.export_shard.has_value() + !c.file.path.empty();
     usage(modes == 1, "choose one of --gen-key K, --data PATH or --export-shard-key I");
     if (!c.gen_key.empty()) {
       const auto key = data::secret_key::generate();
@@ -112,17 +96,13 @@ class seal_command {
       return 0;
     }
     usage(c.shards >= 1, "--shards W is required with --data");
-    const auto rows = data::load_csv(c.data, {.user_col = c.user_col,
-                                              .item_col = c.item_col,
-                                              .label_col = c.label_col,
-                                              .timestamp_col = c.timestamp_col,
-                                              .implicit = c.implicit,
-                                              .ids = id_format_of(c.ids)});
+    const auto rows = load_data_file(c.file).rows;
     const auto m =
         data::seal_shards(rows, master, c.out, {.shards = c.shards, .chunk_size = c.chunk_size});
-    std::printf("sealed %s: %llu rows, %u users, %u items into %u shards in %s\n", c.data.c_str(),
-                static_cast<unsigned long long>(m.rows), static_cast<unsigned>(rows.n_users()),
-                static_cast<unsigned>(rows.n_items()), m.shards, c.out.c_str());
+    std::printf("sealed %s: %llu rows, %u users, %u items into %u shards in %s\n",
+                c.file.path.c_str(), static_cast<unsigned long long>(m.rows),
+                static_cast<unsigned>(rows.n_users()), static_cast<unsigned>(rows.n_items()),
+                m.shards, c.out.c_str());
     std::printf("  %5s  %-16s  %10s  %10s  %12s  %7s  %s\n", "shard", "file", "first row", "rows",
                 "bytes", "chunks", "key id");
     for (const auto& f : m.files)

@@ -452,28 +452,6 @@ class trainer {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
-  static phase_seconds to_phases(const step_account& a) {
-    phase_seconds p;
-    p.data = a.data;
-    p.compute = a.compute;
-    p.reduce = a.reduce_exposed;
-    p.optimizer = a.optimizer;
-    p.guard = a.guard;
-    p.wait = a.wait;
-    p.other = a.other;
-    return p;
-  }
-
-  static void add_phases(phase_seconds& to, const phase_seconds& p) {
-    to.data += p.data;
-    to.compute += p.compute;
-    to.reduce += p.reduce;
-    to.optimizer += p.optimizer;
-    to.guard += p.guard;
-    to.wait += p.wait;
-    to.other += p.other;
-  }
-
   // Bytes the dense reduce of `floats` gradient values moves, as the ledger counts them (a
   // compressing reducer, `compressed<R, bf16>`, says what travels).
   std::uint64_t dense_wire_bytes(std::size_t floats) const;

@@ -122,6 +122,43 @@ struct step_account {
   }
 };
 
+/// Seconds a rank spent in each phase of its steps, as results report them (`epoch_record`,
+/// `fit_result`): its step accounts summed, the reduce counted as far as it was exposed.
+struct phase_seconds {
+  double data = 0;       ///< sampling and gathering the batch into the space
+  double compute = 0;    ///< loss and gradient (forward + backward)
+  double reduce = 0;     ///< averaging gradients across ranks (measured wait excluded)
+  double optimizer = 0;  ///< applying the update
+  double guard = 0;      ///< finite check, skip protection and replica checks
+  double wait = 0;       ///< waiting for the slowest rank (when measured)
+  double other = 0;      ///< callbacks and logging between steps
+  /// Sum of the phases: the wall time of the steps.
+  double total() const noexcept {
+    return data + compute + reduce + optimizer + guard + wait + other;
+  }
+  /// The phases of the accounts `a`.
+  static phase_seconds of(const step_account& a) noexcept {
+    return {.data = a.data,
+            .compute = a.compute,
+            .reduce = a.reduce_exposed,
+            .optimizer = a.optimizer,
+            .guard = a.guard,
+            .wait = a.wait,
+            .other = a.other};
+  }
+  /// Adds every phase of `p` into this one.
+  phase_seconds& operator+=(const phase_seconds& p) noexcept {
+    data += p.data;
+    compute += p.compute;
+    reduce += p.reduce;
+    optimizer += p.optimizer;
+    guard += p.guard;
+    wait += p.wait;
+    other += p.other;
+    return *this;
+  }
+};
+
 /// Mean, median, 95th percentile and total of one account over the recorded steps.
 struct account_summary {
   double mean = 0;   ///< seconds per step

@@ -159,9 +159,9 @@ epoch_record trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_epoch(
   }
   rec.seconds = seconds_since(epoch_start);
   rec.samples_per_second = rec.seconds > 0 ? rec.weighted_samples / rec.seconds : 0.0;
-  rec.phases = to_phases(totals);
+  rec.phases = phase_seconds::of(totals);
   rec.noise_scale = m_noise.estimate();
-  add_phases(result.phases, rec.phases);
+  result.phases += rec.phases;
   result.skipped_steps += skips.count;
   if (m_options.on_epoch) m_options.on_epoch(m_reducer.rank(), rec);
   return rec;

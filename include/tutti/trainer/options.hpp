@@ -58,21 +58,6 @@ class json_lines_log {
   std::mutex m_mutex;
 };
 
-/// Seconds a rank spent in each phase of its steps (the `tutti::ledger` accounts, summed).
-struct phase_seconds {
-  double data = 0;       ///< sampling and gathering the batch into the space
-  double compute = 0;    ///< loss and gradient (forward + backward)
-  double reduce = 0;     ///< averaging gradients across ranks (measured wait excluded)
-  double optimizer = 0;  ///< applying the update
-  double guard = 0;      ///< finite check, skip protection and replica checks
-  double wait = 0;       ///< waiting for the slowest rank (when measured)
-  double other = 0;      ///< callbacks and logging between steps
-  /// Sum of the phases: the wall time of the steps.
-  double total() const noexcept {
-    return data + compute + reduce + optimizer + guard + wait + other;
-  }
-};
-
 /// The names `eval_result::metric` points to: one object each, so two results that name the same
 /// metric hold the same pointer, whichever code path evaluated them.
 namespace metric_name {

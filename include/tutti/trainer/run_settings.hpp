@@ -22,34 +22,16 @@ namespace tutti::detail {
 
 using run_setting_list = std::vector<std::pair<std::string, std::string>>;
 
-inline std::uint64_t hash_double(std::uint64_t h, double v) {
-  std::uint64_t bits;
-  static_assert(sizeof bits == sizeof v);
-  std::memcpy(&bits, &v, sizeof bits);
-  return mix64(h ^ bits);
-}
+/// What the trainer does with a run setting: every rank must hold the same value (`agree`), a
+/// checkpoint records it and a resume compares it (`record`), or both.
+enum class setting_use : unsigned { agree = 1, record = 2, both = 3 };
 
-/// A digest of the options that change which collectives run, or what they compute: they must
-/// agree on every rank.
-inline std::uint64_t options_digest(const train_options& o) {
-  std::uint64_t h = mix64(o.batch);
-  h = mix64(h ^ o.epochs);
-  h = hash_double(h, o.base_lr);
-  h = mix64(h ^ static_cast<std::uint64_t>(o.scaling));
-  h = mix64(h ^ o.reference_batch);
-  h = mix64(h ^ static_cast<std::uint64_t>(o.nonfinite));
-  h = mix64(h ^ o.replica_check_every);
-  h = mix64(h ^ (o.rebroadcast_on_mismatch ? 1u : 0u));
-  h = mix64(h ^ (o.measure_wait ? 2u : 0u));
-  h = mix64(h ^ o.checkpoint_every);
-  h = mix64(h ^ (o.accumulation << 8));
-  h = mix64(h ^ (o.resume ? o.resume->global_step + 1 : 0));
-  if (o.sparse_exchange != sparse_exchange_policy::off)
-    h = mix64(h ^ (0x5350ULL << 40) ^ static_cast<std::uint64_t>(o.sparse_exchange));
-  if (o.sparse_exchange == sparse_exchange_policy::measured)
-    h = mix64(h ^ (0x5354ULL << 40) ^ o.sparse_trial_steps);
-  return h;
-}
+/// One setting of a run, as text.
+struct run_setting {
+  std::string name;
+  std::string value;
+  setting_use use = setting_use::both;
+};
 
 /// What a run trains, beyond its options: the shapes and the training data.
 struct run_shape {
@@ -60,30 +42,74 @@ struct run_shape {
   int world_size = 1;
 };
 
-/// What a checkpoint records of a run's settings, and compares when resuming: the options and
-/// shapes that change the result, the training data, and the caller's `run_config`.
-inline run_setting_list checkpoint_settings(const train_options& o, const run_shape& s) {
+/// The one list of the settings that define a run: the options and shapes that change the
+/// result (recorded by a checkpoint, in this order), the caller's `run_config`, and the options
+/// that change which collectives run or when (which every rank must share, and a resume may
+/// change). The agreement digest, the checkpoint's list and the resume check all derive from it.
+inline std::vector<run_setting> run_settings(const train_options& o, const run_shape& s) {
+  constexpr setting_use agree = setting_use::agree, record = setting_use::record,
+                        both = setting_use::both;
   const auto hex = [](std::uint64_t v) {
     char buf[17];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
     return std::string(buf);
   };
+  const auto num = [](auto v) {
+    return std::to_string(v);
+  };
   char lr[32];
   std::snprintf(lr, sizeof lr, "%.17g", o.base_lr);
-  run_setting_list c = {{"batch", std::to_string(o.batch)},
-                        {"epochs", std::to_string(o.epochs)},
-                        {"base_lr", lr},
-                        {"scaling", std::to_string(static_cast<int>(o.scaling))},
-                        {"reference_batch", std::to_string(o.reference_batch)},
-                        {"seed", std::to_string(o.seed)},
-                        {"nonfinite", std::to_string(static_cast<int>(o.nonfinite))},
-                        {"accumulation", std::to_string(o.accumulation)},
-                        {"parameter_layout", hex(s.layout_digest)},
-                        {"optimizer_state_floats", std::to_string(s.optimizer_state_floats)},
-                        {"train_rows", std::to_string(s.train_rows)},
-                        {"train_digest", hex(s.train_digest)},
-                        {"world_size", std::to_string(s.world_size)}};
-  for (const auto& field : o.run_config) c.push_back(field);
+  std::vector<run_setting> list = {
+      {"batch", num(o.batch), both},
+      {"epochs", num(o.epochs), both},
+      {"base_lr", lr, both},
+      {"scaling", num(static_cast<int>(o.scaling)), both},
+      {"reference_batch", num(o.reference_batch), both},
+      {"seed", num(o.seed), record},  // agreed on by itself, to be named in the error
+      {"nonfinite", num(static_cast<int>(o.nonfinite)), both},
+      {"accumulation", num(o.accumulation), both},
+      {"parameter_layout", hex(s.layout_digest), record},
+      {"optimizer_state_floats", num(s.optimizer_state_floats), record},
+      {"train_rows", num(s.train_rows), record},
+      {"train_digest", hex(s.train_digest), record},
+      {"world_size", num(s.world_size), record}};
+  for (const auto& [name, value] : o.run_config) list.push_back({name, value, record});
+  list.push_back({"replica_check_every", num(o.replica_check_every), agree});
+  list.push_back({"rebroadcast_on_mismatch", num(int(o.rebroadcast_on_mismatch)), agree});
+  list.push_back({"measure_wait", num(int(o.measure_wait)), agree});
+  list.push_back({"checkpoint_every", num(o.checkpoint_every), agree});
+  list.push_back({"resume_step", o.resume ? num(o.resume->global_step + 1) : "0", agree});
+  list.push_back({"sparse_exchange", num(static_cast<int>(o.sparse_exchange)), agree});
+  if (o.sparse_exchange == sparse_exchange_policy::measured)
+    list.push_back({"sparse_trial_steps", num(o.sparse_trial_steps), agree});
+  list.push_back({"overlap_reduce", num(int(o.overlap_reduce)), agree});
+  if (o.overlap_reduce) {
+    list.push_back({"bucket_bytes", num(o.bucket_bytes), agree});
+    list.push_back({"last_bucket_bytes", num(o.last_bucket_bytes), agree});
+  }
+  return list;
+}
+
+/// A digest of the options every rank must share (the `agree` settings): they change which
+/// collectives run, or what they compute.
+inline std::uint64_t options_digest(const train_options& o) {
+  std::uint64_t h = 0;
+  for (const auto& setting : run_settings(o, {}))
+    if (static_cast<unsigned>(setting.use) & static_cast<unsigned>(setting_use::agree))
+      for (const std::string* text : {&setting.name, &setting.value}) {
+        for (unsigned char ch : *text) h = mix64(h ^ ch);
+        h = mix64(h ^ 0x1f);  // a separator: ("ab", "c") and ("a", "bc") differ
+      }
+  return h;
+}
+
+/// What a checkpoint records of a run's settings, and compares when resuming (the `record`
+/// settings, in the list's order).
+inline run_setting_list checkpoint_settings(const train_options& o, const run_shape& s) {
+  run_setting_list c;
+  for (auto& setting : run_settings(o, s))
+    if (static_cast<unsigned>(setting.use) & static_cast<unsigned>(setting_use::record))
+      c.emplace_back(std::move(setting.name), std::move(setting.value));
   return c;
 }
 
