@@ -63,7 +63,7 @@ def read(side, r):
     return {l.split()[0]: (float(l.split()[1]), l.split()[2]) for l in open(f"{out}/{side}{r}.txt")}
 runs = {s: [read(s, r) for r in range(1, rounds + 1)] for s in ("before", "after")}
 names = {"1x": "1 process x {} threads", "1x1": "1 process x 1 thread",
-         "local2": "2 ranks, local_ring (threads)", "mpi2": "2 processes, mpi_reducer"}
+         "local2": "2 ranks, local_ring (threads)", "mpi2": "2 processes, mpi_allreduce"}
 print(f"\n{'configuration':<32} {'before':>11} {'after':>11} {'after/before':>13}  per round")
 bad = []
 for c in configs:

@@ -23,7 +23,7 @@
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 #include <tutti/schedules/constant.hpp>
 #include <tutti/space/host.hpp>
@@ -219,14 +219,14 @@ int omp_threads() {
 
 int run_single(const config& c) {
   const auto data = make_data(c);
-  auto t = make_trainer(c, data, tutti::no_op_reducer{});
+  auto t = make_trainer(c, data, tutti::single_rank{});
   if (!c.out.empty()) {
     write_peer_inputs(c, data, t.parameters_on_host(), make_model(c, data));
     std::printf("tutti_bench_cpu_mf: wrote the peers' inputs to %s\n", c.out.c_str());
     if (c.prepare) return 0;
   }
   const auto r = t.fit(data, tutti::data::interactions{});
-  report(c, data, r, "no_op_reducer", 1, omp_threads());
+  report(c, data, r, "single_rank", 1, omp_threads());
   return 0;
 }
 
@@ -254,12 +254,12 @@ int run_mpi(const config& c, int& argc, char**& argv) {
   return tutti::mpi_abort_on_exception([&] {
     const auto data = make_data(c);
     auto t = make_trainer(
-        c, data, tutti::mpi_reducer(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"}));
+        c, data, tutti::mpi_allreduce(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"}));
     const int rank = t.reducer().rank(), world = t.reducer().world_size();
     const auto r = t.fit(data, tutti::data::interactions{});
     const bool shared = !t.reducer().shared_arena().empty();
     if (rank == 0)
-      report(c, data, r, shared ? "mpi_reducer, shared arena" : "mpi_reducer", world,
+      report(c, data, r, shared ? "mpi_allreduce, shared arena" : "mpi_allreduce", world,
              omp_threads());
     return 0;
   });

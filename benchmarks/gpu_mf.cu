@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     model_t model({.dim = dim, .l2 = l2, .loss = tutti::loss_kind::logistic}, data.n_users(),
                   data.n_items(), space);
     const std::uint64_t seed = 7;
-    tutti::trainer<model_t, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
+    tutti::trainer<model_t, tutti::shuffled_shards, tutti::single_rank, tutti::constant,
                    tutti::adam>
         t(model, {}, {}, {}, {},
           {.batch = batch,

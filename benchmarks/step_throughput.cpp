@@ -19,7 +19,7 @@
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/sgd.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 #include <tutti/schedules/constant.hpp>
 #include <tutti/space/algorithms.hpp>
@@ -359,7 +359,7 @@ int main(int argc, char** argv) {
   tutti::prefer_passive_openmp_wait(argv);
   CLI::App app{"tutti_bench_step: samples/s of full training steps on 1..N local ranks"};
   config c;
-  app.add_option("--ranks", c.ranks, "world sizes (comma-separated); 1 uses no_op_reducer")
+  app.add_option("--ranks", c.ranks, "world sizes (comma-separated); 1 uses single_rank")
       ->delimiter(',')
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# MPI, for `tutti::mpi_reducer` (include/tutti/reducers/mpi.hpp: one rank per process under
+# MPI, for `tutti::mpi_allreduce` (include/tutti/reducers/mpi.hpp: one rank per process under
 # mpirun) and for NCCL's unique id over MPI (reducers/nccl_mpi.hpp). Only MPI's C interface is
 # used. Optional: configure with -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON to leave it out.
 #
@@ -29,5 +29,5 @@ else()
   set(TUTTI_MPI OFF)
 endif()
 if(NOT tutti_FIND_QUIETLY)
-  message(STATUS "tutti: MPI (tutti::mpi, mpi_reducer under mpirun): ${TUTTI_MPI}")
+  message(STATUS "tutti: MPI (tutti::mpi, mpi_allreduce under mpirun): ${TUTTI_MPI}")
 endif()

@@ -8,7 +8,7 @@
 #                    the final train loss within 1e-5 relative; usage errors under mpiexec
 #   mpi.abort        an error on one process ends every process, with a line naming its rank
 #   mpi.stall        a rank that never arrives ends every process within the timeout, named
-#   mpi.*_shared     the same two with the gradients in mpi_reducer's shared arena
+#   mpi.*_shared     the same two with the gradients in mpi_allreduce's shared arena
 # Each runs 2 processes on what may be 2 shared cores, so they run alone (RUN_SERIAL).
 # tutti::mpi comes from cmake/tutti-mpi.cmake; mpiexec from CMake's FindMPI, which it ran.
 if(NOT TARGET tutti::mpi OR NOT MPIEXEC_EXECUTABLE)
@@ -70,7 +70,7 @@ add_test(NAME mpi.stall
                  -P ${CMAKE_CURRENT_LIST_DIR}/mpi/run_and_check.cmake)
 set_tests_properties(mpi.stall PROPERTIES TIMEOUT 60)
 
-# The same two with the gradients in mpi_reducer's shared arena (its in-place reduction).
+# The same two with the gradients in mpi_allreduce's shared arena (its in-place reduction).
 foreach(case abort stall)
   add_test(NAME mpi.${case}_shared
            COMMAND ${CMAKE_COMMAND} -DCASE=${case} ${tutti_mpi_script_args} -DPROGRAM_ARGS=shared

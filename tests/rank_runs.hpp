@@ -80,7 +80,7 @@ std::vector<rank_run> train_ranks(int world, const tutti::data::interactions& tr
   return out;
 }
 
-/// Trains `world` ranks (`no_op_reducer` for one, else `local_ring` threads) on `parts.train`,
+/// Trains `world` ranks (`single_rank` for one, else `local_ring` threads) on `parts.train`,
 /// evaluating on `parts.test`, each with the model `make_model()`, and returns rank 0's
 /// parameters and result.
 template <class Model, class Schedule, class Optimizer, class MakeModel>
@@ -100,7 +100,7 @@ rank_run train_rank0(int world, const tutti::data::split_result& parts,
     }
   };
   if (world == 1)
-    body(tutti::no_op_reducer{});
+    body(tutti::single_rank{});
   else
     tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;

@@ -52,7 +52,7 @@ std::vector<rank_run> train_ranks(int world, const tutti::data::split_result& pa
     mine.reducer_bytes = t.reducer().bytes_reduced();
   };
   if (world == 1)
-    body(tutti::no_op_reducer{});
+    body(tutti::single_rank{});
   else
     tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;

@@ -28,7 +28,7 @@ static_assert(check_shard_sampler<contiguous_shards>() && check_shard_sampler<sh
               check_shard_sampler<owned_shards>());
 static_assert(check_lr_schedule<constant>() && check_lr_schedule<cosine>() &&
               check_lr_schedule<warmup<cosine>>() && check_lr_schedule<step_decay>());
-static_assert(check_gradient_reducer<local_ring>() && check_gradient_reducer<no_op_reducer>() &&
+static_assert(check_gradient_reducer<local_ring>() && check_gradient_reducer<single_rank>() &&
               check_gradient_reducer<bf16_ring>());
 static_assert(check_optimizer<sgd, host_space>() && check_optimizer<adam, host_space>() &&
               check_optimizer<lars, host_space>() && check_optimizer<lamb, host_space>() &&
@@ -84,8 +84,8 @@ TEST_CASE("capabilities: optimizers") {
 
 namespace {
 
-/// no_op_reducer that counts two bytes a value (`reducer_counts_wire_bytes`).
-class half_bytes_reducer : public no_op_reducer {
+/// single_rank that counts two bytes a value (`reducer_counts_wire_bytes`).
+class half_bytes_reducer : public single_rank {
  public:
   std::uint64_t wire_bytes(std::size_t floats) const { return 2 * std::uint64_t(floats); }
 };
@@ -104,7 +104,7 @@ fit_result train_small(Reducer reducer) {
 
 TEST_CASE("capabilities: the trainer counts what a reducer with wire_bytes says travels") {
   static_assert(reducer_counts_wire_bytes<half_bytes_reducer>);
-  const fit_result plain = train_small(no_op_reducer{});
+  const fit_result plain = train_small(single_rank{});
   const fit_result halved = train_small(half_bytes_reducer{});
   CHECK(plain.dense_bytes_per_step == 4 * (plain.arena_floats + gradient_trailing_floats));
   CHECK(halved.dense_bytes_per_step == 2 * (halved.arena_floats + gradient_trailing_floats));

@@ -62,11 +62,11 @@ struct device_only_space {
 };
 
 static_assert(tutti::gradient_reducer<tutti::compressed<tutti::local_ring>>);
-static_assert(tutti::gradient_reducer<tutti::compressed<tutti::no_op_reducer, tutti::bf16>>);
+static_assert(tutti::gradient_reducer<tutti::compressed<tutti::single_rank, tutti::bf16>>);
 static_assert(tutti::compressed<tutti::local_ring>::accepts<tutti::host_space>);
-// no_op_reducer accepts every space; the host-side conversions do not.
-static_assert(tutti::no_op_reducer::accepts<device_only_space>);
-static_assert(!tutti::compressed<tutti::no_op_reducer>::accepts<device_only_space>);
+// single_rank accepts every space; the host-side conversions do not.
+static_assert(tutti::single_rank::accepts<device_only_space>);
+static_assert(!tutti::compressed<tutti::single_rank>::accepts<device_only_space>);
 // local_ring has no set_position, so neither has its decorator (the trainer detects it).
 template <class R>
 concept has_set_position = requires(R& r) {
@@ -468,8 +468,8 @@ TEST_CASE("compressed<local_ring>: a bf16 sum that disagrees throws mismatch_err
   CHECK(raised == 2);
 }
 
-TEST_CASE("compressed<no_op_reducer>: one rank rounds to bf16 and counts 2 bytes per value") {
-  tutti::compressed<tutti::no_op_reducer> c{tutti::no_op_reducer{}};
+TEST_CASE("compressed<single_rank>: one rank rounds to bf16 and counts 2 bytes per value") {
+  tutti::compressed<tutti::single_rank> c{tutti::single_rank{}};
   std::vector<float> g{1.f, 1.00390625f /* 1 + 2^-8: a tie, to 1 */, 1.01171875f, -3.3e-3f};
   c.all_reduce_mean(std::span<float>(g));
   CHECK(g[0] == 1.f);

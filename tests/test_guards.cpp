@@ -257,7 +257,7 @@ TEST_CASE("with the guard off a NaN on one rank reaches every replica") {
 
 TEST_CASE("one rank alone skips its non-finite step too") {
   const auto parts = guard_data();
-  using one_rank = tutti::trainer<poisoned_mf, tutti::shuffled_shards, tutti::no_op_reducer>;
+  using one_rank = tutti::trainer<poisoned_mf, tutti::shuffled_shards, tutti::single_rank>;
   one_rank t(poisoned_mf(mf({.dim = 8, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
                             parts.train.n_items()),
                          {{.rank = 0, .call = 2}}, 0),

@@ -13,7 +13,7 @@
 #include <tutti/plan/projection.hpp>
 #include <tutti/plan/report.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -696,7 +696,7 @@ TEST_CASE("allreduce bench: any reducer's group, emulated steps and the host's f
     CHECK(s.p50_s <= s.p95_s);
   }
   CHECK(steps[0].mean_s == steps[1].mean_s);
-  tutti::no_op_reducer alone;
+  tutti::single_rank alone;
   CHECK_THROWS_AS(tutti::bench_step(alone, 6, 0.0, 1, "no_op"), tutti::invalid_argument);
   CHECK_THROWS_AS(tutti::bench_step(alone, 8, -1.0, 1, "no_op"), tutti::invalid_argument);
 

@@ -572,10 +572,10 @@ template <class Space, class Optimizer>
 std::vector<float> train_ncf_on(const tutti::data::split_result& parts, tutti::loss_kind loss,
                                 Optimizer optimizer, double* final_loss) {
   using model = neural_cf<Space>;
-  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant, Optimizer> t(
+  tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank, tutti::constant, Optimizer> t(
       model({.gmf_dim = 8, .layers = {32, 16, 8}, .loss = loss}, parts.train.n_users(),
             parts.train.n_items()),
-      tutti::shuffled_shards{}, tutti::no_op_reducer{}, tutti::constant{}, optimizer,
+      tutti::shuffled_shards{}, tutti::single_rank{}, tutti::constant{}, optimizer,
       {.batch = 512, .epochs = 2, .base_lr = 0.005, .seed = 9, .evaluate_each_epoch = false});
   auto r = t.fit(parts.train, parts.test);
   *final_loss = r.epochs.back().train_loss;

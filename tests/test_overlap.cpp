@@ -257,9 +257,9 @@ TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad
   layout.add("bias", 1, 1, tutti::segment_kind::bias);          // at 112, 15 of padding
   REQUIRE(layout.total() == 128);
   std::vector<float> grads(layout.total(), 1.f);
-  tutti::no_op_reducer alone;
+  tutti::single_rank alone;
   std::vector<std::pair<std::size_t, std::size_t>> checked;
-  tutti::detail::bucket_pipeline<tutti::no_op_reducer> p(
+  tutti::detail::bucket_pipeline<tutti::single_rank> p(
       alone, grads.data(), layout, 48,
       [&](std::size_t begin, std::size_t end) { checked.emplace_back(begin, end); });
   REQUIRE(p.buckets() == 3);
@@ -292,7 +292,7 @@ TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad
 
   // A last bucket of 10 values: split off the bucket before it, leaving after it.
   checked.clear();
-  tutti::detail::bucket_pipeline<tutti::no_op_reducer> q(
+  tutti::detail::bucket_pipeline<tutti::single_rank> q(
       alone, grads.data(), layout, 48,
       [&](std::size_t begin, std::size_t end) { checked.emplace_back(begin, end); }, std::nullopt,
       10);
@@ -309,8 +309,8 @@ TEST_CASE("bucket pipeline: buckets cut from the arena's end, padding ready, bad
   q.finish();
   CHECK(checked.size() == 4);
   // A last bucket no smaller than what is left changes nothing.
-  tutti::detail::bucket_pipeline<tutti::no_op_reducer> same(alone, grads.data(), layout, 48, {},
-                                                            std::nullopt, 32);
+  tutti::detail::bucket_pipeline<tutti::single_rank> same(alone, grads.data(), layout, 48, {},
+                                                          std::nullopt, 32);
   CHECK(same.buckets() == 3);
 }
 

@@ -57,7 +57,7 @@ tutti::data::ranking_candidates lists_slice(const tutti::data::ranking_candidate
 
 TEST_CASE("training reports HR@K and NDCG@K after each epoch, those of its parameters") {
   const loo_data d = courses();
-  tutti::trainer<mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant, tutti::adam> t(
+  tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant, tutti::adam> t(
       make_model(d.parts.train), {}, {}, {}, {}, options(d));
   const auto before = tutti::evaluate_ranking(t.model(), t.parameters(), *d.lists, 10);
   const auto r = t.fit(d.parts.train, {});
@@ -119,8 +119,8 @@ TEST_CASE(
 
 TEST_CASE("a quality target ends the run after the first epoch that reaches it") {
   const loo_data d = courses();
-  using trainer = tutti::trainer<mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
-                                 tutti::adam>;
+  using trainer =
+      tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant, tutti::adam>;
   const auto run_to = [&](tutti::quality_target target, bool evaluate_each_epoch = true) {
     auto opt = options(d);
     opt.epochs = 6;

@@ -5,7 +5,7 @@
 #include <tutti/detail/random.hpp>
 #include <tutti/launch.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -26,9 +27,9 @@
 
 namespace {
 
-static_assert(tutti::gradient_reducer<tutti::no_op_reducer>);
+static_assert(tutti::gradient_reducer<tutti::single_rank>);
 static_assert(tutti::gradient_reducer<tutti::local_ring>);
-static_assert(tutti::check_gradient_reducer<tutti::no_op_reducer>());
+static_assert(tutti::check_gradient_reducer<tutti::single_rank>());
 static_assert(tutti::check_gradient_reducer<tutti::local_ring>());
 
 struct device_only_space {
@@ -36,7 +37,7 @@ struct device_only_space {
 };
 static_assert(tutti::local_ring::accepts<tutti::host_space>);
 static_assert(!tutti::local_ring::accepts<device_only_space>);
-static_assert(tutti::no_op_reducer::accepts<device_only_space>);
+static_assert(tutti::single_rank::accepts<device_only_space>);
 
 // A rank-specific input in [-1, 1), reproducible without storing it.
 template <class T>
@@ -417,8 +418,15 @@ TEST_CASE("run_local validates its arguments and splits OpenMP threads between r
 #endif
 }
 
-TEST_CASE("no_op_reducer leaves data alone and counts the bytes a real reducer would move") {
-  tutti::no_op_reducer r;
+TEST_CASE("the former name no_op_reducer still names single_rank") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK(std::is_same_v<tutti::no_op_reducer, tutti::single_rank>);
+#pragma GCC diagnostic pop
+}
+
+TEST_CASE("single_rank leaves data alone and counts the bytes a real reducer would move") {
+  tutti::single_rank r;
   CHECK(r.rank() == 0);
   CHECK(r.world_size() == 1);
   std::vector<float> g = {1.5f, -2.0f, 3.0f};

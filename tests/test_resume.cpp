@@ -83,7 +83,7 @@ outcome train(int world, tutti::train_options opt,
     }
   };
   if (world == 1)
-    body(tutti::no_op_reducer{});
+    body(tutti::single_rank{});
   else
     tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
   return out;

@@ -274,7 +274,7 @@ TEST_CASE("row-sparse step: a skipped non-finite step leaves no trace in the nex
   const tutti::train_options opt{
       .batch = 64, .epochs = 1, .base_lr = 0.1, .seed = 4, .evaluate_each_epoch = false};
   auto run = [&](auto optimizer) {
-    tutti::trainer<poisoned_mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
+    tutti::trainer<poisoned_mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant,
                    decltype(optimizer)>
         t(poisoned_mf(make_mf(parts.train), 5), {}, {}, {}, optimizer, opt);
     auto r = t.fit(parts.train, {});
@@ -319,7 +319,7 @@ TEST_CASE("row-sparse step: lazy Adam leaves a row where its last touch put it")
       .batch = batch, .epochs = 1, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
   auto row0 = [&](const tutti::data::interactions& train, auto optimizer) {
     // The same table sizes for both runs: the model is sized by the whole data.
-    tutti::trainer<mf, tutti::contiguous_shards, tutti::no_op_reducer, tutti::constant,
+    tutti::trainer<mf, tutti::contiguous_shards, tutti::single_rank, tutti::constant,
                    decltype(optimizer)>
         t(make_mf(d), tutti::contiguous_shards{.shuffle_within = false}, {}, {}, optimizer, opt);
     t.fit(train, {});
@@ -359,11 +359,11 @@ TEST_CASE("row-sparse step: refused where it cannot run, with the reason") {
   tutti::train_options opt{.batch = 32, .epochs = 1};
   opt.overlap_reduce = true;
   CHECK_THROWS_WITH_AS(
-      (tutti::trainer<mf, tutti::shuffled_shards, tutti::no_op_reducer, tutti::constant,
+      (tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant,
                       tutti::lazy_adam>(make_mf(parts.train), {}, {}, {}, {}, opt)),
       doctest::Contains("overlap_reduce with a row-sparse optimizer"), tutti::invalid_argument);
   opt.overlap_reduce = false;
-  CHECK_THROWS_WITH_AS((tutti::trainer<silent_mf, tutti::shuffled_shards, tutti::no_op_reducer,
+  CHECK_THROWS_WITH_AS((tutti::trainer<silent_mf, tutti::shuffled_shards, tutti::single_rank,
                                        tutti::constant, tutti::rowwise_adagrad>(
                            silent_mf(make_mf(parts.train)), {}, {}, {}, {}, opt)),
                        doctest::Contains("the model reports no row-sparse segment"),

@@ -37,7 +37,8 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
     const auto& s = shards[static_cast<std::size_t>(r)];
     // Under `none` a rank holds its own share: the longest share, or one fewer.
     const std::size_t expected =
-        none ? (n > r ? (n - static_cast<std::size_t>(r) + w - 1) / w : 0) : slots;
+        none ? (n > static_cast<std::size_t>(r) ? (n - static_cast<std::size_t>(r) + w - 1) / w : 0)
+             : slots;
     if (s.size() != expected)
       return "rank " + std::to_string(r) + " has " + std::to_string(s.size()) + " slots";
     if (s.weights.size() != s.size() || s.real_prefix.size() != slots + 1)

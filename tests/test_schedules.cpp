@@ -6,7 +6,7 @@
 #include <tutti/schedules/cosine.hpp>
 #include <tutti/schedules/polynomial.hpp>
 #include <tutti/schedules/scaling.hpp>
-#include <tutti/schedules/step.hpp>
+#include <tutti/schedules/step_decay.hpp>
 #include <tutti/schedules/warmup.hpp>
 
 #include <cmath>

@@ -377,7 +377,7 @@ TEST_CASE("sparse exchange: on is refused for a model that does not report its r
   const auto parts = sparse_data(200, 50, 4);
   tutti::train_options opt{
       .batch = 64, .epochs = 1, .base_lr = 0.05, .seed = 1, .evaluate_each_epoch = false};
-  using silent_trainer = tutti::trainer<silent_mf, tutti::shuffled_shards, tutti::no_op_reducer>;
+  using silent_trainer = tutti::trainer<silent_mf, tutti::shuffled_shards, tutti::single_rank>;
   opt.sparse_exchange = sparse_exchange_policy::on;
   CHECK_THROWS_WITH_AS(silent_trainer(silent_mf(make_mf(parts.train)), {}, {}, {}, {}, opt),
                        doctest::Contains("touched_rows"), tutti::invalid_argument);

@@ -38,7 +38,7 @@ struct bench_config {
   std::vector<int> ranks{2, 4};
   bool ranks_given = false;
   std::string reducer = "local";    // local: threads; mpi: mpiexec's processes; nccl: GPUs
-  std::string shared_arena = "on";  // --reducer mpi: reduce in mpi_reducer's shared arena
+  std::string shared_arena = "on";  // --reducer mpi: reduce in mpi_allreduce's shared arena
   allreduce_bench_options sweep{};
   std::string json;
   std::string save_link;
@@ -65,14 +65,14 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
       ->each([&c](const std::string&) { c.ranks_given = true; })
       ->capture_default_str();
   ar->add_option("--reducer", c.reducer,
-                 "local: local_ring, ranks are threads of this process; mpi: mpi_reducer over "
+                 "local: local_ring, ranks are threads of this process; mpi: mpi_allreduce over "
                  "the processes mpiexec started (run as mpiexec -n N tutti bench allreduce "
                  "--reducer mpi); nccl: nccl_ring, one thread per GPU of this process (a CUDA "
                  "build with NCCL)")
       ->check(CLI::IsMember({"local", "mpi", "nccl"}))
       ->capture_default_str();
   ar->add_option("--shared-arena", c.shared_arena,
-                 "--reducer mpi: on (the messages live in mpi_reducer's shared arena and are "
+                 "--reducer mpi: on (the messages live in mpi_allreduce's shared arena and are "
                  "reduced in place, as tutti train does when every process is on this host) or "
                  "off (every rank's own buffer through MPI_Allreduce)")
       ->check(CLI::IsMember({"on", "off"}))
@@ -121,7 +121,7 @@ inline CLI::App* add_bench_commands(CLI::App& app, bench_config& c) {
   return bench;
 }
 
-namespace bench_detail {
+namespace detail::bench {
 
 // What one world size measured: its sweep and, when asked for, its emulated steps.
 struct world_result {
@@ -428,7 +428,7 @@ inline int run_bench_mpi(const bench_config& c) {
   }
   return mpi_abort_on_exception([&] {
     if (rank == 0) print_banner(c);
-    mpi_reducer reducer(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"});
+    mpi_allreduce reducer(MPI_COMM_WORLD, {.shared_arena = c.shared_arena == "on"});
     // One arena for the largest message (and the emulated steps'); empty where the processes
     // span hosts, and then every message goes through MPI_Allreduce.
     std::size_t largest = 0;
@@ -453,13 +453,13 @@ inline int run_bench_mpi(const bench_config& c) {
 }
 #endif
 
-}  // namespace bench_detail
+}  // namespace detail::bench
 
 /// Runs `tutti bench allreduce`; returns the process exit code (1 when a value was wrong).
 inline int run_bench_allreduce(const bench_config& c) {
   if (c.reducer == "mpi") {
 #if TUTTI_HAS_MPI
-    return bench_detail::run_bench_mpi(c);
+    return detail::bench::run_bench_mpi(c);
 #else
     tutti::detail::throw_invalid("tutti bench allreduce",
                                  "--reducer mpi: this tutti was built without MPI; expected "
@@ -468,7 +468,7 @@ inline int run_bench_allreduce(const bench_config& c) {
   }
   if (c.reducer == "nccl") {
 #if defined(TUTTI_CLI_CUDA) && TUTTI_HAS_NCCL
-    return bench_detail::run_bench_nccl_cuda(c);
+    return detail::bench::run_bench_nccl_cuda(c);
 #else
     tutti::detail::throw_invalid("tutti bench allreduce",
                                  "--reducer nccl: this tutti was built without CUDA and NCCL; "
@@ -479,21 +479,21 @@ inline int run_bench_allreduce(const bench_config& c) {
     TUTTI_EXPECTS(world >= 2, "tutti bench allreduce",
                   "--ranks " + std::to_string(world) +
                       " with --reducer local; expected world sizes of at least 2");
-  bench_detail::print_banner(c);
-  bench_detail::bench_result r;
+  detail::bench::print_banner(c);
+  detail::bench::bench_result r;
   r.reducer = "local_ring";
-  r.cores = bench_detail::host_cores();
+  r.cores = detail::bench::host_cores();
   r.core_threads = int(r.cores);
   r.available_cores = measure_available_cores(r.core_threads, c.cores_seconds);
   for (const int world : c.ranks) {
-    bench_detail::world_result w;
+    detail::bench::world_result w;
     run_local(world, [&](local_ring& ring) {
-      auto mine = bench_detail::measure_world(ring, c, "local_ring");
+      auto mine = detail::bench::measure_world(ring, c, "local_ring");
       if (ring.rank() == 0) w = std::move(mine);
     });
     r.worlds.push_back(std::move(w));
   }
-  return bench_detail::report(c, r);
+  return detail::bench::report(c, r);
 }
 
 }  // namespace tutti::cli

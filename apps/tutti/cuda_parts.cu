@@ -21,11 +21,11 @@ int visible_cuda_devices() {
 }  // namespace detail
 
 #if TUTTI_HAS_NCCL
-namespace bench_detail {
+namespace detail::bench {
 int run_bench_nccl_cuda(const bench_config& c) {
   return run_bench_nccl(c);
 }
-}  // namespace bench_detail
+}  // namespace detail::bench
 #endif
 
 }  // namespace tutti::cli

@@ -11,7 +11,7 @@
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 #if TUTTI_HAS_BLAS
 #include <tutti/models/neural_cf.hpp>
 #endif
@@ -80,12 +80,12 @@ void with_model(const model_settings& m, std::int32_t users, std::int32_t items,
   }
 }
 
-/// Runs `rank(reducer)` once per host rank of this process: with one rank on `no_op_reducer`,
+/// Runs `rank(reducer)` once per host rank of this process: with one rank on `single_rank`,
 /// otherwise on `ranks` threads joined by `local_ring`s made with `opt`.
 template <class Rank>
 void on_host_ranks(int ranks, Rank&& rank, local_options opt = {}) {
   if (ranks == 1)
-    rank(no_op_reducer{});
+    rank(single_rank{});
   else
     run_local(
         ranks, [&](local_ring ring) { rank(std::move(ring)); }, opt);

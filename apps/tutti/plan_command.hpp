@@ -210,7 +210,7 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
   app.add_option("--report", c.report, "write an HTML report with charts to this folder");
 }
 
-namespace plan_detail {
+namespace detail::plan {
 
 // Splits "16GB" into 16 and "GB"; throws invalid_argument naming the flag otherwise.
 inline std::pair<double, std::string> split_quantity(const std::string& flag,
@@ -314,16 +314,16 @@ inline link_file read_link_file(const std::string& path) {
   return out;
 }
 
-}  // namespace plan_detail
+}  // namespace detail::plan
 
 /// The planner's inputs from `c` (flags, and the report of `--from`).
 inline plan_inputs make_plan_inputs(const plan_config& c) {
   plan_inputs in;
-  std::optional<plan_detail::measured_run> rep;
-  if (!c.from.empty()) rep = plan_detail::read_train_report(c.from);
+  std::optional<detail::plan::measured_run> rep;
+  if (!c.from.empty()) rep = detail::plan::read_train_report(c.from);
 
   if (!c.params.empty())
-    in.params = plan_detail::parse_count("--params", c.params);
+    in.params = detail::plan::parse_count("--params", c.params);
   else if (rep && rep->params)
     in.params = *rep->params;
   else
@@ -339,21 +339,21 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     in.optimizer_state_bytes = *rep->optimizer_state_bytes;
   in.activation_bytes = c.activation_bytes.empty()
                             ? 0.0
-                            : plan_detail::parse_bytes("--activation-bytes", c.activation_bytes);
-  in.device_memory_bytes = plan_detail::parse_bytes("--device-memory", c.device_memory);
+                            : detail::plan::parse_bytes("--activation-bytes", c.activation_bytes);
+  in.device_memory_bytes = detail::plan::parse_bytes("--device-memory", c.device_memory);
   TUTTI_EXPECTS(in.device_memory_bytes > 0, "tutti plan", "--device-memory must be positive");
   if (!c.deadline.empty()) {
-    in.deadline_s = plan_detail::parse_duration("--deadline", c.deadline);
+    in.deadline_s = detail::plan::parse_duration("--deadline", c.deadline);
     TUTTI_EXPECTS(*in.deadline_s > 0, "tutti plan", "--deadline must be positive");
   }
   in.epochs = c.epochs > 0 ? c.epochs : rep ? rep->epochs : 1.0;
   in.reasonable_s = c.reasonable_hours * 3600.0;
   in.min_steps_per_epoch = c.min_steps_per_epoch;
   if (!c.max_safe_batch.empty())
-    in.max_safe_batch = plan_detail::parse_count("--max-safe-batch", c.max_safe_batch);
-  if (!c.study.empty()) in.max_safe_batch = plan_detail::study_safe_batch(c.study);
+    in.max_safe_batch = detail::plan::parse_count("--max-safe-batch", c.max_safe_batch);
+  if (!c.study.empty()) in.max_safe_batch = detail::plan::study_safe_batch(c.study);
   if (!c.noise_scale.empty())
-    in.noise_scale = noise_scale_input{plan_detail::parse_count("--noise-scale", c.noise_scale),
+    in.noise_scale = noise_scale_input{detail::plan::parse_count("--noise-scale", c.noise_scale),
                                        false, "--noise-scale"};
   else if (rep && !c.no_noise_scale)
     in.noise_scale = rep->noise;
@@ -368,19 +368,19 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     TUTTI_EXPECTS(!c.batch.empty(), "tutti plan",
                   "--batch is required (samples per step on one device), or --from a train report");
     in.step.compute_s = c.step_ms / 1e3;
-    in.step.global_batch = plan_detail::parse_count("--batch", c.batch);
+    in.step.global_batch = detail::plan::parse_count("--batch", c.batch);
     TUTTI_EXPECTS(in.step.global_batch >= 1, "tutti plan", "--batch must be at least 1");
     in.step.world_size = 1;
     in.step.bytes_reduced = in.params * in.bytes_per_param;
   }
   if (!c.samples.empty())
-    in.step.samples_per_epoch = plan_detail::parse_count("--samples", c.samples);
+    in.step.samples_per_epoch = detail::plan::parse_count("--samples", c.samples);
   TUTTI_EXPECTS(in.step.samples_per_epoch > 0, "tutti plan",
                 "--samples is required (samples per epoch), or --from a train report");
 
   projection_options& o = in.projection;
-  std::optional<plan_detail::link_file> measured_link;
-  if (!c.link_file.empty()) measured_link = plan_detail::read_link_file(c.link_file);
+  std::optional<detail::plan::link_file> measured_link;
+  if (!c.link_file.empty()) measured_link = detail::plan::read_link_file(c.link_file);
   if (measured_link)
     o.intra = measured_link->link;
   else if (c.link_latency_us >= 0)
@@ -413,7 +413,7 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
     if (c.thread_speedup > 0) {
       h.thread_speedup = {c.thread_speedup, c.thread_speedup, c.thread_speedup};
     } else if (!c.thread_baseline.empty()) {
-      const auto one = plan_detail::read_train_report(c.thread_baseline, "--thread-baseline");
+      const auto one = detail::plan::read_train_report(c.thread_baseline, "--thread-baseline");
       TUTTI_EXPECTS(one.step.world_size == in.step.world_size &&
                         one.step.global_batch == in.step.global_batch,
                     "tutti plan",

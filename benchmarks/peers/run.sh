@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tutti against PyTorch on the CPU, side by side, on identical work:
-#   (a) MF in one process: tutti_bench_cpu_mf (host space, no_op_reducer) against the same model
+#   (a) MF in one process: tutti_bench_cpu_mf (host space, single_rank) against the same model
 #       in libtorch C++ (libtorch_mf/), from tutti's initial parameters in tutti's batch order,
 #       once on every core and once on one thread;
 #   (b) MF in 2 processes: tutti_bench_cpu_mf --reducer mpi under mpiexec against PyTorch DDP
-#       with the gloo backend (ddp_mf.py), each rank on tutti's shard of that rank (mpi_reducer
+#       with the gloo backend (ddp_mf.py), each rank on tutti's shard of that rank (mpi_allreduce
 #       reduces its shared arena in place, its default on one host; a third tutti run has
 #       --shared-arena off, every reduction through MPI_Allreduce); and, as tutti
 #       runs 2 ranks on one host by default, tutti's 2 ranks as threads (local_ring) against the
@@ -13,7 +13,7 @@
 #       embedding rows the step touched travel, when the cost model says that is cheaper; the
 #       same parameters), compared with the same DDP run;
 #   (c) the mean of a float buffer over 2 ranks, 4 KiB ... 64 MiB: tutti's local_ring (threads)
-#       and mpi_reducer (processes; a private buffer through MPI_Allreduce, and the buffer in its
+#       and mpi_allreduce (processes; a private buffer through MPI_Allreduce, and the buffer in its
 #       shared arena, "arena") against torch.distributed gloo all_reduce (gloo_allreduce.py),
 #       all timed with the same loop.
 # It installs what is missing (scripts/deps.sh plus Debian's libtorch-dev and python3-torch, whose
@@ -117,7 +117,7 @@ for ((r = 1; r <= rounds; ++r)); do
        >'${d}/a1_libtorch.txt'"
   # (b) two processes, one thread each
   # tutti dense (the same collective DDP makes), then with the sparse exchange it chooses itself
-  pair "${r}" "MF, 2 processes: mpi_reducer vs DDP gloo" \
+  pair "${r}" "MF, 2 processes: mpi_allreduce vs DDP gloo" \
     "${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
        --json '${d}/b_tutti.json' >'${d}/b_tutti.txt';
      ${mpi[*]} '${bench}/tutti_bench_cpu_mf' --reducer mpi --epochs ${epochs} ${mf_args[*]} \
@@ -133,7 +133,7 @@ for ((r = 1; r <= rounds; ++r)); do
        --sparse-exchange auto --json '${d}/b2s_tutti.json' >'${d}/b2s_tutti.txt'" \
     "'${py}' '${root}/benchmarks/peers/ddp_mf.py' '${data}' --world 2 --threads 1 \
        --json '${d}/b2_ddp.json' >'${d}/b2_ddp.txt'"
-  # (c) allreduce, 2 ranks: local_ring and mpi_reducer against gloo
+  # (c) allreduce, 2 ranks: local_ring and mpi_allreduce against gloo
   pair "${r}" "allreduce, 2 ranks" \
     "'${bench}/tutti_bench_peer_allreduce' --reducer local --ranks 2 --max-bytes ${max_bytes} \
        --json '${d}/c_local.json' >'${d}/c_local.txt';
@@ -174,10 +174,10 @@ print("-" * len(hdr))
 for key, label, tname, pname in (
         ("a", f"(a) 1 process x {cores} threads: vs libtorch", "a_tutti.json", "a_libtorch.json"),
         ("a1", "(a) 1 process x 1 thread: vs libtorch", "a1_tutti.json", "a1_libtorch.json"),
-        ("b", "(b) 2 processes: mpi_reducer vs DDP gloo", "b_tutti.json", "b_ddp.json"),
-        ("bo", "(b) 2 processes: mpi_reducer, no arena vs DDP", "bo_tutti.json", "b_ddp.json"),
+        ("b", "(b) 2 processes: mpi_allreduce vs DDP gloo", "b_tutti.json", "b_ddp.json"),
+        ("bo", "(b) 2 processes: mpi_allreduce, no arena vs DDP", "bo_tutti.json", "b_ddp.json"),
         ("b2", "(b) 2 ranks: local_ring threads vs DDP gloo", "b2_tutti.json", "b2_ddp.json"),
-        ("bs", "(b) 2 processes: mpi_reducer, sparse vs DDP gloo", "bs_tutti.json", "b_ddp.json"),
+        ("bs", "(b) 2 processes: mpi_allreduce, sparse vs DDP gloo", "bs_tutti.json", "b_ddp.json"),
         ("b2s", "(b) 2 ranks: local_ring, sparse vs DDP gloo", "b2s_tutti.json", "b2_ddp.json")):
     ts, ps, ratios = [], [], []
     for r in range(1, rounds + 1):

@@ -5,8 +5,9 @@
 /// loop as that script, step for step.
 ///
 ///   tutti_bench_peer_allreduce --reducer local --ranks 2 [--json PATH]   # threads, local_ring
-///   mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi [--json PATH]  # processes, mpi_reducer
-///   mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi --shared-arena  # in its shared arena
+///   mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi [--json PATH]  # processes,
+///   mpi_allreduce mpiexec -n 2 tutti_bench_peer_allreduce --reducer mpi --shared-arena  # in its
+///   shared arena
 ///
 /// Per size (4 KiB ... 64 MiB by default): rank r fills its float buffer with r + 1 + (i mod 7);
 /// after a one-value max-reduction that lines the ranks up, `warmup` untimed calls estimate the
@@ -61,7 +62,7 @@ struct config {
   double seconds_per_size = 0.2;
   std::size_t min_iters = 5;
   std::string json;
-  bool shared_arena = false;  // --reducer mpi: the buffers in mpi_reducer's shared arena
+  bool shared_arena = false;  // --reducer mpi: the buffers in mpi_allreduce's shared arena
 };
 
 struct row {
@@ -215,7 +216,7 @@ int run_threads(const config& c) {
 int run_mpi(const config& c, int& argc, char**& argv) {
   tutti::mpi_session session(argc, argv);
   return tutti::mpi_abort_on_exception([&] {
-    tutti::mpi_reducer reducer;
+    tutti::mpi_allreduce reducer;
     if (c.shared_arena && reducer.shared_gradient_arena(c.max_bytes / sizeof(float)).empty())
       throw tutti::error("--shared-arena: no shared arena (are all processes on one host?)");
     const auto rows = sweep(reducer, c);
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tutti_bench_peer_allreduce: tutti's all_reduce_mean, timed as the gloo peer is"};
   config c;
   app.add_option("--reducer", c.reducer,
-                 "local: local_ring over --ranks threads; mpi: mpi_reducer over mpiexec's "
+                 "local: local_ring over --ranks threads; mpi: mpi_allreduce over mpiexec's "
                  "processes")
       ->check(CLI::IsMember({"local", "mpi"}))
       ->capture_default_str();
@@ -259,7 +260,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
       ->capture_default_str();
   app.add_flag("--shared-arena", c.shared_arena,
-               "--reducer mpi: the buffers in mpi_reducer's shared arena (an MPI shared-memory "
+               "--reducer mpi: the buffers in mpi_allreduce's shared arena (an MPI shared-memory "
                "window, reduced in place; all processes on one host)");
   app.add_option("--json", c.json, "also write the results as JSON to this file");
   try {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file mpi.cpp
 /// @brief tutti::mpi: averages one gradient across the processes mpirun started, with
-/// tutti::mpi_reducer, and exits non-zero unless every process holds the mean.
+/// tutti::mpi_allreduce, and exits non-zero unless every process holds the mean.
 #include <tutti/reducers/mpi.hpp>
 
 #include <cmath>
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int failures = 0;
   try {
-    tutti::mpi_reducer reducer;
+    tutti::mpi_allreduce reducer;
     const int rank = reducer.rank(), world = reducer.world_size();
     std::vector<float> grads(1000, static_cast<float>(rank + 1));
     reducer.all_reduce_mean(std::span<float>(grads));

@@ -128,12 +128,12 @@ int main(int /*argc*/, char** argv) {
       if (!r.passed()) return 1;
     }
 
-    // 2. Training, in float, on one rank (tutti::no_op_reducer; see minimal_trainer.cpp for
+    // 2. Training, in float, on one rank (tutti::single_rank; see minimal_trainer.cpp for
     // several ranks), with the default schedule (constant) and optimizer (plain SGD).
     const auto parts = tutti::data::split(data, {.test_fraction = 0.1, .seed = 1});
     using model = linear_regression<float>;
-    tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer> t(
-        model(features), tutti::shuffled_shards{}, tutti::no_op_reducer{}, tutti::constant{},
+    tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank> t(
+        model(features), tutti::shuffled_shards{}, tutti::single_rank{}, tutti::constant{},
         tutti::sgd{}, {.batch = 128, .epochs = 3, .base_lr = 0.1, .seed = 7});
     const tutti::fit_result r = t.fit(parts.train, parts.test);
     std::printf("test %s %.4f (the noise alone: 0.1)\n", r.eval.metric, r.eval.value);

@@ -533,7 +533,7 @@ class trainer {
   void write_log(std::size_t epoch, std::size_t step, std::size_t global_step, double loss,
                  double samples, double lr, double seconds);
   // The gradient arena of `count` floats: memory the reducer lends, when it offers some it can
-  // reduce without copies (mpi_reducer's shared-memory window per host) and the model's
+  // reduce without copies (mpi_allreduce's shared-memory window per host) and the model's
   // space is the host's; otherwise this trainer's own buffer. Called once, from the
   // constructor, after m_reducer and m_space are built and before m_grads_storage is used.
   std::span<float> gradient_arena(std::size_t count) {

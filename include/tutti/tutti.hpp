@@ -31,7 +31,7 @@
 #include <tutti/ranking.hpp>
 #include <tutti/reducers/compressed.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>
 #include <tutti/samplers/owned_shards.hpp>
 #include <tutti/samplers/shard.hpp>
@@ -40,7 +40,7 @@
 #include <tutti/schedules/cosine.hpp>
 #include <tutti/schedules/polynomial.hpp>
 #include <tutti/schedules/scaling.hpp>
-#include <tutti/schedules/step.hpp>
+#include <tutti/schedules/step_decay.hpp>
 #include <tutti/schedules/warmup.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>

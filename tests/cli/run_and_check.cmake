@@ -165,6 +165,17 @@ function(expect_near what found expected ppm)
 endfunction()
 
 # Runs `tutti ARGN`; fails unless it exits 0. Sets `out` and `err` in the caller.
+# Runs `tutti study large-batch` with ARGN, writing its JSON report to `out_json`; stops the test
+# with its output unless it exits 0, and prints its tables.
+function(study out_json)
+  execute_process(COMMAND ${TUTTI} study large-batch --json ${out_json} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tutti study large-batch ${ARGN} exited ${rc}\n${out}\n${err}")
+  endif()
+  message(STATUS "tutti study large-batch ${ARGN}:\n${out}")
+endfunction()
+
 function(tutti_ok)
   execute_process(COMMAND ${TUTTI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
   if(NOT rc EQUAL 0)
@@ -829,13 +840,7 @@ kill -${signal} $pid; wait $pid"
 elseif(CASE STREQUAL "study")
   # `tutti study large-batch --quick`: every cell with its seeds, mean and std that follow from
   # them, the baseline cell reaching its own baseline, and a chart with one line per recipe.
-  execute_process(COMMAND ${TUTTI} study large-batch --quick --json ${WORK}/study.json
-                          --report ${WORK}/report
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "tutti study large-batch --quick exited ${rc}\n${out}\n${err}")
-  endif()
-  message(STATUS "tutti study large-batch --quick:\n${out}")
+  study(${WORK}/study.json --quick --report ${WORK}/report)
   file(READ ${WORK}/study.json j)
   json_get(nseeds "${j}" settings seeds)
   json_get(epochs "${j}" settings epochs)
@@ -1649,13 +1654,7 @@ elseif(CASE STREQUAL "study-ranking")
   # --metric hr@10: the study compares cells by HR@10 under leave-one-out, each learner's latest
   # interaction ranked among 50 sampled courses; every cell's mean is a hit rate, and the best
   # cell beats a random ranking's.
-  execute_process(COMMAND ${TUTTI} study large-batch --quick --models mf --metric hr@10
-                          --negatives 50 --json ${WORK}/study.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "tutti study large-batch --metric hr@10 exited ${rc}\n${out}\n${err}")
-  endif()
-  message(STATUS "tutti study large-batch --metric hr@10:\n${out}")
+  study(${WORK}/study.json --quick --models mf --metric hr@10 --negatives 50)
   file(READ ${WORK}/study.json j)
   json_get(metric "${j}" datasets 0 metric)
   json_get(k "${j}" datasets 0 ranking k)

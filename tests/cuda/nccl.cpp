@@ -36,11 +36,11 @@ std::vector<float> train_with(Reducer reducer, const tutti::data::split_result& 
 
 }  // namespace
 
-TEST_CASE("nccl_ring with one rank trains exactly like no_op_reducer") {
+TEST_CASE("nccl_ring with one rank trains exactly like single_rank") {
   auto all = tutti::data::synthetic_courses(
       {.learners = 300, .courses = 60, .interactions_per_learner = 10, .seed = 4});
   auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 1});
-  const auto reference = train_with(tutti::no_op_reducer{}, parts, tutti::cuda_space{});
+  const auto reference = train_with(tutti::single_rank{}, parts, tutti::cuda_space{});
   std::vector<float> with_nccl;
   tutti::run_nccl(
       1, [&](tutti::nccl_ring& ring) { with_nccl = train_with(ring, parts, ring.space()); });

@@ -17,10 +17,10 @@ template <class Space, class Optimizer>
 std::vector<float> train_parameters(const tutti::data::split_result& parts, tutti::loss_kind loss,
                                     Optimizer optimizer, double* final_loss) {
   using model = tutti::models::matrix_factorization<Space>;
-  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::warmup<tutti::cosine>,
+  tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank, tutti::warmup<tutti::cosine>,
                  Optimizer>
       t(model({.dim = 16, .l2 = 1e-3f, .loss = loss}, parts.train.n_users(), parts.train.n_items()),
-        tutti::shuffled_shards{}, tutti::no_op_reducer{},
+        tutti::shuffled_shards{}, tutti::single_rank{},
         tutti::warmup<tutti::cosine>{.warmup_steps = 4}, optimizer,
         {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9});
   auto r = t.fit(parts.train, parts.test);
@@ -68,9 +68,9 @@ template <class Space, class Optimizer, class Make>
 std::vector<float> train_model(const tutti::data::split_result& parts, Make make,
                                Optimizer optimizer, double* final_loss) {
   using model = decltype(make(Space{}));
-  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::warmup<tutti::cosine>,
+  tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank, tutti::warmup<tutti::cosine>,
                  Optimizer>
-      t(make(Space{}), tutti::shuffled_shards{}, tutti::no_op_reducer{},
+      t(make(Space{}), tutti::shuffled_shards{}, tutti::single_rank{},
         tutti::warmup<tutti::cosine>{.warmup_steps = 4}, optimizer,
         {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9, .evaluate_each_epoch = false});
   auto r = t.fit(parts.train, parts.test);
@@ -148,7 +148,7 @@ TEST_CASE("cuda space: a stopped run resumed from its checkpoint ends within 1e-
       tutti::data::synthetic_courses({.learners = 300, .courses = 60, .implicit = true}),
       {.test_fraction = 0.1, .seed = 2});
   using model = tutti::models::matrix_factorization<tutti::cuda_space>;
-  using trainer = tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer,
+  using trainer = tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank,
                                  tutti::warmup<tutti::cosine>, tutti::adam>;
   const tutti::train_options base{.batch = 256, .epochs = 2, .base_lr = 0.02, .seed = 4};
   auto make = [&](tutti::train_options o) {
@@ -189,10 +189,10 @@ template <class Space>
 std::vector<float> train_noise(const tutti::data::split_result& parts, std::size_t every,
                                tutti::noise_scale_estimate* estimate) {
   using model = tutti::models::matrix_factorization<Space>;
-  tutti::trainer<model, tutti::shuffled_shards, tutti::no_op_reducer, tutti::cosine, tutti::adam> t(
+  tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank, tutti::cosine, tutti::adam> t(
       model({.dim = 16, .l2 = 1e-3f, .loss = tutti::loss_kind::squared}, parts.train.n_users(),
             parts.train.n_items()),
-      tutti::shuffled_shards{}, tutti::no_op_reducer{}, tutti::cosine{}, tutti::adam{},
+      tutti::shuffled_shards{}, tutti::single_rank{}, tutti::cosine{}, tutti::adam{},
       {.batch = 512,
        .epochs = 2,
        .base_lr = 0.02,

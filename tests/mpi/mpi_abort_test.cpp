@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   const bool shared = argc > 1 && std::string_view(argv[1]) == "shared";
   try {
     tutti::mpi_abort_on_exception([shared] {
-      tutti::mpi_reducer reducer;
+      tutti::mpi_allreduce reducer;
       std::vector<float> own(1 << 16, 1.f);
       const std::span<float> grads = shared ? reducer.shared_gradient_arena(own.size()) : own;
       if (grads.size() != own.size()) throw tutti::error("no shared arena on one host");

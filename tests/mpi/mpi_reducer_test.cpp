@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file mpi_reducer_test.cpp
-/// @brief `tutti::mpi_reducer` under `mpiexec -n 2` (any W >= 2 works): every collective against
+/// @brief `tutti::mpi_allreduce` under `mpiexec -n 2` (any W >= 2 works): every collective against
 /// its exact result, the agreement checks, TUTTI_MPI_CHECK, and a trainer on W processes against
 /// the same trainer on W threads (`tutti::run_local`, run on rank 0); the same for the bf16 sum
-/// and `tutti::compressed<mpi_reducer, bf16>`.
+/// and `tutti::compressed<mpi_allreduce, bf16>`.
 ///
 /// Rank 0 prints one line per check; the program exits 1 on every rank if any check failed
 /// anywhere. An unexpected exception ends the whole job through `tutti::mpi_abort_on_exception`.
@@ -26,17 +26,17 @@
 namespace {
 
 static_assert(std::is_base_of_v<tutti::error, tutti::mpi_error>);
-static_assert(tutti::gradient_reducer<tutti::mpi_reducer>);
-static_assert(tutti::mpi_reducer::accepts<tutti::host_space>);
-static_assert(!std::is_copy_constructible_v<tutti::mpi_reducer> &&
-              std::is_nothrow_move_constructible_v<tutti::mpi_reducer>);
-using compressed_mpi = tutti::compressed<tutti::mpi_reducer, tutti::bf16>;
+static_assert(tutti::gradient_reducer<tutti::mpi_allreduce>);
+static_assert(tutti::mpi_allreduce::accepts<tutti::host_space>);
+static_assert(!std::is_copy_constructible_v<tutti::mpi_allreduce> &&
+              std::is_nothrow_move_constructible_v<tutti::mpi_allreduce>);
+using compressed_mpi = tutti::compressed<tutti::mpi_allreduce, tutti::bf16>;
 static_assert(tutti::gradient_reducer<compressed_mpi>);
 // Its optional capabilities (docs/concepts.md#optional-capabilities), checked by name.
-static_assert(tutti::check_gradient_reducer<tutti::mpi_reducer>());
-static_assert(tutti::reducer_tracks_position<tutti::mpi_reducer> &&
-              tutti::reducer_lends_gradient_arena<tutti::mpi_reducer> &&
-              tutti::reducer_says_thread_safety<tutti::mpi_reducer>);
+static_assert(tutti::check_gradient_reducer<tutti::mpi_allreduce>());
+static_assert(tutti::reducer_tracks_position<tutti::mpi_allreduce> &&
+              tutti::reducer_lends_gradient_arena<tutti::mpi_allreduce> &&
+              tutti::reducer_says_thread_safety<tutti::mpi_allreduce>);
 static_assert(tutti::reducer_tracks_position<compressed_mpi> &&
               tutti::reducer_says_thread_safety<compressed_mpi> &&
               tutti::reducer_counts_wire_bytes<compressed_mpi> &&
@@ -44,7 +44,7 @@ static_assert(tutti::reducer_tracks_position<compressed_mpi> &&
 static_assert(compressed_mpi::accepts<tutti::host_space>);
 static_assert(!std::is_copy_constructible_v<compressed_mpi> &&
               std::is_move_constructible_v<compressed_mpi>);
-// The trainer detects set_position; the decorator must pass it on to mpi_reducer's timeout.
+// The trainer detects set_position; the decorator must pass it on to mpi_allreduce's timeout.
 static_assert(requires(compressed_mpi & r) { r.set_position(0, 0); });
 
 // Bookkeeping goes over MPI_COMM_WORLD, the communicator every reducer here duplicates.
@@ -126,7 +126,7 @@ bool mean_is_exact(std::span<const T> got, int world, std::string& detail) {
 }
 
 template <class T>
-void check_mean(checks& c, tutti::mpi_reducer& r, std::size_t n, const std::string& label) {
+void check_mean(checks& c, tutti::mpi_allreduce& r, std::size_t n, const std::string& label) {
   std::vector<T> g(n);
   for (std::size_t i = 0; i < n; ++i) g[i] = value_at<T>(c.rank(), i);
   const std::uint64_t before = r.bytes_reduced();
@@ -141,7 +141,7 @@ void check_mean(checks& c, tutti::mpi_reducer& r, std::size_t n, const std::stri
 }
 
 template <class T>
-void check_broadcast(checks& c, tutti::mpi_reducer& r, std::size_t n, int root) {
+void check_broadcast(checks& c, tutti::mpi_allreduce& r, std::size_t n, int root) {
   std::vector<T> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = value_at<T>(c.rank(), i);
   r.broadcast(std::span<T>(v), root);
@@ -152,7 +152,7 @@ void check_broadcast(checks& c, tutti::mpi_reducer& r, std::size_t n, int root) 
            ok);
 }
 
-void check_all_gather(checks& c, tutti::mpi_reducer& r, std::size_t m) {
+void check_all_gather(checks& c, tutti::mpi_allreduce& r, std::size_t m) {
   const std::size_t w = static_cast<std::size_t>(c.world());
   const auto expected = [&](std::size_t k, std::size_t j) {
     return std::uint64_t(1000 * k + j + (std::uint64_t(1) << 40));
@@ -189,7 +189,7 @@ float bf16_input(int rank, std::size_t i) {
 
 // all_reduce_sum_bf16 against its definition: with W = 2 the one fp32 addition rounded once
 // (bitwise; a + b = b + a), otherwise within two bf16 roundings of the exact sum per hop.
-void check_bf16_sum(checks& c, tutti::mpi_reducer& r, std::size_t n) {
+void check_bf16_sum(checks& c, tutti::mpi_allreduce& r, std::size_t n) {
   std::vector<std::uint16_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = float_to_bf16(bf16_input(c.rank(), i));
   if (n > 3 && c.rank() == c.world() - 1) v[3] = float_to_bf16(std::nanf(""));
@@ -232,11 +232,11 @@ void check_bf16_sum(checks& c, tutti::mpi_reducer& r, std::size_t n) {
            std::to_string(r.bytes_reduced() - before) + " bytes");
 }
 
-// compressed<mpi_reducer>: the bf16 mean equals compressed<local_ring>'s on W threads of rank 0
+// compressed<mpi_allreduce>: the bf16 mean equals compressed<local_ring>'s on W threads of rank 0
 // bitwise with W = 2 (one addition), is within bf16's bound for any W, keeps a flag and a NaN;
 // everything else passes through exactly.
 void check_compressed(checks& c) {
-  compressed_mpi r{tutti::mpi_reducer{}};
+  compressed_mpi r{tutti::mpi_allreduce{}};
   const std::size_t n = 1001, flag = n - 2;
   std::vector<float> g(n);
   for (std::size_t i = 0; i < n; ++i) g[i] = bf16_input(c.rank(), i);
@@ -274,9 +274,9 @@ void check_compressed(checks& c) {
       detail = "element " + std::to_string(i) + " is " + std::to_string(g[i]) + "; exact mean " +
                std::to_string(exact);
   }
-  c.expect("compressed<mpi_reducer>: the mean is within bf16's error bound", bounded, detail);
+  c.expect("compressed<mpi_allreduce>: the mean is within bf16's error bound", bounded, detail);
   c.expect(
-      "compressed<mpi_reducer>: a NaN on one rank is NaN everywhere; the flag stays "
+      "compressed<mpi_allreduce>: a NaN on one rank is NaN everywhere; the flag stays "
       "nonzero, the zero flag zero",
       std::isnan(g[5]) && g[flag] > 0.f && g[n - 1] == 0.f,
       "flag " + std::to_string(g[flag]) + ", stop " + std::to_string(g[n - 1]));
@@ -284,15 +284,16 @@ void check_compressed(checks& c) {
   for (std::size_t i = 0; i < n; ++i)
     if (i != 5 && std::memcmp(&g[i], &local[i], sizeof(float)) != 0) same_as_local = false;
   if (c.world() == 2)
-    c.expect("compressed<mpi_reducer> (2 processes) is bitwise compressed<local_ring> (2 threads)",
-             same_as_local);
+    c.expect(
+        "compressed<mpi_allreduce> (2 processes) is bitwise compressed<local_ring> (2 threads)",
+        same_as_local);
   std::vector<float> rank0 = g;
   MPI_Bcast(rank0.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
   bool replicas = true;
   for (std::size_t i = 0; i < n; ++i)
     if (std::memcmp(&g[i], &rank0[i], sizeof(float)) != 0) replicas = false;
-  c.expect("compressed<mpi_reducer>: every rank gets the same bits", replicas);
-  c.expect("compressed<mpi_reducer>: bytes_reduced counts 2 bytes per value",
+  c.expect("compressed<mpi_allreduce>: every rank gets the same bits", replicas);
+  c.expect("compressed<mpi_allreduce>: bytes_reduced counts 2 bytes per value",
            r.bytes_reduced() == n * sizeof(std::uint16_t) && r.wire_bytes(n) == 2 * n);
 
   // Not compressed: parameters and scalars stay exact.
@@ -301,47 +302,47 @@ void check_compressed(checks& c) {
   bool exact_bcast = true;
   for (std::size_t i = 0; i < p.size(); ++i)
     exact_bcast = exact_bcast && p[i] == bf16_input(c.world() - 1, i);
-  c.expect("compressed<mpi_reducer>: broadcast is exact (not bf16)", exact_bcast);
+  c.expect("compressed<mpi_allreduce>: broadcast is exact (not bf16)", exact_bcast);
   std::vector<double> s{1.0 / 3 + c.rank()};
   r.all_reduce_sum(std::span<double>(s));
   double expected = 0;
   for (int k = 0; k < c.world(); ++k) expected += 1.0 / 3 + k;
-  c.expect("compressed<mpi_reducer>: all_reduce_sum is the inner's (double, exact for 2)",
+  c.expect("compressed<mpi_allreduce>: all_reduce_sum is the inner's (double, exact for 2)",
            c.world() != 2 || s[0] == expected, std::to_string(s[0]));
   std::vector<double> m{c.rank() == 1 ? std::nan("") : 0.0};
   r.all_reduce_max(std::span<double>(m));
-  c.expect("compressed<mpi_reducer>: all_reduce_max keeps NaN-wins", std::isnan(m[0]));
+  c.expect("compressed<mpi_allreduce>: all_reduce_max keeps NaN-wins", std::isnan(m[0]));
   const std::uint64_t mine = 100 + std::uint64_t(c.rank());
   std::vector<std::uint64_t> all(static_cast<std::size_t>(c.world()));
   r.all_gather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(all));
   bool gathered = true;
   for (int k = 0; k < c.world(); ++k) gathered = gathered && all[std::size_t(k)] == 100u + k;
-  c.expect("compressed<mpi_reducer>: all_gather in rank order", gathered);
+  c.expect("compressed<mpi_allreduce>: all_gather in rank order", gathered);
 
   c.expect_throw<tutti::mismatch_error>(
       "a first all_reduce_sum_bf16 with different sizes throws mismatch_error on every rank",
       [&] {
-        tutti::mpi_reducer fresh;
+        tutti::mpi_allreduce fresh;
         std::vector<std::uint16_t> v(c.rank() == 1 ? 9 : 10);
         fresh.all_reduce_sum_bf16(std::span<std::uint16_t>(v));
       },
       "different sizes");
 }
 
-// mpi_reducer's shared arena: the mean of spans inside it, computed in place across processes;
+// mpi_allreduce's shared arena: the mean of spans inside it, computed in place across processes;
 // with `hosts` > 0 the ranks pretend to be spread over that many hosts (the reduction then also
 // sums across hosts with MPI).
 void check_shared_arena(checks& c, int hosts = 0) {
   const int w = c.world();
   const std::string where = hosts > 0 ? " [" + std::to_string(hosts) + " emulated hosts]" : "";
   if (hosts == 0) {
-    tutti::mpi_reducer off(MPI_COMM_WORLD, {.shared_arena = false});
+    tutti::mpi_allreduce off(MPI_COMM_WORLD, {.shared_arena = false});
     c.expect("shared_arena = false: shared_gradient_arena lends nothing",
              off.shared_gradient_arena(100).empty() && off.shared_arena().empty());
-    tutti::mpi_reducer none;
+    tutti::mpi_allreduce none;
     c.expect("shared_gradient_arena(0) lends nothing", none.shared_gradient_arena(0).empty());
   }
-  tutti::mpi_reducer r(MPI_COMM_WORLD, {.piece_bytes = 64, .emulated_hosts = hosts});
+  tutti::mpi_allreduce r(MPI_COMM_WORLD, {.piece_bytes = 64, .emulated_hosts = hosts});
   constexpr std::size_t n = 10007;
   const std::span<float> arena = r.shared_gradient_arena(n);
   bool zero = arena.size() == n;
@@ -407,7 +408,7 @@ void check_shared_arena(checks& c, int hosts = 0) {
   // A private buffer still goes through MPI_Allreduce.
   check_mean<float>(c, r, 1001, "float");
 
-  tutti::mpi_reducer moved = std::move(r);
+  tutti::mpi_allreduce moved = std::move(r);
   c.expect("a moved reducer keeps the shared arena", moved.shared_arena().data() == arena.data());
   for (std::size_t i = 0; i < n; ++i) arena[i] = value_at<float>(c.rank(), i);
   moved.all_reduce_mean(arena);
@@ -417,14 +418,14 @@ void check_shared_arena(checks& c, int hosts = 0) {
   c.expect_throw<tutti::mismatch_error>(
       "ranks with different shared_arena settings throw mismatch_error on every rank",
       [&] {
-        tutti::mpi_reducer fresh(MPI_COMM_WORLD, {.shared_arena = c.rank() != 1});
+        tutti::mpi_allreduce fresh(MPI_COMM_WORLD, {.shared_arena = c.rank() != 1});
         (void)fresh.shared_gradient_arena(10);
       },
       "different mpi_options::shared_arena settings");
   c.expect_throw<tutti::mismatch_error>(
       "ranks asking for shared arenas of different sizes throw mismatch_error on every rank",
       [&] {
-        tutti::mpi_reducer fresh;
+        tutti::mpi_allreduce fresh;
         (void)fresh.shared_gradient_arena(c.rank() == 1 ? 9 : 10);
       },
       "different sizes");
@@ -451,7 +452,7 @@ run train_with(Reducer reducer, const tutti::data::split_result& parts,
   out.result = t.fit(parts.train, parts.test);
   out.params = t.parameters_on_host();
   out.bytes = t.reducer().bytes_reduced();
-  if constexpr (std::is_same_v<Reducer, tutti::mpi_reducer>)
+  if constexpr (std::is_same_v<Reducer, tutti::mpi_allreduce>)
     out.shared_arena = t.reducer().shared_arena().size();
   return out;
 }
@@ -478,15 +479,15 @@ void check_trainer(checks& c) {
   const tutti::train_options opt{
       .batch = 60 * w, .epochs = 2, .base_lr = 0.05, .seed = 11, .evaluate_each_epoch = false};
 
-  const run mpi = train_with(tutti::mpi_reducer{}, parts, opt);
+  const run mpi = train_with(tutti::mpi_allreduce{}, parts, opt);
   // All ranks share this host, so the trainer's arena is the reducer's shared one by default:
   // the gradients, the finite flag and one more float.
-  c.expect("trainer: the gradient arena is mpi_reducer's shared arena (one host)",
+  c.expect("trainer: the gradient arena is mpi_allreduce's shared arena (one host)",
            mpi.shared_arena == mpi.params.size() + tutti::gradient_trailing_floats,
            std::to_string(mpi.shared_arena) + " shared floats for " +
                std::to_string(mpi.params.size()) + " parameters");
   const run plain =
-      train_with(tutti::mpi_reducer(MPI_COMM_WORLD, {.shared_arena = false}), parts, opt);
+      train_with(tutti::mpi_allreduce(MPI_COMM_WORLD, {.shared_arena = false}), parts, opt);
   c.expect("trainer: shared_arena = false keeps the trainer's own arena", plain.shared_arena == 0);
   // With W = 2 both add the two ranks' values once and divide by 2; with more, MPI's order of
   // the additions is its own.
@@ -501,7 +502,7 @@ void check_trainer(checks& c) {
   if (c.world() >= 4 && c.world() % 2 == 0) {
     // Two emulated hosts: each host's sum, then MPI_Allreduce between hosts.
     const run hosts =
-        train_with(tutti::mpi_reducer(MPI_COMM_WORLD, {.emulated_hosts = 2}), parts, opt);
+        train_with(tutti::mpi_allreduce(MPI_COMM_WORLD, {.emulated_hosts = 2}), parts, opt);
     std::vector<float> hosts0 = hosts.params;
     MPI_Bcast(hosts0.data(), static_cast<int>(hosts0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     const double hosts_diff = relative_difference(hosts.params, plain.params);
@@ -542,7 +543,7 @@ void check_trainer(checks& c) {
 
   const double diff = relative_difference(mpi.params, local.params);
   c.expect(
-      "trainer: W processes (mpi_reducer) end with the parameters of W threads "
+      "trainer: W processes (mpi_allreduce) end with the parameters of W threads "
       "(local_ring) within 1e-5 relative",
       diff <= 1e-5, "relative difference " + std::to_string(diff));
   const double loss = mpi.result.epochs.back().train_loss;
@@ -561,8 +562,8 @@ void check_trainer(checks& c) {
       std::to_string(mpi.bytes) + " bytes after " + std::to_string(mpi.result.steps) +
           " steps; local_ring counted " + std::to_string(local_bytes));
 
-  // compressed<mpi_reducer> on W processes against compressed<local_ring> on W threads.
-  const run bf = train_with(compressed_mpi{tutti::mpi_reducer{}}, parts, opt);
+  // compressed<mpi_allreduce> on W processes against compressed<local_ring> on W threads.
+  const run bf = train_with(compressed_mpi{tutti::mpi_allreduce{}}, parts, opt);
   run bf_local;
   if (c.rank() == 0) {
     std::mutex m;
@@ -581,14 +582,14 @@ void check_trainer(checks& c) {
   MPI_Bcast(&bf_local_loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   std::vector<float> bf_rank0 = bf.params;
   MPI_Bcast(bf_rank0.data(), static_cast<int>(bf_rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  c.expect("trainer, compressed<mpi_reducer>: the replicas of all processes end bitwise equal",
+  c.expect("trainer, compressed<mpi_allreduce>: the replicas of all processes end bitwise equal",
            bf_rank0 == bf.params);
   // With W = 2 both sum with one rounded addition, so only 1e-5 is allowed; with more ranks
   // MPI's order of the per-hop roundings differs from local_ring's, a bf16-sized difference.
   const double bf_tolerance = c.world() == 2 ? 1e-5 : 1e-3;
   const double bf_diff = relative_difference(bf.params, bf_local.params);
   c.expect(
-      "trainer, compressed: W processes (mpi_reducer) end with the parameters of W threads "
+      "trainer, compressed: W processes (mpi_allreduce) end with the parameters of W threads "
       "(local_ring) within " +
           std::to_string(bf_tolerance) + " relative",
       bf_diff <= bf_tolerance, "relative difference " + std::to_string(bf_diff));
@@ -605,7 +606,7 @@ void check_trainer(checks& c) {
   if (c.rank() == 1) other.seed = 12;
   c.expect_throw<tutti::mismatch_error>(
       "trainer: ranks with different seeds throw mismatch_error on every rank",
-      [&] { train_with(tutti::mpi_reducer{}, parts, other); }, "disagree on the seed");
+      [&] { train_with(tutti::mpi_allreduce{}, parts, other); }, "disagree on the seed");
 }
 
 void run_checks(checks& c) {
@@ -622,7 +623,7 @@ void run_checks(checks& c) {
   MPI_Finalized(&finalized);
   c.expect("the inner session did not finalise MPI", still && !finalized);
 
-  tutti::mpi_reducer r;
+  tutti::mpi_allreduce r;
   int congruent = MPI_UNEQUAL;
   MPI_Comm_compare(r.communicator(), MPI_COMM_WORLD, &congruent);
   c.expect("rank() and world_size() are those of MPI_COMM_WORLD",
@@ -633,18 +634,18 @@ void run_checks(checks& c) {
   check_mean<float>(c, r, 1001, "float");
   check_mean<double>(c, r, 1001, "double");
   check_mean<float>(c, r, 0, "float");
-  tutti::mpi_reducer pieces(MPI_COMM_WORLD, {.max_elements_per_call = 7});
+  tutti::mpi_allreduce pieces(MPI_COMM_WORLD, {.max_elements_per_call = 7});
   check_mean<float>(c, pieces, 1001, "float");
   check_mean<double>(c, pieces, 50, "double");
   // Gradient spans in pieces of 64 bytes (uneven last piece), blocking (no timeout) and
   // non-blocking (a timeout) alike.
-  tutti::mpi_reducer small_pieces(MPI_COMM_WORLD, {.piece_bytes = 64});
+  tutti::mpi_allreduce small_pieces(MPI_COMM_WORLD, {.piece_bytes = 64});
   check_mean<float>(c, small_pieces, 1001, "float");
   check_mean<double>(c, small_pieces, 1001, "double");
-  tutti::mpi_reducer polled(MPI_COMM_WORLD,
-                            {.piece_bytes = 64, .timeout = std::chrono::seconds(30)});
+  tutti::mpi_allreduce polled(MPI_COMM_WORLD,
+                              {.piece_bytes = 64, .timeout = std::chrono::seconds(30)});
   check_mean<float>(c, polled, 1001, "float");
-  tutti::mpi_reducer whole(MPI_COMM_WORLD, {.piece_bytes = 0});
+  tutti::mpi_allreduce whole(MPI_COMM_WORLD, {.piece_bytes = 0});
   check_mean<float>(c, whole, 1001, "float");
 
   for (int root : {0, c.world() - 1}) {
@@ -718,7 +719,7 @@ void run_checks(checks& c) {
   c.expect_throw<tutti::mismatch_error>(
       "a first all_reduce_mean with different sizes throws mismatch_error on every rank",
       [&] {
-        tutti::mpi_reducer fresh;
+        tutti::mpi_allreduce fresh;
         std::vector<float> g(c.rank() == 1 ? 9 : 10);
         fresh.all_reduce_mean(std::span<float>(g));
       },
@@ -726,7 +727,7 @@ void run_checks(checks& c) {
   c.expect_throw<tutti::mismatch_error>(
       "check_every_reduce catches a later change of size",
       [&] {
-        tutti::mpi_reducer strict(MPI_COMM_WORLD, {.check_every_reduce = true});
+        tutti::mpi_allreduce strict(MPI_COMM_WORLD, {.check_every_reduce = true});
         std::vector<float> g(10);
         strict.all_reduce_mean(std::span<float>(g));
         std::vector<float> h(c.rank() == 1 ? 11 : 10);
@@ -753,13 +754,13 @@ void run_checks(checks& c) {
       "mpi_reducer_test.cpp:");
   c.expect_throw<tutti::invalid_argument>(
       "max_elements_per_call = 0 is rejected",
-      [] { tutti::mpi_reducer bad(MPI_COMM_WORLD, {.max_elements_per_call = 0}); },
+      [] { tutti::mpi_allreduce bad(MPI_COMM_WORLD, {.max_elements_per_call = 0}); },
       "expected 1 ... INT_MAX");
 
   {
-    tutti::mpi_reducer a;
+    tutti::mpi_allreduce a;
     const MPI_Comm comm = a.communicator();
-    tutti::mpi_reducer b = std::move(a);
+    tutti::mpi_allreduce b = std::move(a);
     std::vector<double> v{1.0};
     b.all_reduce_sum(std::span<double>(v));
     c.expect(
@@ -775,12 +776,12 @@ void run_checks(checks& c) {
   // 2 and 1 ranks, which decline the arena.
   if (c.world() >= 4 && c.world() % 2 == 0) check_shared_arena(c, 2);
   if (c.world() == 3) {
-    tutti::mpi_reducer uneven(MPI_COMM_WORLD, {.emulated_hosts = 2});
+    tutti::mpi_allreduce uneven(MPI_COMM_WORLD, {.emulated_hosts = 2});
     c.expect("hosts with different numbers of ranks decline the shared arena",
              uneven.shared_gradient_arena(100).empty());
   }
   {
-    tutti::mpi_reducer alone(MPI_COMM_WORLD, {.emulated_hosts = c.world()});
+    tutti::mpi_allreduce alone(MPI_COMM_WORLD, {.emulated_hosts = c.world()});
     c.expect("one rank per host declines the shared arena",
              alone.shared_gradient_arena(100).empty());
   }

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   tutti::mpi_session session(argc, argv);
   const bool shared = argc > 1 && std::string_view(argv[1]) == "shared";
   tutti::mpi_abort_on_exception([shared] {
-    tutti::mpi_reducer reducer(MPI_COMM_WORLD, {.timeout = std::chrono::seconds(2)});
+    tutti::mpi_allreduce reducer(MPI_COMM_WORLD, {.timeout = std::chrono::seconds(2)});
     std::vector<float> own(1 << 12, 1.f);
     const std::span<float> grads = shared ? reducer.shared_gradient_arena(own.size()) : own;
     if (grads.size() != own.size()) throw tutti::error("no shared arena on one host");

@@ -87,7 +87,7 @@ elseif(CASE STREQUAL "cli-parity")
   if(NOT world EQUAL 2)
     message(FATAL_ERROR "the MPI run reports world_size ${world}; expected 2")
   endif()
-  # Both processes on this host: the gradient arena is mpi_reducer's shared memory; local
+  # Both processes on this host: the gradient arena is mpi_allreduce's shared memory; local
   # ranks (threads) have none.
   string(JSON arena_m GET "${jm}" shared_arena)
   string(JSON arena_l GET "${jl}" shared_arena)
@@ -186,7 +186,7 @@ elseif(CASE STREQUAL "cli-parity")
   expect_close("final train loss, measured sparse exchange (mpi) and dense (local)" ${lsm} ${lol} 10)
   message(STATUS "--sparse-exchange measured under mpiexec: ratio ${ratio}, ${sparse_steps} steps with rows")
 
-  # tutti bench allreduce under mpiexec: in mpi_reducer's shared arena by default (every value
+  # tutti bench allreduce under mpiexec: in mpi_allreduce's shared arena by default (every value
   # checked, the table labelled), through MPI_Allreduce with --shared-arena off.
   foreach(arena on off)
     execute_process(COMMAND ${launcher} ${PROGRAM} ${postflags} bench allreduce --reducer mpi

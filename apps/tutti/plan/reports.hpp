@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-namespace tutti::cli::plan_detail {
+namespace tutti::cli::detail::plan {
 
 /// What the planner takes from a `tutti train --json` report: the measured step and the model.
 struct measured_run {
@@ -165,4 +165,4 @@ inline measured_run read_train_report(const std::string& path, const char* flag 
   return r;
 }
 
-}  // namespace tutti::cli::plan_detail
+}  // namespace tutti::cli::detail::plan

@@ -207,8 +207,8 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
 #if TUTTI_HAS_MPI
     if (c.reducer == "mpi") {
       // This process is one rank of MPI_COMM_WORLD.
-      train_with(mpi_reducer{MPI_COMM_WORLD,
-                             {.timeout = timeout_of(c), .shared_arena = c.shared_arena == "on"}});
+      train_with(mpi_allreduce{MPI_COMM_WORLD,
+                               {.timeout = timeout_of(c), .shared_arena = c.shared_arena == "on"}});
       return;
     }
 #endif
@@ -228,7 +228,7 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
     }
 #endif
     if (c.ranks == 1) {
-      train_rank(c, d, make_model, cuda_space{}, no_op_reducer{}, log, bar, out);
+      train_rank(c, d, make_model, cuda_space{}, single_rank{}, log, bar, out);
     } else {
 #if TUTTI_HAS_NCCL
       run_nccl(c.ranks,

@@ -18,7 +18,7 @@
 #include <tutti/launch.hpp>
 #include <tutti/plan/links.hpp>
 #include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/no_op.hpp>
+#include <tutti/reducers/single_rank.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -93,7 +93,7 @@ void bench_line_up(Reducer& reducer) {
 }
 
 // The buffer a benchmark reduces: the first `count` floats of the arena the reducer lent
-// (`mpi_reducer::shared_arena()`, which it reduces in place, as in training) when it has one
+// (`mpi_allreduce::shared_arena()`, which it reduces in place, as in training) when it has one
 // that large, else `own`, resized to `count` (first touched by this rank's thread).
 template <class Reducer>
 std::span<float> bench_buffer(Reducer& reducer, std::size_t count, std::vector<float>& own) {
@@ -241,7 +241,7 @@ inline std::vector<std::size_t> allreduce_bench_sizes(const allreduce_bench_opti
 /// every rank: a collective, so every rank calls it with the same options. An iteration's time
 /// is the slowest rank's (gathered with the reducer's own `all_reduce_max`), the wrong values
 /// are summed over ranks. `name` labels the rows ("local_ring", "mpi", ...). A reducer that lent
-/// a shared arena at least as large as a message (`mpi_reducer::shared_gradient_arena`) is
+/// a shared arena at least as large as a message (`mpi_allreduce::shared_gradient_arena`) is
 /// timed on it, reducing in place as in training; otherwise every rank reduces its own buffer.
 template <class Reducer>
 std::vector<allreduce_bench_row> bench_allreduce(Reducer& reducer, const allreduce_bench_options& c,
@@ -269,10 +269,10 @@ inline std::vector<allreduce_bench_row> bench_allreduce_local_ring(
   return rows;
 }
 
-/// Runs the sweep on `no_op_reducer`: the floor of what a step pays to reduce (an early return).
+/// Runs the sweep on `single_rank`: the floor of what a step pays to reduce (an early return).
 inline std::vector<allreduce_bench_row> bench_allreduce_no_op(
     const allreduce_bench_options& c = {}) {
-  no_op_reducer reducer;
+  single_rank reducer;
   return bench_allreduce(reducer, c, "no_op");
 }
 

@@ -100,7 +100,7 @@ concept reducer_counts_wire_bytes = requires(const R& r, std::size_t floats) {
 };
 
 /// Capability: lends the gradient arena (`shared_gradient_arena(count)`: memory it reduces
-/// without copies, or an empty span to decline), as `mpi_reducer` does with a shared-memory
+/// without copies, or an empty span to decline), as `mpi_allreduce` does with a shared-memory
 /// window. Host spaces.
 template <class R>
 concept reducer_lends_gradient_arena = requires(R& r, std::size_t count) {

@@ -20,7 +20,7 @@
 namespace tutti {
 
 /// What one device spent on one step of a measured run, by account, and the run's shape. A
-/// 1-rank run with `no_op_reducer` reduces nothing but still reports the gradient bytes.
+/// 1-rank run with `single_rank` reduces nothing but still reports the gradient bytes.
 struct measured_step {
   double data_s = 0;             ///< sampling and gathering the batch, seconds per step
   double compute_s = 0;          ///< forward + backward, seconds per step

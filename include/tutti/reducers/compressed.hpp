@@ -45,7 +45,7 @@ concept reducer_has_bytes_reduced = requires(const R& r) {
 /// the float span. Each element of the mean is within 2^-8 · (mean of |x| + |mean|) of the exact
 /// mean of its inputs on `local_ring` (one rounding of the terms, one of the sum; each further
 /// hop that rounds adds 2^-8 of its partial sum); every rank gets the same bits when `R` gives
-/// them for its sum (`local_ring`, `no_op_reducer`, and `mpi_reducer` as MPI advises). Even with
+/// them for its sum (`local_ring`, `single_rank`, and `mpi_allreduce` as MPI advises). Even with
 /// W = 1 the gradient is rounded to bf16, so a run's precision does not depend on its world size.
 ///
 /// Everything else (`broadcast`, `all_reduce_sum`, `all_reduce_max`, `all_gather`, `rank`,
@@ -53,7 +53,7 @@ concept reducer_has_bytes_reduced = requires(const R& r) {
 /// is forwarded to `R` unchanged and uncompressed: parameters and scalars must stay exact.
 ///
 /// @tparam R a `tutti::gradient_reducer` with `void all_reduce_sum_bf16(std::span<std::uint16_t>)`
-/// (`local_ring`, `no_op_reducer`, `mpi_reducer`)
+/// (`local_ring`, `single_rank`, `mpi_allreduce`)
 /// @tparam Format the wire format; only `tutti::bf16`
 template <class R, class Format = bf16>
 class compressed {
@@ -63,7 +63,7 @@ class compressed {
   static_assert(detail::reducer_has_all_reduce_sum_bf16<R>,
                 "tutti::compressed<R, bf16>: R is missing `void "
                 "all_reduce_sum_bf16(std::span<std::uint16_t>)`, the bf16 sum it reduces with "
-                "(local_ring, no_op_reducer and mpi_reducer have it; see "
+                "(local_ring, single_rank and mpi_allreduce have it; see "
                 "docs/reducers.md#compressedr-bf16)");
 
  public:
@@ -71,7 +71,7 @@ class compressed {
   template <class Space>
   static constexpr bool accepts = bool(Space::host_accessible) && bool(R::template accepts<Space>);
 
-  /// Decorates `inner` (moved in: `mpi_reducer` is move-only).
+  /// Decorates `inner` (moved in: `mpi_allreduce` is move-only).
   explicit compressed(R inner) : m_inner(std::move(inner)) {}
 
   /// The decorated reducer.

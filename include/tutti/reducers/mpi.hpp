@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file reducers/mpi.hpp
-/// @brief `tutti::mpi_reducer`: one rank per process, on one or many hosts, reduced with MPI.
+/// @brief `tutti::mpi_allreduce`: one rank per process, on one or many hosts, reduced with MPI.
 ///
 /// Needs an MPI implementation (Open MPI is what tutti is tested with): include it only in
 /// translation units built with MPI's compile flags and linked against it (`MPI::MPI_CXX`).
@@ -32,7 +32,7 @@
 
 namespace tutti {
 
-/// Settings of a `tutti::mpi_reducer`.
+/// Settings of a `tutti::mpi_allreduce`.
 struct mpi_options {
   /// Check that every rank passes the same number of values on every `all_reduce_mean`, not
   /// only on the first (costs one small extra all-reduce per call).
@@ -43,7 +43,7 @@ struct mpi_options {
   /// Gradient reductions (`all_reduce_mean`, `all_reduce_sum_bf16`) go to MPI in pieces of at
   /// most this many bytes; 0 sends each span whole. Open MPI 4.1's allreduce on this project's
   /// 2-core hosts ran 3 to 5× faster on 1 MiB pieces than on one 4 to 64 MiB message
-  /// (docs/reducers.md#mpi_reducer); the results are the same element for element.
+  /// (docs/reducers.md#mpi_allreduce); the results are the same element for element.
   std::size_t piece_bytes = std::size_t{1} << 20;
   /// How long one collective may wait for the other ranks before this rank gives up with a
   /// `tutti::collective_error` naming the ranks that never arrived (a stalled or crashed rank);
@@ -71,7 +71,7 @@ MPI_Datatype mpi_datatype() {
   else if constexpr (std::is_same_v<T, double>)
     return MPI_DOUBLE;
   else {
-    static_assert(std::is_same_v<T, std::uint64_t>, "tutti::mpi_reducer: unsupported type");
+    static_assert(std::is_same_v<T, std::uint64_t>, "tutti::mpi_allreduce: unsupported type");
     return MPI_UINT64_T;
   }
 }
@@ -103,7 +103,7 @@ inline void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 ///
 /// Constructing and destroying a reducer are collective over the communicator; all calls must
 /// come from the thread that initialised MPI.
-class mpi_reducer {
+class mpi_allreduce {
  public:
   /// MPI reads and writes host memory.
   template <class Space>
@@ -111,8 +111,8 @@ class mpi_reducer {
 
   /// A reducer over a duplicate of `comm`. Throws `tutti::invalid_argument` unless MPI is
   /// initialised (see `tutti::mpi_session`) and `opt` is valid, `tutti::mpi_error` if MPI fails.
-  explicit mpi_reducer(MPI_Comm comm = MPI_COMM_WORLD, mpi_options opt = {}) : m_options(opt) {
-    static constexpr const char* name = "tutti::mpi_reducer";
+  explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD, mpi_options opt = {}) : m_options(opt) {
+    static constexpr const char* name = "tutti::mpi_allreduce";
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -146,10 +146,10 @@ class mpi_reducer {
     }
   }
 
-  mpi_reducer(const mpi_reducer&) = delete;
-  mpi_reducer& operator=(const mpi_reducer&) = delete;
+  mpi_allreduce(const mpi_allreduce&) = delete;
+  mpi_allreduce& operator=(const mpi_allreduce&) = delete;
   /// Takes over `other`'s communicator; `other` is left empty (only destruction is allowed).
-  mpi_reducer(mpi_reducer&& other) noexcept
+  mpi_allreduce(mpi_allreduce&& other) noexcept
       : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)),
         m_side(std::exchange(other.m_side, MPI_COMM_NULL)),
         m_max(std::exchange(other.m_max, MPI_OP_NULL)),
@@ -172,7 +172,7 @@ class mpi_reducer {
         m_epoch(other.m_epoch),
         m_step(other.m_step) {}
   /// Frees this reducer's communicator and takes over `other`'s.
-  mpi_reducer& operator=(mpi_reducer&& other) noexcept {
+  mpi_allreduce& operator=(mpi_allreduce&& other) noexcept {
     if (this != &other) {
       release();
       m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
@@ -204,7 +204,7 @@ class mpi_reducer {
   /// collective, or when the reducer is destroyed by an exception unwinding the stack, the
   /// window is left to MPI_Finalize (or the end of the process) instead, so that an error on one
   /// rank can still reach `tutti::mpi_abort_on_exception` rather than wait here for the others.
-  ~mpi_reducer() { release(); }
+  ~mpi_allreduce() { release(); }
 
   /// This process's rank in the communicator, in [0, world_size()).
   int rank() const noexcept { return m_rank; }
@@ -271,7 +271,7 @@ class mpi_reducer {
       }
     }
     if (!m_reduce_size_checked || m_options.check_every_reduce) {
-      agree("tutti::mpi_reducer::all_reduce_mean", op_code::all_reduce_mean, sizeof(T),
+      agree("tutti::mpi_allreduce::all_reduce_mean", op_code::all_reduce_mean, sizeof(T),
             grads.size());
       m_reduce_size_checked = true;
     }
@@ -285,14 +285,14 @@ class mpi_reducer {
   }
 
   /// Replaces `values` (bf16 bits, see detail/bf16.hpp) on every rank by the element-wise sum
-  /// over ranks, for `tutti::compressed<mpi_reducer, bf16>`: an in-place MPI_Allreduce of
+  /// over ranks, for `tutti::compressed<mpi_allreduce, bf16>`: an in-place MPI_Allreduce of
   /// MPI_UINT16_T with a user operation that adds two bf16 values in fp32 and rounds once, so
   /// every hop carries bf16. The order of the additions is MPI's (with W = 2 it is the one sum).
   /// Sizes are checked as in `all_reduce_mean`: on the first call, or on every call with
   /// `check_every_reduce`. Counts `values.size_bytes()` in `bytes_reduced()`.
   void all_reduce_sum_bf16(std::span<std::uint16_t> values) {
     if (!m_bf16_size_checked || m_options.check_every_reduce) {
-      agree("tutti::mpi_reducer::all_reduce_sum_bf16", op_code::all_reduce_sum_bf16,
+      agree("tutti::mpi_allreduce::all_reduce_sum_bf16", op_code::all_reduce_sum_bf16,
             sizeof(std::uint16_t), values.size());
       m_bf16_size_checked = true;
     }
@@ -306,7 +306,7 @@ class mpi_reducer {
   template <class T>
   requires std::same_as<T, float> || std::same_as<T, double>
   void broadcast(std::span<T> values, int root) {
-    static constexpr const char* name = "tutti::mpi_reducer::broadcast";
+    static constexpr const char* name = "tutti::mpi_allreduce::broadcast";
     agree(name, op_code::broadcast, sizeof(T), values.size(), 0, root);
     TUTTI_EXPECTS(root >= 0 && root < m_world, name,
                   "root = " + std::to_string(root) +
@@ -322,7 +322,7 @@ class mpi_reducer {
   /// Replaces `values` on every rank by the element-wise sum over ranks (MPI_SUM). Sizes must
   /// agree (`tutti::mismatch_error` on every rank).
   void all_reduce_sum(std::span<double> values) {
-    agree("tutti::mpi_reducer::all_reduce_sum", op_code::all_reduce_sum, sizeof(double),
+    agree("tutti::mpi_allreduce::all_reduce_sum", op_code::all_reduce_sum, sizeof(double),
           values.size());
     for_each_piece(values.size(), [&](std::size_t offset, int count) {
       MPI_Request req = MPI_REQUEST_NULL;
@@ -335,7 +335,7 @@ class mpi_reducer {
   /// Replaces `values` on every rank by the element-wise maximum over ranks; a NaN on any rank
   /// wins, so a non-finite flag cannot be lost. Sizes must agree (`tutti::mismatch_error`).
   void all_reduce_max(std::span<double> values) {
-    agree("tutti::mpi_reducer::all_reduce_max", op_code::all_reduce_max, sizeof(double),
+    agree("tutti::mpi_allreduce::all_reduce_max", op_code::all_reduce_max, sizeof(double),
           values.size());
     for_each_piece(values.size(), [&](std::size_t offset, int count) {
       MPI_Request req = MPI_REQUEST_NULL;
@@ -350,7 +350,7 @@ class mpi_reducer {
   /// (`tutti::invalid_argument`), each raised on every rank. `mine` may be this rank's own block
   /// of `all` (gathering in place) but must not overlap `all` otherwise.
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-    static constexpr const char* name = "tutti::mpi_reducer::all_gather";
+    static constexpr const char* name = "tutti::mpi_allreduce::all_gather";
     agree(name, op_code::all_gather, sizeof(std::uint64_t), mine.size(), all.size());
     const std::size_t m = mine.size();
     TUTTI_EXPECTS(all.size() == m * static_cast<std::size_t>(m_world), name,
@@ -522,7 +522,7 @@ class mpi_reducer {
       if (!heard[static_cast<std::size_t>(r)] && first_missing < 0) first_missing = r;
     }
     throw collective_error(first_missing,
-                           "tutti::mpi_reducer::" + std::string(op) + "(): rank " +
+                           "tutti::mpi_allreduce::" + std::string(op) + "(): rank " +
                                std::to_string(m_rank) + " waited " +
                                std::to_string(m_options.timeout.count()) + " ms in collective #" +
                                std::to_string(m_seq) + " (epoch " + std::to_string(m_epoch + 1) +
@@ -618,6 +618,9 @@ class mpi_reducer {
   std::uint64_t m_seq = 0;  // collectives completed or in progress
   std::size_t m_epoch = 0, m_step = 0;
 };
+
+/// The former name of `mpi_allreduce`, kept so that code written against it still compiles.
+using mpi_reducer [[deprecated("tutti::mpi_reducer is now tutti::mpi_allreduce")]] = mpi_allreduce;
 
 }  // namespace tutti
 

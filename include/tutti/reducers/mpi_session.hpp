@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file reducers/mpi_session.hpp
-/// @brief MPI's lifetime and errors for `tutti::mpi_reducer`: `tutti::mpi_session`,
+/// @brief MPI's lifetime and errors for `tutti::mpi_allreduce`: `tutti::mpi_session`,
 /// `tutti::mpi_error`, `TUTTI_MPI_CHECK` and `tutti::mpi_abort_on_exception`.
 ///
 /// Included by reducers/mpi.hpp, which is what programs include. Needs an MPI implementation, as
@@ -64,7 +64,7 @@ inline std::string mpi_error_text(int code) {
 
 /// Evaluates an MPI call; unless it returns MPI_SUCCESS, throws `tutti::mpi_error` with the
 /// call's text, MPI's error string and file:line. Errors come back as codes only on a
-/// communicator whose error handler is MPI_ERRORS_RETURN (as `tutti::mpi_reducer`'s is).
+/// communicator whose error handler is MPI_ERRORS_RETURN (as `tutti::mpi_allreduce`'s is).
 #define TUTTI_MPI_CHECK(call)                                                 \
   do {                                                                        \
     const int tutti_mpi_code_ = (call);                                       \
@@ -76,7 +76,7 @@ namespace tutti {
 
 /// Initialises MPI for the lifetime of the object and finalises it at the end, unless MPI was
 /// already initialised (then it does nothing, and the owner of that initialisation finalises).
-/// Create one in `main` before any `tutti::mpi_reducer`, and let it outlive them.
+/// Create one in `main` before any `tutti::mpi_allreduce`, and let it outlive them.
 class mpi_session {
  public:
   /// Initialises MPI with at least `required` thread support (default MPI_THREAD_FUNNELED:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file reducers/mpi_shared_arena.hpp
-/// @brief `tutti::mpi_reducer`'s shared-memory gradient arena: the definitions of
+/// @brief `tutti::mpi_allreduce`'s shared-memory gradient arena: the definitions of
 /// `shared_gradient_arena` and of the in-place mean of a span inside it, declared (and documented)
 /// in reducers/mpi.hpp.
 ///
@@ -21,8 +21,8 @@
 
 namespace tutti {
 
-inline std::span<float> mpi_reducer::shared_gradient_arena(std::size_t count) {
-  static constexpr const char* name = "tutti::mpi_reducer::shared_gradient_arena";
+inline std::span<float> mpi_allreduce::shared_gradient_arena(std::size_t count) {
+  static constexpr const char* name = "tutti::mpi_allreduce::shared_gradient_arena";
   TUTTI_EXPECTS(m_win == MPI_WIN_NULL, name,
                 "this reducer already has a shared arena of " + std::to_string(m_arena_size) +
                     " values; expected one call per reducer (one trainer per reducer)");
@@ -114,7 +114,7 @@ inline std::span<float> mpi_reducer::shared_gradient_arena(std::size_t count) {
   return {mine, count};
 }
 
-inline std::optional<std::size_t> mpi_reducer::arena_offset(std::span<const float> grads) const {
+inline std::optional<std::size_t> mpi_allreduce::arena_offset(std::span<const float> grads) const {
   if (m_arenas.empty() || grads.empty()) return std::nullopt;
   const float* base = m_arenas[static_cast<std::size_t>(m_local)];
   // Compared as integers: pointers into different objects have no order in C++.
@@ -122,15 +122,15 @@ inline std::optional<std::size_t> mpi_reducer::arena_offset(std::span<const floa
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   if (p < b || p >= b + m_arena_size * sizeof(float)) return std::nullopt;
   const std::size_t offset = (p - b) / sizeof(float);
-  TUTTI_EXPECTS(grads.size() <= m_arena_size - offset, "tutti::mpi_reducer::all_reduce_mean",
+  TUTTI_EXPECTS(grads.size() <= m_arena_size - offset, "tutti::mpi_allreduce::all_reduce_mean",
                 "the span starts inside the shared arena at " + std::to_string(offset) +
                     " but runs past its end (" + std::to_string(m_arena_size) +
                     " values); expected a span inside the arena or outside it");
   return offset;
 }
 
-inline void mpi_reducer::shared_mean(std::span<float> grads, std::size_t offset) {
-  static constexpr const char* name = "tutti::mpi_reducer::all_reduce_mean";
+inline void mpi_allreduce::shared_mean(std::span<float> grads, std::size_t offset) {
+  static constexpr const char* name = "tutti::mpi_allreduce::all_reduce_mean";
   // Publish this rank's stores before the collective that tells the others they may read.
   TUTTI_MPI_CHECK(MPI_Win_sync(m_win));
   agree(name, op_code::all_reduce_mean, sizeof(float), grads.size(), 0, 0, offset);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file schedules/step.hpp
+/// @file schedules/step_decay.hpp
 /// @brief `tutti::step_decay`: multiply the learning rate by `gamma` every `step_size` steps.
 #pragma once
 
