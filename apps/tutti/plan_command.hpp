@@ -73,7 +73,8 @@ struct plan_config {
   std::string report;
 };
 
-inline void add_plan_options(CLI::App& app, plan_config& c) {
+/// Registers the model and its data: parameters, memory, samples, epochs and deadlines.
+inline void add_plan_model_options(CLI::App& app, plan_config& c) {
   app.add_option("--params", c.params, "trainable parameters (2e9, 25M, 1.5G)");
   app.add_option("--bytes-per-param", c.bytes_per_param,
                  "bytes per parameter value (4: fp32, 2: bf16)")
@@ -102,10 +103,14 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                  "no N is advised whose global batch leaves fewer steps per epoch (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  auto* step = app.add_option("--step-ms", c.step_ms,
-                              "milliseconds of one training step on one device at --batch")
-                   ->check(CLI::PositiveNumber);
-  auto* batch = app.add_option("--batch", c.batch, "samples per step on one device (256, 4k)");
+}
+
+/// Registers the measured step: its time and batch, the largest safe batch and the noise scale.
+inline void add_plan_step_options(CLI::App& app, plan_config& c) {
+  app.add_option("--step-ms", c.step_ms,
+                 "milliseconds of one training step on one device at --batch")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch", c.batch, "samples per step on one device (256, 4k)");
   app.add_option("--max-safe-batch", c.max_safe_batch,
                  "the largest global batch that keeps the model's accuracy (e.g. from tutti "
                  "study large-batch); the plan advises no N whose global batch exceeds it");
@@ -127,6 +132,10 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                  "samples/s it brings shortens the time to the same loss")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
+}
+
+/// Registers the machines: the links, the nodes, the devices and their price.
+inline void add_plan_machine_options(CLI::App& app, plan_config& c) {
   auto* link = app.add_option(
       "--link", c.link,
       "link between the devices of a node: " + named_link_list() + " [default: pcie4]");
@@ -158,6 +167,10 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
   app.add_option("--price", c.price, "money per device-hour (1: cost columns are device-hours)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+/// Registers how the step scales: the scaling rule, the overlap and the host's cores.
+inline void add_plan_scaling_options(CLI::App& app, plan_config& c) {
   app.add_option("--scaling", c.scaling,
                  "weak: every device keeps its batch (DDP); strong: the global batch is split")
       ->check(CLI::IsMember({"weak", "strong"}))
@@ -202,12 +215,25 @@ inline void add_plan_options(CLI::App& app, plan_config& c) {
                  "measured in --link-file (bench allreduce --step-work-us), else 0]")
       ->check(CLI::NonNegativeNumber)
       ->needs(cores);
+}
+
+/// Registers the report the measurements come from and what the plan writes.
+inline void add_plan_output_options(CLI::App& app, plan_config& c) {
   auto* from = app.add_option("--from", c.from, "a report written by tutti train --json")
                    ->check(CLI::ExistingFile);
-  baseline->needs(from);
-  from->excludes(step)->excludes(batch);
+  app.get_option("--thread-baseline")->needs(from);
+  from->excludes("--step-ms")->excludes("--batch");
   app.add_option("--json", c.json, "also write the plan as JSON to this file");
   app.add_option("--report", c.report, "write an HTML report with charts to this folder");
+}
+
+/// Registers every option of `tutti plan` on `app`.
+inline void add_plan_options(CLI::App& app, plan_config& c) {
+  add_plan_model_options(app, c);
+  add_plan_step_options(app, c);
+  add_plan_machine_options(app, c);
+  add_plan_scaling_options(app, c);
+  add_plan_output_options(app, c);
 }
 
 namespace detail::plan {
