@@ -66,11 +66,21 @@ gpu_build() {
       ;;
     tutti)
       # Without MPI: the check runs the program on the GPUs of one process. As in the CMake
-      # build, the commands' .cpp files go to the host compiler and cuda_parts.cu to nvcc.
-      local app="${gpu_root}/apps/tutti"
-      nvcc "${common[@]}" -DTUTTI_HAS_NCCL=1 -DTUTTI_HAS_BLAS=1 -DTUTTI_CLI_CUDA=1 \
-        -DTUTTI_DATASETS_DIR="\"${gpu_root}/../shared/datasets\"" \
-        "${app}"/{train,study,bench,plan,seal,audit,recommend,main}.cpp "${app}/cuda_parts.cu" \
+      # build, each command's .cpp is a host translation unit (the host compiler, Thrust on
+      # OpenMP) and cuda_parts.cu the one nvcc compiles as CUDA; nvcc links them.
+      local app="${gpu_root}/apps/tutti" obj="${gpu_dir}/tutti-obj" f
+      local defs=(-DTUTTI_HAS_NCCL=1 -DTUTTI_HAS_BLAS=1 -DTUTTI_CLI_CUDA=1
+        -DTUTTI_DATASETS_DIR="\"${gpu_root}/../shared/datasets\"")
+      # The host compiler itself: under nvcc, CCCL's headers would take a .cpp for CUDA code.
+      local host=(-std=c++20 -O2 -fopenmp -I"${gpu_root}/include" -I"${gpu_dir}/include"
+        -isystem "${gpu_cuda}/include/cccl" -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
+      local objs=()
+      mkdir -p "${obj}"
+      for f in train study bench plan seal audit recommend main; do
+        "${CXX:-c++}" "${host[@]}" "${defs[@]}" -c "${app}/${f}.cpp" -o "${obj}/${f}.o" || return 1
+        objs+=("${obj}/${f}.o")
+      done
+      nvcc "${common[@]}" "${defs[@]}" "${objs[@]}" "${app}/cuda_parts.cu" \
         -o "${gpu_dir}/tutti" "${libs[@]}" -l:libsodium.so.23
       ;;
     consumer_cuda | consumer_nccl)

@@ -42,7 +42,9 @@ cp "${inc}/${multi}/cblas_mangling.h" build-gpu/include/
 for soname in libblas.so.3 libsodium.so.23 libz.so.1; do
   case "${soname}" in
     libblas.so.3) path="/usr/lib/${multi}/blas/libblas.so.3" ;;  # netlib's, not OpenBLAS
-    *) path="$(ldconfig -p | awk -v n="${soname}" '$1 == n && /x86-64/ {print $NF; exit}')" ;;
+    # awk reads to the end: an early exit would end ldconfig with SIGPIPE, which pipefail
+    # turns into the script's failure (exit 141).
+    *) path="$(ldconfig -p | awk -v n="${soname}" '$1 == n && /x86-64/ && !p {p = $NF} END {print p}')" ;;
   esac
   [[ -e "${path}" ]] || { echo "gpu-prebuild: ${soname} not found" >&2; exit 1; }
   cp -L "${path}" "build-gpu/lib/${soname}"
