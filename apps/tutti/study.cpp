@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tutti::cli {
@@ -131,12 +132,12 @@ void print_study_header(const study_config& c, const detail::study_outcome& o,
 /// The panels of the study: one per model x dataset, each tuned, run and compared.
 class study_panels {
  public:
-  study_panels(const study_config& c, detail::study_outcome& o)
+  study_panels(const study_config& c, detail::study_outcome& o,
+               std::vector<detail::study_recipe> recipes)
       : m_c(c),
         m_o(o),
-        m_total(o.models.size() * o.data.size() * c.batches.size() * c.recipes.size()) {
-    for (const auto& r : c.recipes) m_recipes.push_back(detail::recipe_named(r));
-  }
+        m_recipes(std::move(recipes)),
+        m_total(o.models.size() * o.data.size() * c.batches.size() * m_recipes.size()) {}
   std::size_t total_cells() const { return m_total; }
 
   /// Runs every panel.
@@ -255,10 +256,11 @@ int run_study_large_batch(study_config& c) {
   std::sort(c.batches.begin(), c.batches.end());
   c.batches.erase(std::unique(c.batches.begin(), c.batches.end()), c.batches.end());
   check_study_settings(c);
-  for (const auto& r : c.recipes) detail::recipe_named(r);  // an unknown recipe stops here
+  std::vector<detail::study_recipe> recipes;  // an unknown recipe stops here, before any data
+  for (const auto& r : c.recipes) recipes.push_back(detail::recipe_named(r));
 
   load_datasets(c, o);
-  study_panels panels(c, o);
+  study_panels panels(c, o, std::move(recipes));
   print_study_header(c, o, panels.total_cells());
   panels.run();
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -160,7 +160,6 @@ inline void to_json(nlohmann::json& j, const report_dataset& d) {
        {"test_rows", d.test_rows}, {"rank_local_shards", d.rank_local_shards},
        {"users", d.users},         {"items", d.items},
        {"implicit", d.implicit}};
-  if (d.rejected.empty()) j["rejected"] = nlohmann::json::object();
 }
 
 inline void from_json(const nlohmann::json& j, report_dataset& d) {

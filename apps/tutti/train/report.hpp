@@ -15,17 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <utility>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tutti::cli::detail {
 
