@@ -4,6 +4,8 @@
 // interface and each command's code is compiled once, by the compiler it needs.
 #pragma once
 
+#include <tutti/openmp_wait.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -19,6 +21,9 @@ class command {
   virtual bool chosen() const = 0;
   /// Runs it; returns the process exit code.
   virtual int run() = 0;
+  /// The OpenMP wait policy its ranks want (see tutti/openmp_wait.hpp): passive unless the
+  /// command knows its one rank has the cores to itself.
+  virtual openmp_wait wait_policy() const { return openmp_wait::passive; }
 };
 
 /// A command whose settings are one `Config` filled by the command line: `add(app, config)`
@@ -28,22 +33,28 @@ class configured_command final : public command {
  public:
   using add_fn = CLI::App* (*)(CLI::App&, Config&);
   using run_fn = int (*)(Config&);
-  configured_command(CLI::App& app, add_fn add, run_fn run_it)
-      : m_app(add(app, m_config)), m_run(run_it) {}
+  using wait_fn = openmp_wait (*)(const Config&);
+  configured_command(CLI::App& app, add_fn add, run_fn run_it, wait_fn wait = nullptr)
+      : m_app(add(app, m_config)), m_run(run_it), m_wait(wait) {}
   bool chosen() const override { return m_app->parsed(); }
   int run() override { return m_run(m_config); }
+  openmp_wait wait_policy() const override {
+    return m_wait != nullptr ? m_wait(m_config) : openmp_wait::passive;
+  }
 
  private:
   Config m_config{};
   CLI::App* m_app;
   run_fn m_run;
+  wait_fn m_wait;
 };
 
 /// Makes a `configured_command<Config>`.
 template <class Config>
 std::unique_ptr<command> make_configured(CLI::App& app, CLI::App* (*add)(CLI::App&, Config&),
-                                         int (*run_it)(Config&)) {
-  return std::make_unique<configured_command<Config>>(app, add, run_it);
+                                         int (*run_it)(Config&),
+                                         openmp_wait (*wait)(const Config&) = nullptr) {
+  return std::make_unique<configured_command<Config>>(app, add, run_it, wait);
 }
 
 /// A command written as a class with `parsed()` and `run()` that registers itself on `app`.

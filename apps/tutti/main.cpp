@@ -18,7 +18,6 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  tutti::prefer_passive_openmp_wait(argv);
   CLI::App app{"tutti: data-parallel training that keeps the books"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tutti 0.1.0");
@@ -46,6 +45,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tutti: error: %s (see tutti %s--help)\n", e.what(), hint.c_str());
     return 2;
   }
+  // Before any parallel region: the chosen command says how its ranks use the cores, and the
+  // program re-executes itself once with that OpenMP wait policy (unless the user set one).
+  for (auto& command : commands)
+    if (command->chosen()) tutti::choose_openmp_wait(argv, command->wait_policy());
   try {
     for (auto& command : commands)
       if (command->chosen()) return command->run();

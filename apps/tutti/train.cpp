@@ -303,6 +303,14 @@ int run_train(train_config& c) {
   return train_and_report(c, 0, false);
 }
 
+/// Active waits for one host rank that has the machine's cores to itself (one process, one
+/// rank), passive whenever ranks share them (threads of this process, or MPI processes on this
+/// machine) or the step runs on a GPU.
+openmp_wait train_wait_policy(const train_config& c) {
+  if (c.space != "host") return openmp_wait::passive;
+  return wait_policy_for(c.reducer == "mpi" ? 1 : c.ranks);
+}
+
 CLI::App* add_train_command(CLI::App& app, train_config& c) {
   CLI::App* train = app.add_subcommand("train", "train the course recommender");
   add_train_options(*train, c);
@@ -312,7 +320,7 @@ CLI::App* add_train_command(CLI::App& app, train_config& c) {
 }  // namespace
 
 std::unique_ptr<command> make_train_command(CLI::App& app) {
-  return make_configured<train_config>(app, add_train_command, run_train);
+  return make_configured<train_config>(app, add_train_command, run_train, train_wait_policy);
 }
 
 }  // namespace tutti::cli

@@ -105,6 +105,7 @@ struct train_report {
   double seconds = 0;
   std::optional<int> omp_threads;  // OpenMP threads of the measured process
   double cpu_seconds = 0;
+  std::string omp_wait_policy;  // OMP_WAIT_POLICY of the measured process; empty: not set
 };
 
 namespace detail {
@@ -315,6 +316,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
   if (!r.target.is_null()) j["target"] = r.target;
   if (r.ledger) j["ledger"] = *r.ledger;
   if (r.omp_threads) j["omp_threads"] = *r.omp_threads;
+  if (!r.omp_wait_policy.empty()) j["omp_wait_policy"] = r.omp_wait_policy;
 }
 
 /// Reads a report; what the planner needs must be there (the rank-0 phases, the epochs' steps,
@@ -350,6 +352,7 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
   if (j.contains("omp_threads") && j.at("omp_threads").is_number())
     r.omp_threads = report_get<int>(j, "omp_threads");
   r.cpu_seconds = report_get_or<double>(j, "cpu_seconds", 0);
+  r.omp_wait_policy = report_get_or<std::string>(j, "omp_wait_policy", "");
 }
 
 }  // namespace tutti::cli

@@ -1549,6 +1549,39 @@ elseif(CASE STREQUAL "row-sparse")
     message(FATAL_ERROR "--optimizer lazy-adam --overlap: exit ${rc}, stderr '${err}'; expected "
                         "exit 2 and one line 'tutti: error: ...' naming the row-sparse optimizer")
   endif()
+elseif(CASE STREQUAL "wait-policy")
+  # The program chooses libgomp's wait policy for how its ranks use the cores, and records it:
+  # active for one rank alone in one process, passive for rank threads sharing the cores or for
+  # several processes of an MPI job on one machine; a policy the user set is kept.
+  set(small --learners 300 --courses 40 --epochs 1)
+  foreach(run "active;--ranks;1" "passive;--ranks;2" "passive;--ranks;1;local-size;2"
+              "passive;--ranks;1;user;passive" "active;--ranks;2;user;active")
+    list(POP_FRONT run expected flag ranks)
+    set(env --unset=OMP_WAIT_POLICY --unset=OMPI_COMM_WORLD_LOCAL_SIZE --unset=MPI_LOCALNRANKS)
+    set(why "${flag} ${ranks}")
+    if(run)
+      list(POP_FRONT run what value)
+      if(what STREQUAL "local-size")
+        list(APPEND env OMPI_COMM_WORLD_LOCAL_SIZE=${value})
+        set(why "${why}, ${value} MPI processes on this machine")
+      else()
+        list(APPEND env OMP_WAIT_POLICY=${value})
+        set(why "${why}, OMP_WAIT_POLICY=${value} set by the user")
+      endif()
+    endif()
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${TUTTI} train --quiet
+                            --json ${WORK}/wait.json ${flag} ${ranks} ${small}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "tutti train ${why}: exit ${rc}\n${out}\n${err}")
+    endif()
+    file(READ ${WORK}/wait.json j)
+    json_get(policy "${j}" omp_wait_policy)
+    if(NOT policy STREQUAL expected)
+      message(FATAL_ERROR "tutti train ${why}: OMP_WAIT_POLICY ${policy}; expected ${expected}")
+    endif()
+    message(STATUS "tutti train ${why}: OMP_WAIT_POLICY ${policy}")
+  endforeach()
 elseif(CASE STREQUAL "export")
   # tutti train --export, then tutti recommend: k distinct unseen courses by descending score;
   # --users gives the same list; unknown ids, damaged files and unfit directories are refused.

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -152,7 +153,8 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .last_checkpoint = r.last_checkpoint,
                    .seconds = s.seconds,
                    .omp_threads = std::nullopt,
-                   .cpu_seconds = cpu_seconds()};
+                   .cpu_seconds = cpu_seconds(),
+                   .omp_wait_policy = {}};
   rep.eval["baseline"] = {{"name", s.baseline.name}, {"value", s.baseline.value}};
   if (r.ranking) {
     rep.ranking = to_json(*r.ranking);
@@ -167,6 +169,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
 #if defined(_OPENMP)
   rep.omp_threads = omp_get_max_threads();
 #endif
+  if (const char* wait = std::getenv("OMP_WAIT_POLICY")) rep.omp_wait_policy = wait;
   return rep;
 }
 
