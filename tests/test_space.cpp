@@ -8,6 +8,7 @@
 #include <tutti/space/buffer.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -110,4 +111,22 @@ TEST_CASE("parameter_layout::add's handle gives the segment's offset, not its in
         CHECK(owner[h.at(r, c)] == -1);
         owner[h.at(r, c)] = static_cast<int>(h.index);
       }
+}
+
+TEST_CASE("host buffers from 8 MiB on are whole 2 MiB pages, smaller ones 64-byte aligned") {
+  const tutti::host_space host;
+  // The largest small one and the smallest large one, both written end to end and read back.
+  for (const std::size_t bytes : {tutti::host_space::huge_from - 4, tutti::host_space::huge_from,
+                                  tutti::host_space::huge_from + 12345 * 4}) {
+    tutti::buffer<float, tutti::host_space> b(bytes / sizeof(float), host);
+    const auto at = reinterpret_cast<std::uintptr_t>(b.data());
+    const std::size_t want =
+        bytes >= tutti::host_space::huge_from ? tutti::host_space::huge_page : std::size_t{64};
+    CHECK(at % want == 0);
+    for (std::size_t i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(i % 1024);
+    bool same = true;
+    for (std::size_t i = 0; i < b.size(); ++i)
+      same = same && b.data()[i] == static_cast<float>(i % 1024);
+    CHECK(same);
+  }
 }

@@ -7,6 +7,7 @@
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/detail/noise_scale.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/optimizers/row_sparse.hpp>
 
@@ -18,6 +19,14 @@
 #include <vector>
 
 namespace tutti::detail {
+
+/// Host: asks for the first lines of a run's gradient rows (see detail/prefetch.hpp).
+inline void prefetch_gradient_run(const float* g, const segment* segments, const row_run& r,
+                                  bool write) {
+  const segment& s = segments[r.segment];
+  prefetch_bytes(g + s.offset + static_cast<std::size_t>(r.first) * s.cols,
+                 static_cast<std::size_t>(r.last - r.first) * s.cols * sizeof(float), write);
+}
 
 /// Host: 1 when a run of rows of the gradient holds an infinity or a NaN.
 struct nonfinite_run_fn {
@@ -32,6 +41,7 @@ struct nonfinite_run_fn {
     for (std::size_t i = lo; i < hi; ++i) found |= finite_value(g[i]) ? 0u : 1u;
     if (found) bad->store(1u, std::memory_order_relaxed);
   }
+  void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, false); }
 };
 
 /// Host: adds Σ g² over a run of rows of the gradient to `sum`.
@@ -45,6 +55,7 @@ struct squared_run_fn {
     const std::size_t hi = s.offset + static_cast<std::size_t>(r.last) * s.cols;
     sum->fetch_add(squared_sum(g, lo, hi), std::memory_order_relaxed);
   }
+  void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, false); }
 };
 
 /// Host: zeroes a run of rows of the gradient.
@@ -56,6 +67,7 @@ struct zero_run_fn {
     std::fill(g + s.offset + static_cast<std::size_t>(r.first) * s.cols,
               g + s.offset + static_cast<std::size_t>(r.last) * s.cols, 0.f);
   }
+  void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, true); }
 };
 
 /// What the row-sparse step keeps between its phases. The gradient arena is all zeros between

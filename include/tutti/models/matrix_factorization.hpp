@@ -7,6 +7,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
@@ -116,11 +117,24 @@ struct mf_slot_fn {
   std::int32_t n_users, n_items;
   loss_kind loss;
   T l2, scale;
-  T* user_contrib;  // n × (dim + 1)
-  T* item_contrib;  // n × (dim + 1)
-  T* slot_loss;     // n
-  T* slot_global;   // n
+  T* user_contrib;    // n × (dim + 1)
+  T* item_contrib;    // n × (dim + 1)
+  T* slot_loss;       // n
+  T* slot_global;     // n
+  std::size_t n = 0;  // slots: the host asks for slot i + prefetch_ahead's rows while at i
+  TUTTI_HOST_DEVICE void prefetch_rows(std::size_t j) const {
+    if (weights[j] == 0.f) return;  // a padding slot's ids are never used
+    const auto u = static_cast<std::size_t>(users[j]);
+    const auto it = static_cast<std::size_t>(items[j]);
+    prefetch_bytes(params + off.user_embedding + u * dim, dim * sizeof(T));
+    prefetch_bytes(params + off.item_embedding + it * dim, dim * sizeof(T));
+    prefetch_bytes(params + off.user_bias + u, sizeof(T), false, 1);
+    prefetch_bytes(params + off.item_bias + it, sizeof(T), false, 1);
+  }
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+#if !defined(__CUDA_ARCH__)
+    if (i + prefetch_ahead < n) prefetch_rows(i + prefetch_ahead);
+#endif
     const T w = static_cast<T>(weights[i]);
     if (w == T(0)) {
       // Padding: the row kernels skip this slot, so only the per-slot sums need zeros.
@@ -314,7 +328,7 @@ class matrix_factorization {
                  detail::mf_slot_fn<T>{params.data(), batch.users.data(), batch.items.data(),
                                        batch.labels.data(), batch.weights.data(), m_off, d,
                                        m_n_users, m_n_items, m_opt.loss, static_cast<T>(m_opt.l2),
-                                       scale, uc, ic, sl, sg});
+                                       scale, uc, ic, sl, sg, n});
     const float* w = batch.weights.data();
     T* g = grads.data();
     const std::size_t one = 1;

@@ -5,6 +5,7 @@
 
 #include <tutti/config.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/error.hpp>
 #include <tutti/optimizers/sgd.hpp>  // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
@@ -44,6 +45,15 @@ struct adam_kernel {
     m[i] = mi;
     v[i] = vi;
     p[i] = w - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+  }
+
+  /// Host: asks for the first lines of elements [lo, hi) of every array `run` reads.
+  void prefetch(std::size_t lo, std::size_t hi) const {
+    const std::size_t bytes = (hi - lo) * sizeof(float);
+    prefetch_bytes(p + lo, bytes, true);
+    prefetch_bytes(g + lo, bytes);
+    prefetch_bytes(m + lo, bytes, true);
+    prefetch_bytes(v + lo, bytes, true);
   }
 
   /// Elements [lo, hi) on the host: the operations of `operator()`, in its order, on vectors

@@ -12,6 +12,7 @@
 
 #include <tutti/concepts/optimizer.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/space/traits.hpp>
@@ -36,6 +37,13 @@ struct row_run {
   std::int32_t first;
   std::int32_t last;
 };
+
+/// Calls `fn.prefetch(run)` where the run function has one: it asks for the memory the function
+/// will read for `run` (the rows of a large table are cache misses; see detail/prefetch.hpp).
+template <class Fn>
+inline void prefetch_run(const Fn& fn, const row_run& run) {
+  if constexpr (requires { fn.prefetch(run); }) fn.prefetch(run);
+}
 
 /// The runs of rows a selection covers (adjacent rows merged, whole segments cut into pieces of
 /// about `host_block` values), grouped so that one parallel pass over the groups visits each
@@ -97,7 +105,10 @@ class row_runs {
     if constexpr (requires { Space::serial_below; })
       serial = serial || m_values < Space::serial_below;
     if (serial) {
-      for (const row_run& r : m_runs) fn(r);
+      for (std::size_t i = 0; i < m_runs.size(); ++i) {
+        if (i + prefetch_ahead < m_runs.size()) prefetch_run(fn, m_runs[i + prefetch_ahead]);
+        fn(m_runs[i]);
+      }
       return;
     }
     thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), groups,
@@ -111,7 +122,11 @@ class row_runs {
     const row_run* runs;
     const std::size_t* groups;
     void operator()(std::size_t g) const {
-      for (std::size_t i = groups[g]; i < groups[g + 1]; ++i) fn(runs[i]);
+      const std::size_t end = groups[g + 1];
+      for (std::size_t i = groups[g]; i < end; ++i) {
+        if (i + prefetch_ahead < end) prefetch_run(fn, runs[i + prefetch_ahead]);
+        fn(runs[i]);
+      }
     }
   };
 
@@ -129,6 +144,13 @@ struct elementwise_rows_fn {
     const segment& s = segments[r.segment];
     kernel.run(s.offset + static_cast<std::size_t>(r.first) * s.cols,
                s.offset + static_cast<std::size_t>(r.last) * s.cols);
+  }
+  void prefetch(const row_run& r) const {
+    if constexpr (requires { kernel.prefetch(std::size_t{}, std::size_t{}); }) {
+      const segment& s = segments[r.segment];
+      kernel.prefetch(s.offset + static_cast<std::size_t>(r.first) * s.cols,
+                      s.offset + static_cast<std::size_t>(r.last) * s.cols);
+    }
   }
 };
 

@@ -75,6 +75,18 @@ struct rowwise_adagrad_run_fn {
       for (std::size_t i = static_cast<std::size_t>(run.first) * s.cols; i < hi; ++i) f(i);
     }
   }
+  void prefetch(const row_run& run) const {
+    const segment& s = segments[run.segment];
+    const std::size_t at = s.offset + static_cast<std::size_t>(run.first) * s.cols;
+    const std::size_t bytes =
+        static_cast<std::size_t>(run.last - run.first) * s.cols * sizeof(float);
+    prefetch_bytes(p + at, bytes, true);
+    prefetch_bytes(g + at, bytes);
+    const std::size_t per_row = s.kind == segment_kind::embedding ? 1 : s.cols;
+    prefetch_bytes(
+        state + state_offsets[run.segment] + static_cast<std::size_t>(run.first) * per_row,
+        sizeof(float), true, 1);
+  }
 };
 
 }  // namespace detail

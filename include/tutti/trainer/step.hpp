@@ -53,7 +53,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
                  detail::gather_batch_fn<float>{
                      buf.slots.data() + mb, buf.slot_weights.data() + mb, buf.users.data(),
                      buf.items.data(), buf.labels.data(), buf.b_users.data(), buf.b_items.data(),
-                     buf.b_labels.data(), buf.b_weights.data()});
+                     buf.b_labels.data(), buf.b_weights.data(), mb_count});
     batch_view batch{{buf.b_users.data(), mb_count},
                      {buf.b_items.data(), mb_count},
                      {buf.b_labels.data(), mb_count},

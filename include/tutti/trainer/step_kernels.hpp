@@ -7,6 +7,7 @@
 #include <tutti/config.hpp>
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/space/algorithms.hpp>
 
@@ -26,7 +27,16 @@ struct gather_batch_fn {
   std::int32_t* out_items;
   float* out_labels;
   float* out_weights;
+  std::size_t n = 0;  // slots: the host asks for slot i + prefetch_ahead's values while at i
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+#if !defined(__CUDA_ARCH__)
+    if (i + prefetch_ahead < n) {
+      const std::uint64_t ahead = slots[i + prefetch_ahead];
+      prefetch_bytes(users + ahead, sizeof *users, false, 1);
+      prefetch_bytes(items + ahead, sizeof *items, false, 1);
+      prefetch_bytes(labels + ahead, sizeof *labels, false, 1);
+    }
+#endif
     std::uint64_t k = slots[i];
     out_users[i] = users[k];
     out_items[i] = items[k];
