@@ -33,6 +33,8 @@ namespace tutti::cli {
 /// units (2e9, 25M; 16GB, 512MiB; 12h, 90m).
 struct plan_config {
   std::string params;
+  std::string learners, courses;  // a matrix factorisation's shape, instead of --params
+  int dim = 0;
   double bytes_per_param = 4;
   std::string optimizer;  // empty: from --from, else adam
   std::string activation_bytes;
@@ -75,15 +77,27 @@ struct plan_config {
 
 /// Registers the model and its data: parameters, memory, samples, epochs and deadlines.
 inline void add_plan_model_options(CLI::App& app, plan_config& c) {
-  app.add_option("--params", c.params, "trainable parameters (2e9, 25M, 1.5G)");
+  auto* params = app.add_option("--params", c.params, "trainable parameters (2e9, 25M, 1.5G)");
+  app.add_option("--learners", c.learners,
+                 "instead of --params, the course recommender's shape (with --courses and "
+                 "--dim): (learners + courses) x (dim + 1) + 1 parameters, and rowwise-adagrad's "
+                 "one accumulator per row (30M)")
+      ->excludes(params);
+  app.add_option("--courses", c.courses, "courses of --learners' recommender (5k)")
+      ->excludes(params);
+  app.add_option("--dim", c.dim, "embedding dimension of --learners' recommender")
+      ->check(CLI::PositiveNumber)
+      ->excludes(params);
   app.add_option("--bytes-per-param", c.bytes_per_param,
                  "bytes per parameter value (4: fp32, 2: bf16)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--optimizer", c.optimizer,
-                 "optimizer, for its state: sgd (none), momentum (1x), adam/adamw (2x) "
-                 "[default: adam, or the report's]")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}));
+                 "optimizer, for its state: sgd (none), momentum and row-sparse-sgd (1x), "
+                 "adam, adamw and lazy-adam (2x), rowwise-adagrad (one value per row: needs "
+                 "--learners) [default: adam, or the report's]")
+      ->check(CLI::IsMember(
+          {"sgd", "momentum", "row-sparse-sgd", "adam", "adamw", "lazy-adam", "rowwise-adagrad"}));
   app.add_option("--activation-bytes", c.activation_bytes,
                  "activation memory of one device's batch (512MB, 2GiB) [default: 0]");
   app.add_option("--device-memory", c.device_memory, "memory of one device (16GB, 80GB)")
@@ -342,27 +356,62 @@ inline link_file read_link_file(const std::string& path) {
 
 }  // namespace detail::plan
 
+namespace detail::plan {
+
+/// The course recommender's shape (`--learners`, `--courses`, `--dim`): matrix factorisation
+/// with biases, as `tutti train --model mf` lays it out.
+struct mf_shape {
+  double learners = 0, courses = 0, dim = 0;
+  /// Two embedding tables, two bias vectors and the global bias.
+  double params() const { return (learners + courses) * (dim + 1) + 1; }
+  /// rowwise-adagrad: one accumulator per embedding row, one per bias value.
+  double rowwise_state_values() const { return 2 * (learners + courses) + 1; }
+};
+
+/// The shape `c` gives, if any; all three flags or none.
+inline std::optional<mf_shape> mf_shape_of(const plan_config& c) {
+  const bool any = !c.learners.empty() || !c.courses.empty() || c.dim > 0;
+  if (!any) return std::nullopt;
+  TUTTI_EXPECTS(!c.learners.empty() && !c.courses.empty() && c.dim > 0, "tutti plan",
+                "--learners, --courses and --dim describe the recommender together; expected "
+                "all three");
+  return mf_shape{parse_count("--learners", c.learners), parse_count("--courses", c.courses),
+                  static_cast<double>(c.dim)};
+}
+
+}  // namespace detail::plan
+
 /// The planner's inputs from `c` (flags, and the report of `--from`).
 inline plan_inputs make_plan_inputs(const plan_config& c) {
   plan_inputs in;
   std::optional<detail::plan::measured_run> rep;
   if (!c.from.empty()) rep = detail::plan::read_train_report(c.from);
 
+  const std::optional<detail::plan::mf_shape> mf = detail::plan::mf_shape_of(c);
   if (!c.params.empty())
     in.params = detail::plan::parse_count("--params", c.params);
+  else if (mf)
+    in.params = mf->params();
   else if (rep && rep->params)
     in.params = *rep->params;
   else
-    throw invalid_argument(
-        c.from.empty()
-            ? "tutti plan(): --params is required (the model's trainable parameters)"
-            : "tutti plan(): --from '" + c.from + "' has no ledger.param_count; give --params");
+    throw invalid_argument(c.from.empty()
+                               ? "tutti plan(): --params is required (the model's trainable "
+                                 "parameters), or --learners, --courses and --dim"
+                               : "tutti plan(): --from '" + c.from +
+                                     "' has no ledger.param_count; give --params");
   in.bytes_per_param = c.bytes_per_param;
   in.optimizer = !c.optimizer.empty()             ? c.optimizer
                  : rep && !rep->optimizer.empty() ? rep->optimizer
                                                   : std::string("adam");
   if (c.optimizer.empty() && rep && rep->optimizer_state_bytes)
     in.optimizer_state_bytes = *rep->optimizer_state_bytes;
+  if (in.optimizer == "rowwise-adagrad" && !(c.optimizer.empty() && rep)) {
+    TUTTI_EXPECTS(mf.has_value(), "tutti plan",
+                  "--optimizer rowwise-adagrad keeps one value per row; give the model's shape "
+                  "(--learners, --courses, --dim) instead of --params");
+    in.optimizer_state_bytes = mf->rowwise_state_values() * in.bytes_per_param;
+  }
   in.activation_bytes = c.activation_bytes.empty()
                             ? 0.0
                             : detail::plan::parse_bytes("--activation-bytes", c.activation_bytes);

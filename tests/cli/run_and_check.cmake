@@ -1582,6 +1582,43 @@ elseif(CASE STREQUAL "wait-policy")
     endif()
     message(STATUS "tutti train ${why}: OMP_WAIT_POLICY ${policy}")
   endforeach()
+elseif(CASE STREQUAL "plan-memory")
+  # tutti plan sizes the course recommender from its shape: 30 M learners x 5 k courses, dim 64
+  # is (30,005,000) x 65 + 1 = 1,950,325,001 parameters; lazy-adam keeps two moments per value,
+  # rowwise-adagrad one accumulator per row (2 x 30,005,000 + 1 values); rowwise-adagrad with
+  # a bare --params is refused, naming the flags it needs.
+  set(shape --learners 30M --courses 5k --dim 64 --device-memory 141GB --step-ms 2 --batch 64k
+            --samples 300M)
+  foreach(run "lazy-adam;7801300004;15602600008" "rowwise-adagrad;7801300004;240040004")
+    list(POP_FRONT run optimizer param_bytes state_bytes)
+    tutti_ok(plan ${shape} --optimizer ${optimizer} --json ${WORK}/${optimizer}.json)
+    file(READ ${WORK}/${optimizer}.json j)
+    json_get(p "${j}" questions fits parameter_bytes)
+    json_get(s "${j}" questions fits optimizer_bytes)
+    json_get(fits "${j}" questions fits fits)
+    json_get(answer "${j}" questions fits answer)
+    # The JSON writes 6 significant digits: compare the leading ones.
+    string(SUBSTRING "${param_bytes}" 0 4 pe)
+    string(SUBSTRING "${state_bytes}" 0 4 se)
+    string(REGEX REPLACE "[.]" "" pd "${p}")
+    string(REGEX REPLACE "[.]" "" sd "${s}")
+    string(SUBSTRING "${pd}" 0 4 pd)
+    string(SUBSTRING "${sd}" 0 4 sd)
+    if(NOT pd STREQUAL pe OR NOT sd STREQUAL se OR NOT fits)
+      message(FATAL_ERROR "plan ${shape} --optimizer ${optimizer}: parameters ${p} B, optimizer "
+                          "state ${s} B, fits ${fits}; expected ${param_bytes} and ${state_bytes} "
+                          "B, fitting 141 GB\n${answer}")
+    endif()
+    message(STATUS "${optimizer}: ${answer}")
+  endforeach()
+  execute_process(COMMAND ${TUTTI} plan --params 2G --optimizer rowwise-adagrad --step-ms 2
+                          --batch 64k --samples 300M
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(STRIP "${err}" err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "rowwise-adagrad.*--learners, --courses, --dim")
+    message(FATAL_ERROR "plan --params 2G --optimizer rowwise-adagrad: exit ${rc}, '${err}'; "
+                        "expected exit 2 naming --learners, --courses, --dim")
+  endif()
 elseif(CASE STREQUAL "export")
   # tutti train --export, then tutti recommend: k distinct unseen courses by descending score;
   # --users gives the same list; unknown ids, damaged files and unfit directories are refused.

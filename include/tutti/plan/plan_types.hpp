@@ -19,16 +19,19 @@
 
 namespace tutti {
 
-/// Optimizer-state size in units of the parameters: sgd 0, momentum (sgd with momentum) 1,
-/// adam, adamw and lazy-adam 2 (first and second moments). Throws `tutti::invalid_argument`
-/// otherwise (a train report carries its optimizer's state size itself).
+/// Optimizer-state size in units of the parameters: sgd 0, momentum (sgd with momentum) and
+/// row-sparse-sgd (its momentum) 1, adam, adamw and lazy-adam 2 (first and second moments).
+/// Throws `tutti::invalid_argument` otherwise: rowwise-adagrad keeps one value per row, which a
+/// factor cannot say (give its state in bytes; a train report carries its optimizer's state size
+/// itself).
 inline double optimizer_state_factor(std::string_view optimizer) {
   if (optimizer == "sgd") return 0.0;
-  if (optimizer == "momentum") return 1.0;
+  if (optimizer == "momentum" || optimizer == "row-sparse-sgd") return 1.0;
   if (optimizer == "adam" || optimizer == "adamw" || optimizer == "lazy-adam") return 2.0;
   detail::throw_invalid("tutti::optimizer_state_factor",
                         "unknown optimizer '" + std::string(optimizer) +
-                            "'; expected sgd, momentum, adam, adamw or lazy-adam");
+                            "'; expected sgd, momentum, row-sparse-sgd, adam, adamw or lazy-adam "
+                            "(rowwise-adagrad: give its state in bytes, one value per row)");
 }
 
 /// What the planner is asked about: the model, the data, the deadline and a measured (or
