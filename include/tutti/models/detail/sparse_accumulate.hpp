@@ -16,6 +16,7 @@
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
+#include <tutti/models/detail/row_sort.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/traits.hpp>
@@ -326,11 +327,19 @@ class sparse_accumulator {
 
   sparse_accumulator() = default;
   explicit sparse_accumulator(const Space& space)
-      : m_keys(space), m_order(space), m_first(space), m_last(space), m_sum(space) {}
+      : m_keys(space),
+        m_order(space),
+        m_keys_tmp(space),
+        m_order_tmp(space),
+        m_first(space),
+        m_last(space),
+        m_sum(space) {}
   // A copy starts with empty scratch and no grouping of its own.
   sparse_accumulator(const sparse_accumulator& o)
       : m_keys(o.m_keys),
         m_order(o.m_order),
+        m_keys_tmp(o.m_keys_tmp),
+        m_order_tmp(o.m_order_tmp),
         m_first(o.m_first),
         m_last(o.m_last),
         m_sum(o.m_sum) {}
@@ -338,6 +347,8 @@ class sparse_accumulator {
     if (this != &o) {
       m_keys = o.m_keys;
       m_order = o.m_order;
+      m_keys_tmp = o.m_keys_tmp;
+      m_order_tmp = o.m_order_tmp;
       m_first = o.m_first;
       m_last = o.m_last;
       m_sum = o.m_sum;
@@ -357,6 +368,12 @@ class sparse_accumulator {
     if (n == 0) return;
     std::int32_t* keys = m_keys.reserve(n);
     std::int32_t* order = m_order.reserve(n);
+    if constexpr (Space::host_accessible) {
+      // One serial radix sort from the ids: the same output (a stable sort's is unique).
+      radix_group_rows(ids, weights, n, n_rows, padding_key, keys, order, m_keys_tmp.reserve(n),
+                       m_order_tmp.reserve(n), m_count);
+      return;
+    }
     parallel_for(space, n, init_row_sort_fn{ids, weights, keys, order, n_rows});
     // Stable, so equal ids keep slot order; a stable sort's output is unique, hence the same
     // on every thread count and backend.
@@ -467,6 +484,9 @@ class sparse_accumulator {
 
   scratch_array<std::int32_t, Space> m_keys;
   scratch_array<std::int32_t, Space> m_order;
+  scratch_array<std::int32_t, Space> m_keys_tmp;   // the host's radix sort
+  scratch_array<std::int32_t, Space> m_order_tmp;  // the host's radix sort
+  std::vector<std::uint32_t> m_count;              // the host's radix sort
   scratch_array<T, Space> m_first;
   scratch_array<T, Space> m_last;
   ordered_sum<T, Space> m_sum;
