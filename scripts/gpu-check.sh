@@ -11,7 +11,8 @@
 #   3. `tutti train --space cuda` against `--space host` from the same seed (final loss);
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
 #   5. the package's cuda and nccl consumer programs (examples/consumer-components);
-#   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree);
+#   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree), and
+#      against PyTorch's sparse embeddings + SparseAdam and torch.compile (labelled peers);
 # and prints one screen, PASS/FAIL/SKIP per item with the ratios. Everything it ran is written
 # under $OUT (default build-gpu/out), with gpu-check.json. Exits non-zero on any FAIL.
 #
@@ -113,6 +114,12 @@ if [[ -x build-gpu/bench_gpu_mf ]]; then
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     python3 benchmarks/peers/torch_mf.py "${work}" --json "${out}/torch_mf.json" \
       --compare "${out}/gpu_mf.json" >"${out}/torch_mf.txt" 2>&1
+    # PyTorch's other settings, each reported on its own line: sparse embeddings + SparseAdam
+    # (its documented option for large tables), and torch.compile where it has it.
+    for variant in sparse compile; do
+      python3 benchmarks/peers/torch_mf.py "${work}" --variant "${variant}" \
+        --json "${out}/torch_mf_${variant}.json" >"${out}/torch_mf_${variant}.txt" 2>&1
+    done
   fi
 fi
 rm -rf "${work}"
@@ -170,6 +177,20 @@ elif t:
 else:
     items.append(["MF benchmark vs PyTorch eager (same batches)", "FAIL", "no report (gpu_mf.txt)"])
 
+for variant, label in (("sparse", "sparse embeddings + SparseAdam"), ("compile", "torch.compile")):
+    v = load(f"torch_mf_{variant}.json")
+    name = f"MF benchmark vs PyTorch {label} (labelled peer)"
+    if t and v and v.get("skipped"):
+        items.append([name, "SKIP", v["skipped"]])
+    elif t and v and v.get("results"):
+        vs = med([r["samples_per_s"] for r in v["results"][1:]])
+        ts = med([r["samples_per_s"] for r in t["results"][1:]])
+        items.append([name, "PASS", f"tutti {ts:,.0f} samples/s, PyTorch {vs:,.0f}: {ts / vs:.2f}x; "
+                      f"final loss {v['results'][-1]['train_loss']:.6f} (not compared: "
+                      f"{'lazy Adam' if variant == 'sparse' else 'compiled kernels'})"])
+    elif t:
+        items.append([name, "FAIL", f"its run failed (torch_mf_{variant}.txt)"])
+
 failed = [i for i in items if i[1] == "FAIL"]
 json.dump({"seconds": seconds, "items": [{"item": i[0], "result": i[1], "detail": i[2]} for i in items],
            "tutti_over_pytorch_eager": ratio, "failed": len(failed)},
@@ -177,6 +198,8 @@ json.dump({"seconds": seconds, "items": [{"item": i[0], "result": i[1], "detail"
 print(f"\n== gpu-check ({seconds} s; everything under {out}) ==")
 for name, result, detail in items:
     print(f"{result:<5} {name}\n      {detail}")
-print(f"== {len(items) - len(failed)} passed, {len(failed)} failed")
+skipped = [i for i in items if i[1] == "SKIP"]
+print(f"== {len(items) - len(failed) - len(skipped)} passed, {len(skipped)} skipped, "
+      f"{len(failed)} failed")
 sys.exit(1 if failed else 0)
 PY
