@@ -36,10 +36,12 @@ class scoped_env {
 
 }  // namespace
 
-TEST_CASE("the wait policy is active only for one rank alone on its machine") {
+TEST_CASE("the wait policy is active only for one rank alone on an idle machine") {
   scoped_env ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
   scoped_env mpich("MPI_LOCALNRANKS", nullptr);
+  scoped_env idle("TUTTI_OTHER_RUNNABLE", "0");
   CHECK(tutti::local_processes() == 1);
+  CHECK(tutti::other_runnable_tasks() == 0);
   CHECK(tutti::wait_policy_for(1) == tutti::openmp_wait::active);
   CHECK(tutti::wait_policy_for(2) == tutti::openmp_wait::passive);
   SUBCASE("Open MPI's local size") {
@@ -55,6 +57,19 @@ TEST_CASE("the wait policy is active only for one rank alone on its machine") {
   SUBCASE("one MPI process on this machine") {
     scoped_env one("OMPI_COMM_WORLD_LOCAL_SIZE", "1");
     CHECK(tutti::wait_policy_for(1) == tutti::openmp_wait::active);
+  }
+  SUBCASE("other work running on the machine") {
+    scoped_env busy("TUTTI_OTHER_RUNNABLE", "1");
+    CHECK(tutti::wait_policy_for(1) == tutti::openmp_wait::passive);
+  }
+  SUBCASE("the probe reads this machine's running tasks") {
+    scoped_env probe("TUTTI_OTHER_RUNNABLE", nullptr);
+    const int others = tutti::other_runnable_tasks();
+#if defined(__linux__)
+    CHECK(others >= 0);  // /proc/loadavg is there
+#else
+    CHECK(others >= -1);
+#endif
   }
   SUBCASE("a value that is not a count is not a count") {
     scoped_env junk("OMPI_COMM_WORLD_LOCAL_SIZE", "many");

@@ -1551,19 +1551,28 @@ elseif(CASE STREQUAL "row-sparse")
   endif()
 elseif(CASE STREQUAL "wait-policy")
   # The program chooses libgomp's wait policy for how its ranks use the cores, and records it:
-  # active for one rank alone in one process, passive for rank threads sharing the cores or for
-  # several processes of an MPI job on one machine; a policy the user set is kept.
+  # active for one rank alone in one process on an idle machine, passive for rank threads
+  # sharing the cores, for several processes of an MPI job on one machine, or while other work
+  # runs; a policy the user set is kept. The machine's load is fixed by TUTTI_OTHER_RUNNABLE
+  # (ctest runs tests side by side).
   set(small --learners 300 --courses 40 --epochs 1)
   foreach(run "active;--ranks;1" "passive;--ranks;2" "passive;--ranks;1;local-size;2"
-              "passive;--ranks;1;user;passive" "active;--ranks;2;user;active")
+              "passive;--ranks;1;others;2" "passive;--ranks;1;user;passive"
+              "active;--ranks;2;user;active")
     list(POP_FRONT run expected flag ranks)
     set(env --unset=OMP_WAIT_POLICY --unset=OMPI_COMM_WORLD_LOCAL_SIZE --unset=MPI_LOCALNRANKS)
     set(why "${flag} ${ranks}")
+    if(NOT "others" IN_LIST run)
+      list(APPEND env TUTTI_OTHER_RUNNABLE=0)
+    endif()
     if(run)
       list(POP_FRONT run what value)
       if(what STREQUAL "local-size")
         list(APPEND env OMPI_COMM_WORLD_LOCAL_SIZE=${value})
         set(why "${why}, ${value} MPI processes on this machine")
+      elseif(what STREQUAL "others")
+        list(APPEND env TUTTI_OTHER_RUNNABLE=${value})
+        set(why "${why}, ${value} other tasks running")
       else()
         list(APPEND env OMP_WAIT_POLICY=${value})
         set(why "${why}, OMP_WAIT_POLICY=${value} set by the user")
