@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace tutti {
@@ -37,10 +39,26 @@ inline int local_processes() {
   return 1;
 }
 
-/// Runnable tasks on this machine besides the caller: the least of 8 samples, 2 ms apart, of
-/// the running count in `/proc/loadavg` (which counts the reader itself); -1 where there is no
-/// such file. `TUTTI_OTHER_RUNNABLE` set to a count replaces the probe (tests, or a user who
-/// knows the machine). In a container the count is the host's, so a shared host reads as busy.
+/// Threads of this process that are running or runnable now (`R` in /proc/self/task/*/stat):
+/// libraries start their own at load time (OpenBLAS's pool spins for a while after it starts).
+inline int own_runnable_threads() {
+  int running = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the name, in parentheses, may hold spaces
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++running;
+  }
+  return running;
+}
+
+/// Runnable tasks on this machine outside this process: the least of 8 samples, 2 ms apart, of
+/// the running count in `/proc/loadavg` less this process's own runnable threads; -1 where there
+/// is no such file. `TUTTI_OTHER_RUNNABLE` set to a count replaces the probe (tests, or a user
+/// who knows the machine). In a container the count is the host's, so a shared host reads as
+/// busy.
 inline int other_runnable_tasks() {
   if (const char* v = std::getenv("TUTTI_OTHER_RUNNABLE")) {
     char* end = nullptr;
@@ -54,11 +72,12 @@ inline int other_runnable_tasks() {
     if (f == nullptr) return -1;
     double avg[3];
     int running = 0, total = 0;
-    if (std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &running, &total) == 5)
-      least = std::min(least, running);
+    const bool read =
+        std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &running, &total) == 5;
     std::fclose(f);
+    if (read) least = std::min(least, running - own_runnable_threads());
   }
-  return least == INT_MAX ? -1 : std::max(0, least - 1);
+  return least == INT_MAX ? -1 : std::max(0, least);
 }
 
 /// The policy for a process that runs `ranks_here` ranks: active only for one rank in one

@@ -14,6 +14,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/models/detail/row_sort.hpp>
@@ -182,6 +183,14 @@ struct chunk_rows_fn {
           while (e < end && f.keys[e] == row) ++e;
           j = e;
           continue;
+        }
+        // The row `prefetch_ahead` sorted positions on is written soon: ask for it now (rows of a
+        // large table are cache misses).
+        if (j + prefetch_ahead < end) {
+          const std::int32_t ahead = f.keys[j + prefetch_ahead];
+          if (ahead != padding_key && ahead != row)
+            prefetch_bytes(f.dest + static_cast<std::size_t>(ahead) * f.dest_stride + c0,
+                           w * sizeof(T), true);
         }
         T sum[tile] = {};
         for (; e < end && f.keys[e] == row; ++e)
