@@ -229,6 +229,9 @@ def run_tutti(binary, t, dim, epochs, optimizer, seed):
                str(BATCH), *lr, "--l2", str(L2), "--schedule", "constant", "--epochs",
                str(epochs), "--ranks", "1", "--optimizer", optimizer, "--seed", str(seed),
                "--quiet", "--json", out]
+        # The PyTorch run before this one ran in this process: let its OpenMP threads finish
+        # their spin and sleep, so that tutti's idle probe sees the machine as a user's would.
+        time.sleep(0.5)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             r = json.load(f)
