@@ -386,15 +386,32 @@ TEST_CASE("sparse_accumulator: the host's chunk-per-thread kernel gives the per-
     const std::size_t chunk = acc_t::chunk, chunks = (n + chunk - 1) / chunk;
     CHECK(chunks > 4);
     std::vector<float> first(chunks * cols), last(chunks * cols);
+    const tutti::detail::row_dest<float> to_device{device.data(), cols, cols};
     const tutti::detail::chunk_pieces_fn<float> pieces{
-        sorted.data(), order.data(),  contrib.data(), stride,       cols,       n,
-        chunk,         device.data(), cols,           first.data(), last.data()};
-    const tutti::detail::chain_pieces_fn<float> chain{
-        sorted.data(), cols, n, chunk, first.data(), last.data(), device.data(), cols};
+        sorted.data(), order.data(), contrib.data(), stride,     cols, n,
+        chunk,         to_device,    first.data(),   last.data()};
+    const tutti::detail::chain_pieces_fn<float> chain{sorted.data(), cols,        n,        chunk,
+                                                      first.data(),  last.data(), to_device};
     for (std::size_t t = 0; t < chunks * cols; ++t) pieces(t);
     for (std::size_t t = 0; t < chunks * cols; ++t) chain(t);
     CHECK(std::memcmp(host.data(), device.data(), host.size() * sizeof(float)) == 0);
     CHECK(host != std::vector<float>(n_rows * cols, 0.25f));
+    // One pass into two tables (columns [0, split) and the rest) gives each value the bits of
+    // the one-table pass, wherever the split falls against the host's column tile.
+    for (const std::size_t split : {cols - 1, cols / 2}) {
+      CAPTURE(split);
+      const std::size_t rest = cols - split;
+      std::vector<float> main_part(n_rows * split, 0.25f), tail_part(n_rows * rest, 0.25f);
+      acc.scatter_add_split(space, contrib.data(), stride, cols, main_part.data(), split, split,
+                            tail_part.data(), rest);
+      std::size_t differ = 0;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(n_rows); ++r)
+        for (std::size_t c = 0; c < cols; ++c) {
+          const float got = c < split ? main_part[r * split + c] : tail_part[r * rest + c - split];
+          differ += std::memcmp(&got, &host[r * cols + c], sizeof(float)) != 0 ? 1 : 0;
+        }
+      CHECK(differ == 0);
+    }
     // The row-filtered scatter gives those rows the same bits and leaves the others alone.
     for (std::size_t r = 0; r < static_cast<std::size_t>(n_rows); ++r)
       for (std::size_t c = 0; c < cols; ++c) {

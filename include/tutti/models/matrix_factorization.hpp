@@ -334,11 +334,19 @@ class matrix_factorization {
     const std::size_t one = 1;
     // Arena order is user table, item table, user bias, item bias, global bias: backward runs
     // from the end, so each report can start a reduction while the rest is summed.
-    m_users.group(m_space, batch.users.data(), w, n, m_n_users);
-    m_items.group(m_space, batch.items.data(), w, n, m_n_items);
+    accumulator::group_two(m_space, m_users, batch.users.data(), m_n_users, m_items,
+                           batch.items.data(), m_n_items, w, n);
     m_users.add_sum(m_space, sg, g + m_off.global_bias);
     if (loss_sum != nullptr) m_users.add_sum(m_space, sl, loss_sum);
     ready(m_off.global_bias, 1);
+    if (!ready) {
+      // One pass per table: a row's embedding gradient and its bias together (the same bits).
+      m_items.scatter_add_split(m_space, ic, d + 1, d + 1, g + m_off.item_embedding, d, d,
+                                g + m_off.item_bias, one);
+      m_users.scatter_add_split(m_space, uc, d + 1, d + 1, g + m_off.user_embedding, d, d,
+                                g + m_off.user_bias, one);
+      return;
+    }
     m_items.scatter_add(m_space, ic + d, d + 1, one, g + m_off.item_bias, one);
     ready(m_off.item_bias, static_cast<std::size_t>(m_n_items));
     m_users.scatter_add(m_space, uc + d, d + 1, one, g + m_off.user_bias, one);
@@ -389,8 +397,9 @@ class matrix_factorization {
   Space m_space;
   parameter_layout m_layout;
   detail::mf_offsets m_off{};
-  detail::sparse_accumulator<T, Space> m_users;
-  detail::sparse_accumulator<T, Space> m_items;
+  using accumulator = detail::sparse_accumulator<T, Space>;
+  accumulator m_users;
+  accumulator m_items;
   detail::scratch_array<T, Space> m_user_contrib;
   detail::scratch_array<T, Space> m_item_contrib;
   detail::scratch_array<T, Space> m_slot_loss;

@@ -64,16 +64,22 @@ struct shuffled_shards {
     out.real_prefix.resize(slots + 1);
     std::uint64_t* indices = out.indices.data();
     float* weights = out.weights.data();
-    const auto count = static_cast<std::int64_t>(mine);
+    // Blocks of slots: the positions written, then the whole block through the permutation.
+    constexpr std::size_t block = 4096;
+    const auto blocks = static_cast<std::int64_t>((mine + block - 1) / block);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t jj = 0; jj < count; ++jj) {
-      const auto j = static_cast<std::size_t>(jj);
-      const std::size_t pos = start + j * w + r;
-      const bool real = pos < n;
-      // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps
-      // it out of the loss and the gradient.
-      indices[j] = perm(real ? pos : pos % n);
-      weights[j] = real ? 1.0f : 0.0f;
+    for (std::int64_t bb = 0; bb < blocks; ++bb) {
+      const std::size_t lo = static_cast<std::size_t>(bb) * block;
+      const std::size_t hi = std::min(mine, lo + block);
+      for (std::size_t j = lo; j < hi; ++j) {
+        const std::size_t pos = start + j * w + r;
+        const bool real = pos < n;
+        // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps
+        // it out of the loss and the gradient.
+        indices[j] = real ? pos : pos % n;
+        weights[j] = real ? 1.0f : 0.0f;
+      }
+      perm.apply(std::span<std::uint64_t>(indices + lo, hi - lo));
     }
     out.real_prefix[0] = 0;
     for (std::size_t j = 0; j < slots; ++j) {

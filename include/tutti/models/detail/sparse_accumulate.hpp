@@ -108,6 +108,22 @@ struct init_row_sort_fn {
   }
 };
 
+/// Where column c of a row's sum goes: columns [0, split) to `main` (row stride `main_stride`),
+/// columns [split, cols) to `tail` (row stride `tail_stride`), so one pass over a grouping fills
+/// two segments (an embedding table and its bias column) from one per-slot contribution.
+template <class T>
+struct row_dest {
+  T* main;
+  std::size_t main_stride;
+  std::size_t split;
+  T* tail = nullptr;
+  std::size_t tail_stride = 0;
+  TUTTI_HOST_DEVICE T* at(std::int32_t row, std::size_t c) const {
+    const auto r = static_cast<std::size_t>(row);
+    return c < split ? main + r * main_stride + c : tail + r * tail_stride + (c - split);
+  }
+};
+
 /// Kernel over (chunk k, column c) of the sorted positions: sums each run of equal keys inside
 /// the chunk in slot order. A run wholly inside the chunk is added to its row here (it has no
 /// other writer); a run crossing a chunk boundary leaves its pieces in `first_piece` (the
@@ -122,8 +138,7 @@ struct chunk_pieces_fn {
   std::size_t cols;
   std::size_t n;
   std::size_t chunk;
-  T* dest;  // dest[row * dest_stride + c]
-  std::size_t dest_stride;
+  row_dest<T> dest;
   T* first_piece;               // [chunk * cols + c]
   T* last_piece;                // [chunk * cols + c]
   std::size_t first_chunk = 0;  // thread t works on chunk first_chunk + t / cols
@@ -154,7 +169,7 @@ struct chunk_pieces_fn {
       else if (continues_after)
         last_piece[k * cols + c] = sum;
       else
-        dest[static_cast<std::size_t>(row) * dest_stride + c] += sum;
+        *dest.at(row, c) += sum;
       j = e;
     }
   }
@@ -188,11 +203,11 @@ struct chunk_rows_fn {
         // large table are cache misses).
         if (j + prefetch_ahead < end) {
           const std::int32_t ahead = f.keys[j + prefetch_ahead];
-          if (ahead != padding_key && ahead != row)
-            prefetch_bytes(f.dest + static_cast<std::size_t>(ahead) * f.dest_stride + c0,
-                           w * sizeof(T), true);
+          if (ahead != padding_key && ahead != row && c0 < f.dest.split)
+            prefetch_bytes(f.dest.at(ahead, c0), std::min(w, f.dest.split - c0) * sizeof(T), true);
         }
-        T sum[tile] = {};
+        T sum[tile];
+        for (std::size_t c = 0; c < w; ++c) sum[c] = T(0);
         for (; e < end && f.keys[e] == row; ++e)
           add_into(sum, f.contrib + static_cast<std::size_t>(f.order[e]) * f.contrib_stride + c0,
                    w);
@@ -202,7 +217,9 @@ struct chunk_rows_fn {
           T* out = (starts_before ? f.first_piece : f.last_piece) + k * f.cols + c0;
           for (std::size_t c = 0; c < w; ++c) out[c] = sum[c];
         } else {
-          add_into(f.dest + static_cast<std::size_t>(row) * f.dest_stride + c0, sum, w);
+          const std::size_t in_main = c0 < f.dest.split ? std::min(w, f.dest.split - c0) : 0;
+          if (in_main > 0) add_into(f.dest.at(row, c0), sum, in_main);
+          if (in_main < w) add_into(f.dest.at(row, c0 + in_main), sum + in_main, w - in_main);
         }
         j = e;
       }
@@ -221,8 +238,7 @@ struct chain_pieces_fn {
   std::size_t chunk;
   const T* first_piece;
   const T* last_piece;
-  T* dest;
-  std::size_t dest_stride;
+  row_dest<T> dest;
   std::size_t first_chunk = 0;  // thread t works on chunk first_chunk + t / cols
   std::int32_t row_lo = 0;      // only rows in [row_lo, row_hi) are chained
   std::int32_t row_hi = padding_key;
@@ -241,7 +257,7 @@ struct chain_pieces_fn {
       const std::size_t end2 = (k2 + 1) * chunk;
       if (end2 >= n || keys[end2] != row) break;
     }
-    dest[static_cast<std::size_t>(row) * dest_stride + c] += total;
+    *dest.at(row, c) += total;
   }
 };
 
@@ -389,12 +405,43 @@ class sparse_accumulator {
     thrust::stable_sort_by_key(space.policy(), keys, keys + n, order);
   }
 
+  /// `a.group(space, a_ids, weights, n, a_rows)` and `b.group(space, b_ids, weights, n, b_rows)`
+  /// (a model's users and items): on a host space the two serial sorts run side by side, one
+  /// per thread of one parallel region, once the batch is large enough to pay for it.
+  static void group_two(const Space& space, sparse_accumulator& a, const std::int32_t* a_ids,
+                        std::int32_t a_rows, sparse_accumulator& b, const std::int32_t* b_ids,
+                        std::int32_t b_rows, const float* weights, std::size_t n) {
+    if constexpr (Space::host_accessible) {
+      if (n >= Space::serial_below) {
+        a.m_keys.reserve(n), a.m_order.reserve(n), a.m_keys_tmp.reserve(n),
+            a.m_order_tmp.reserve(n);
+        b.m_keys.reserve(n), b.m_order.reserve(n), b.m_keys_tmp.reserve(n),
+            b.m_order_tmp.reserve(n);
+        thrust::for_each_n(space.policy(), thrust::counting_iterator<int>(0), 2,
+                           group_one_fn{space, &a, a_ids, a_rows, &b, b_ids, b_rows, weights, n});
+        return;
+      }
+    }
+    a.group(space, a_ids, weights, n, a_rows);
+    b.group(space, b_ids, weights, n, b_rows);
+  }
+
   /// For every row r of the last grouping and every c < cols, adds the sum over the row's real
   /// slots s of contrib[s*contrib_stride + c] to dest[r*dest_stride + c].
   void scatter_add(const Space& space, const T* contrib, std::size_t contrib_stride,
                    std::size_t cols, T* dest, std::size_t dest_stride) {
+    scatter_add_split(space, contrib, contrib_stride, cols, dest, dest_stride, cols, nullptr, 0);
+  }
+
+  /// `scatter_add` of `cols` columns in one pass, columns [0, split) into `dest` (row stride
+  /// `dest_stride`) and columns [split, cols) into `tail` (row stride `tail_stride`): every sum
+  /// is bitwise what two `scatter_add` calls give, for half the passes over the grouping.
+  void scatter_add_split(const Space& space, const T* contrib, std::size_t contrib_stride,
+                         std::size_t cols, T* dest, std::size_t dest_stride, std::size_t split,
+                         T* tail, std::size_t tail_stride) {
     if (m_n == 0 || cols == 0) return;
-    scatter_chunks(space, contrib, contrib_stride, cols, dest, dest_stride, 0,
+    scatter_chunks(space, contrib, contrib_stride, cols,
+                   row_dest<T>{dest, dest_stride, split, tail, tail_stride}, 0,
                    (m_n + chunk - 1) / chunk, 0, padding_key);
   }
 
@@ -409,8 +456,8 @@ class sparse_accumulator {
     const auto p0 = static_cast<std::size_t>(std::lower_bound(keys, keys + m_n, row_lo) - keys);
     const auto p1 = static_cast<std::size_t>(std::lower_bound(keys, keys + m_n, row_hi) - keys);
     if (p0 == p1) return;
-    scatter_chunks(space, contrib, contrib_stride, cols, dest, dest_stride, p0 / chunk,
-                   (p1 + chunk - 1) / chunk, row_lo, row_hi);
+    scatter_chunks(space, contrib, contrib_stride, cols, row_dest<T>{dest, dest_stride, cols},
+                   p0 / chunk, (p1 + chunk - 1) / chunk, row_lo, row_hi);
   }
 
   /// `scatter_add` into the `n_rows` × `cols` table at arena offset `offset` of `grads`, which
@@ -465,15 +512,33 @@ class sparse_accumulator {
   }
 
  private:
+  struct group_one_fn {
+    const Space& space;
+    sparse_accumulator* a;
+    const std::int32_t* a_ids;
+    std::int32_t a_rows;
+    sparse_accumulator* b;
+    const std::int32_t* b_ids;
+    std::int32_t b_rows;
+    const float* weights;
+    std::size_t n;
+    void operator()(int which) const {
+      if (which == 0)
+        a->group(space, a_ids, weights, n, a_rows);
+      else
+        b->group(space, b_ids, weights, n, b_rows);
+    }
+  };
+
   void scatter_chunks(const Space& space, const T* contrib, std::size_t contrib_stride,
-                      std::size_t cols, T* dest, std::size_t dest_stride, std::size_t k0,
-                      std::size_t k1, std::int32_t row_lo, std::int32_t row_hi) {
+                      std::size_t cols, row_dest<T> dest, std::size_t k0, std::size_t k1,
+                      std::int32_t row_lo, std::int32_t row_hi) {
     const std::size_t chunks = (m_n + chunk - 1) / chunk;
     T* first = m_first.reserve(chunks * cols);
     T* last = m_last.reserve(chunks * cols);
     const chunk_pieces_fn<T> pieces{
-        m_keys.data(), m_order.data(), contrib, contrib_stride, cols, m_n,    chunk,
-        dest,          dest_stride,    first,   last,           k0,   row_lo, row_hi};
+        m_keys.data(), m_order.data(), contrib, contrib_stride, cols,  m_n, chunk, dest,
+        first,         last,           k0,      row_lo,         row_hi};
     if constexpr (Space::host_accessible) {
       // A thread per chunk, all columns: the work of a chunk is chunk x cols adds.
       const chunk_rows_fn<T> rows{pieces};
@@ -487,8 +552,8 @@ class sparse_accumulator {
     }
     if (chunks > 1)
       parallel_for(space, (k1 - k0) * cols,
-                   chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest,
-                                      dest_stride, k0, row_lo, row_hi});
+                   chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest, k0,
+                                      row_lo, row_hi});
   }
 
   scratch_array<std::int32_t, Space> m_keys;
