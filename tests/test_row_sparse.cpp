@@ -369,3 +369,67 @@ TEST_CASE("row-sparse step: refused where it cannot run, with the reason") {
                        doctest::Contains("the model reports no row-sparse segment"),
                        tutti::invalid_argument);
 }
+
+namespace {
+
+// A row-sparse optimizer without `with_row_update`: the trainer takes its `step_rows`, then a
+// pass of its own that zeroes the touched gradient rows.
+template <class O>
+struct step_rows_only {
+  O inner;
+  std::size_t state_size(std::size_t n) const { return inner.state_size(n); }
+  std::size_t state_size(const tutti::parameter_layout& l) const {
+    return tutti::detail::optimizer_state_floats(inner, l);
+  }
+  bool row_sparse() const noexcept { return true; }
+  template <class Space>
+  void step(const Space& space, std::span<float> p, std::span<const float> g,
+            std::span<float> state, float lr, std::uint64_t t) const {
+    inner.step(space, p, g, state, lr, t);
+  }
+  template <class Space>
+  requires(Space::host_accessible) void step_rows(const Space& space,
+                                                  const tutti::parameter_layout& layout,
+                                                  std::span<float> p, std::span<const float> g,
+                                                  std::span<float> state, tutti::row_selection rows,
+                                                  float lr, std::uint64_t t) const {
+    inner.step_rows(space, layout, p, g, state, rows, lr, t);
+  }
+};
+
+static_assert(tutti::optimizer_fuses_rows<tutti::lazy_adam, tutti::host_space>);
+static_assert(tutti::optimizer_fuses_rows<tutti::rowwise_adagrad, tutti::host_space>);
+static_assert(tutti::optimizer_fuses_rows<tutti::row_sparse_sgd, tutti::host_space>);
+static_assert(!tutti::optimizer_fuses_rows<step_rows_only<tutti::lazy_adam>, tutti::host_space>);
+
+template <class O>
+void check_fused_pass_matches(O optimizer) {
+  const auto parts = course_data(900, 300);
+  const tutti::train_options opt{
+      .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
+  for (int world : {1, 2}) {
+    CAPTURE(world);
+    const auto fused = train_with(world, parts.train, opt, optimizer);
+    const auto apart = train_with(world, parts.train, opt, step_rows_only<O>{optimizer});
+    for (std::size_t r = 0; r < fused.size(); ++r) {
+      CHECK(count_differing(fused[r].params, apart[r].params) == 0);
+      CHECK(fused[r].result.epochs.back().train_loss == apart[r].result.epochs.back().train_loss);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("row-sparse step: the update and the zeroing in one pass give step_rows' bits") {
+  // The trainer runs `with_row_update`'s run function and zeroes each run's gradient right
+  // after; a stale gradient row left unzeroed, or a run updated twice, changes the parameters.
+  SUBCASE("lazy Adam") {
+    check_fused_pass_matches(tutti::lazy_adam{});
+  }
+  SUBCASE("row-wise Adagrad") {
+    check_fused_pass_matches(tutti::rowwise_adagrad{});
+  }
+  SUBCASE("row-sparse SGD, momentum") {
+    check_fused_pass_matches(tutti::row_sparse_sgd{.momentum = 0.9f});
+  }
+}

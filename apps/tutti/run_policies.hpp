@@ -80,6 +80,20 @@ struct run_optimizer {
         },
         chosen);
   }
+  /// The row-sparse step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
+  template <class Use>
+  void with_row_update(const parameter_layout& layout, std::span<float> p, std::span<const float> g,
+                       std::span<float> state, float lr, std::uint64_t t, Use&& use) const {
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (optimizer_fuses_rows<std::decay_t<decltype(o)>, host_space>)
+            o.with_row_update(layout, p, g, state, lr, t, use);
+          else
+            tutti::detail::throw_invalid("tutti train",
+                                         "a dense optimizer was asked for a row-sparse step");
+        },
+        chosen);
+  }
 };
 
 /// The schedule called `name` with `warmup_steps` of linear warmup in front.

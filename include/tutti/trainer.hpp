@@ -459,6 +459,8 @@ class trainer {
   // row-sparse step; with the layout for layout-aware optimizers (LARS, LAMB: a trust ratio per
   // segment); else over the arena.
   void apply_optimizer(double lr, std::uint64_t t);
+  // The row-sparse step's update: the touched rows updated and their gradient zeroed.
+  void update_rows(bool skip, double lr, std::uint64_t t);
   // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
   // where the step cannot run, `plan_row_step` says so.
   bool wants_row_step() const;

@@ -74,6 +74,27 @@ concept optimizer_steps_rows = requires(const O& o, const Space& space,
   o.step_rows(space, layout, p, g, state, rows, lr, t);
 };
 
+namespace detail {
+/// Stands for any caller of a run function in `optimizer_fuses_rows`.
+struct any_row_use {
+  template <class Fn>
+  void operator()(const Fn&) const {}
+};
+}  // namespace detail
+
+/// Capability: `with_row_update(layout, params, grads, state, lr, step, use)` calls
+/// `use(fn)` once with the row-sparse step as a function of one run of rows
+/// (`fn(const detail::row_run&)`, optionally `fn.prefetch(run)`): `step_rows` is `fn` over every
+/// run of the selection. A run's update reads the gradient of that run only, so the trainer
+/// visits each run once for the update and its own work on the same rows (zeroing the gradient
+/// while it is in cache) instead of one pass each.
+template <class O, class Space>
+concept optimizer_fuses_rows = optimizer_steps_rows<O, Space> &&
+    requires(const O& o, const parameter_layout& layout, std::span<float> p,
+             std::span<const float> g, std::span<float> state, float lr, std::uint64_t t) {
+  o.with_row_update(layout, p, g, state, lr, t, detail::any_row_use{});
+};
+
 /// Asserts `tutti::optimizer` for `Space` member by member, then that the row-sparse
 /// capability's members have their signatures; returns true when all hold.
 template <class O, class Space>

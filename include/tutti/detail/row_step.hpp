@@ -70,6 +70,19 @@ struct zero_run_fn {
   void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, true); }
 };
 
+/// Host: a run function, then the run's gradient zeroed while it is in cache.
+template <class Fn>
+struct then_zero_run_fn {
+  Fn fn;
+  float* g;
+  const segment* segments;
+  void operator()(const row_run& r) const {
+    fn(r);
+    zero_run_fn{g, segments}(r);
+  }
+  void prefetch(const row_run& r) const { prefetch_run(fn, r); }
+};
+
 /// What the row-sparse step keeps between its phases. The gradient arena is all zeros between
 /// steps: the model adds into it, and after the optimizer the rows it touched (on any rank) and
 /// the dense segments are zeroed again, so no step pays for the whole table.
@@ -117,6 +130,13 @@ class row_step {
   template <class Space>
   void zero(const Space& space, float* grads) const {
     m_runs.for_each(space, zero_run_fn{grads, m_layout.segments().data()});
+  }
+
+  /// `fn(run)` for every run of the current selection, each run's gradient zeroed right after
+  /// (one pass where `fn`'s and `zero`'s would be two).
+  template <class Space, class Fn>
+  void visit_then_zero(const Space& space, const Fn& fn, float* grads) const {
+    m_runs.for_each(space, then_zero_run_fn<Fn>{fn, grads, m_layout.segments().data()});
   }
 
   /// Replaces `touched` by the union of every rank's touched rows (one all_gather of the counts,

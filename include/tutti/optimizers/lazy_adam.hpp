@@ -57,18 +57,26 @@ struct lazy_adam {
                                                   std::span<const float> grads,
                                                   std::span<float> state, row_selection rows,
                                                   float lr, std::uint64_t step) const {
+    detail::check_row_step("tutti::lazy_adam::step_rows", layout, params.size(), rows);
+    detail::row_runs runs;
+    runs.build(layout, rows);
+    with_row_update(layout, params, grads, state, lr, step,
+                    [&](const auto& fn) { runs.for_each(space, fn); });
+  }
+
+  /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
+  template <class Use>
+  void with_row_update(const parameter_layout& layout, std::span<float> params,
+                       std::span<const float> grads, std::span<float> state, float lr,
+                       std::uint64_t step, Use&& use) const {
     const adam a = dense();
     a.validate();
     const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::lazy_adam::step_rows", n, grads.size(), state.size(),
+    detail::check_optimizer_step("tutti::lazy_adam::with_row_update", n, grads.size(), state.size(),
                                  state_size(n), lr);
-    detail::check_one_based_step("tutti::lazy_adam::step_rows", step);
-    detail::check_row_step("tutti::lazy_adam::step_rows", layout, n, rows);
-    detail::row_runs runs;
-    runs.build(layout, rows);
-    runs.for_each(space,
-                  detail::elementwise_rows_fn<detail::adam_kernel>{
-                      a.make_kernel(params, grads, state, lr, step), layout.segments().data()});
+    detail::check_one_based_step("tutti::lazy_adam::with_row_update", step);
+    use(detail::elementwise_rows_fn<detail::adam_kernel>{
+        a.make_kernel(params, grads, state, lr, step), layout.segments().data()});
   }
 };
 

@@ -49,18 +49,26 @@ struct row_sparse_sgd {
                                                   std::span<const float> grads,
                                                   std::span<float> state, row_selection rows,
                                                   float lr, std::uint64_t /*step*/) const {
-    validate();
-    const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::row_sparse_sgd::step_rows", n, grads.size(), state.size(),
-                                 state_size(n), lr);
-    detail::check_row_step("tutti::row_sparse_sgd::step_rows", layout, n, rows);
+    detail::check_row_step("tutti::row_sparse_sgd::step_rows", layout, params.size(), rows);
     detail::row_runs runs;
     runs.build(layout, rows);
+    with_row_update(layout, params, grads, state, lr, 1,
+                    [&](const auto& fn) { runs.for_each(space, fn); });
+  }
+
+  /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
+  template <class Use>
+  void with_row_update(const parameter_layout& layout, std::span<float> params,
+                       std::span<const float> grads, std::span<float> state, float lr,
+                       std::uint64_t /*step*/, Use&& use) const {
+    validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::row_sparse_sgd::with_row_update", n, grads.size(),
+                                 state.size(), state_size(n), lr);
     const detail::sgd_kernel kernel{
         params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
         weight_decay,  nesterov};
-    runs.for_each(
-        space, detail::elementwise_rows_fn<detail::sgd_kernel>{kernel, layout.segments().data()});
+    use(detail::elementwise_rows_fn<detail::sgd_kernel>{kernel, layout.segments().data()});
   }
 };
 

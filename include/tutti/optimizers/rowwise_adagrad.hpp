@@ -165,16 +165,24 @@ struct rowwise_adagrad {
                                                   std::span<const float> grads,
                                                   std::span<float> state, row_selection rows,
                                                   float lr, std::uint64_t /*step*/) const {
-    validate();
-    const std::vector<std::size_t> at = state_offsets(layout);
-    detail::check_optimizer_step("tutti::rowwise_adagrad::step_rows", params.size(), grads.size(),
-                                 state.size(), at.back(), lr);
     detail::check_row_step("tutti::rowwise_adagrad::step_rows", layout, params.size(), rows);
     detail::row_runs runs;
     runs.build(layout, rows);
-    runs.for_each(space,
-                  detail::rowwise_adagrad_run_fn{params.data(), grads.data(), state.data(),
-                                                 layout.segments().data(), at.data(), lr, eps});
+    with_row_update(layout, params, grads, state, lr, 1,
+                    [&](const auto& fn) { runs.for_each(space, fn); });
+  }
+
+  /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
+  template <class Use>
+  void with_row_update(const parameter_layout& layout, std::span<float> params,
+                       std::span<const float> grads, std::span<float> state, float lr,
+                       std::uint64_t /*step*/, Use&& use) const {
+    validate();
+    const std::vector<std::size_t> at = state_offsets(layout);
+    detail::check_optimizer_step("tutti::rowwise_adagrad::with_row_update", params.size(),
+                                 grads.size(), state.size(), at.back(), lr);
+    use(detail::rowwise_adagrad_run_fn{params.data(), grads.data(), state.data(),
+                                       layout.segments().data(), at.data(), lr, eps});
   }
 
  private:

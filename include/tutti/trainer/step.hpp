@@ -187,9 +187,14 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const run_pla
                                                                    double lr,
                                                                    std::size_t global_step,
                                                                    step_clock& timer) {
+  if constexpr (space_type::host_accessible) {  // the row-sparse step runs on the host only
+    if (m_row_step) {
+      update_rows(skip, lr, global_step + 1);
+      timer.mark(account::optimizer);
+      return;
+    }
+  }
   if (!skip) apply_optimizer(lr, global_step + 1);
-  if constexpr (space_type::host_accessible)  // the row-sparse step runs on the host only
-    if (m_row_step) m_rows.zero(m_space, m_grads.data());
   timer.mark(account::optimizer);
   if (!space_type::host_accessible && p.guarded) {
     m_guard.revert(step, m_params.span(), m_state.span());
@@ -280,6 +285,26 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::apply_optimizer(doub
     m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
   else
     m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows(bool skip, double lr,
+                                                                        std::uint64_t t) {
+  if constexpr (space_type::host_accessible) {
+    if constexpr (optimizer_fuses_rows<Optimizer, space_type>) {
+      if (!skip) {
+        // The update and the zeroing of each run in one pass over the touched rows.
+        m_optimizer.with_row_update(m_model.layout(), m_params.span(),
+                                    std::span<const float>(m_grads.first(m_params.size())),
+                                    m_state.span(), static_cast<float>(lr), t, [&](const auto& fn) {
+                                      m_rows.visit_then_zero(m_space, fn, m_grads.data());
+                                    });
+        return;
+      }
+    }
+    if (!skip) apply_optimizer(lr, t);
+    m_rows.zero(m_space, m_grads.data());
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
