@@ -8,7 +8,8 @@
 #   2. runs every CUDA test case once, in groups: host ≡ cuda parity for every model and
 #      optimizer, checkpoint resume on cuda, nccl_ring (one rank, the overlapped path, and across
 #      GPUs where there are two), and the rest;
-#   3. `tutti train --space cuda` against `--space host` from the same seed (final loss);
+#   3. `tutti train --space cuda` against `--space host` from the same seed (final loss), with
+#      Adam and with the row-sparse step (lazy Adam), and that step at 1,000,000 learners;
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
 #   5. the package's cuda and nccl consumer programs (examples/consumer-components);
 #   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree), and
@@ -86,6 +87,14 @@ if [[ -x build-gpu/tutti ]]; then
     build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet \
       --json "${out}/train_${space}.json" >"${out}/train_${space}.txt" 2>&1
   done
+  # The row-sparse step on the device (lazy Adam), against the host's, and at 1,000,000 learners.
+  for space in cuda host; do
+    build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
+      --json "${out}/train_rows_${space}.json" >"${out}/train_rows_${space}.txt" 2>&1
+  done
+  build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
+    --learners 1000000 --courses 5000 --dim 64 --epochs 2 \
+    --json "${out}/train_rows_1m_cuda.json" >"${out}/train_rows_1m_cuda.txt" 2>&1
   build-gpu/tutti bench allreduce --reducer nccl --max-bytes 268435456 \
     --json "${out}/allreduce_nccl.json" >"${out}/allreduce_nccl.txt" 2>&1
 fi
@@ -147,6 +156,26 @@ if c and h:
                   f"{c['seconds']:.2f} s vs {h['seconds']:.2f} s"])
 else:
     items.append(["tutti train --space cuda vs host", "FAIL", "no report (train_*.txt)"])
+
+c, h = load("train_rows_cuda.json"), load("train_rows_host.json")
+if c and h:
+    lc, lh = c["epochs"][-1]["train_loss"], h["epochs"][-1]["train_loss"]
+    ok = rel(lc, lh) <= 1e-4
+    items.append(["tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host",
+                  "PASS" if ok else "FAIL",
+                  f"final loss {lc:.6f} vs {lh:.6f} (rel {rel(lc, lh):.1e}, limit 1e-4)"])
+else:
+    items.append(["tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host", "FAIL",
+                  "no report (train_rows_*.txt)"])
+m = load("train_rows_1m_cuda.json")
+if m:
+    e = m["epochs"][-1]
+    items.append(["row-sparse step on cuda, 1,000,000 learners x 5,000 courses, dim 64", "PASS",
+                  f"{e['weighted_samples'] / e['step_seconds'] / 1e6:.2f} M samples/s "
+                  f"(second epoch), AUC {m['eval']['value']:.4f}"])
+else:
+    items.append(["row-sparse step on cuda, 1,000,000 learners", "FAIL",
+                  "no report (train_rows_1m_cuda.txt)"])
 
 a = load("allreduce_nccl.json")
 if a and a.get("results"):

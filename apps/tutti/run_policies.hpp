@@ -80,6 +80,22 @@ struct run_optimizer {
         },
         chosen);
   }
+  /// The row-sparse step on a device space (`tutti::optimizer_steps_rows_on_space`).
+  template <class Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout, std::span<float> p,
+                          std::span<const float> g, std::span<float> state,
+                          row_selection_on_space rows, const float* skip, float lr,
+                          std::uint64_t t) const {
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (optimizer_steps_rows_on_space<std::decay_t<decltype(o)>, Space>)
+            o.step_rows_on_space(space, layout, p, g, state, rows, skip, lr, t);
+          else
+            tutti::detail::throw_invalid("tutti train",
+                                         "a dense optimizer was asked for a row-sparse step");
+        },
+        chosen);
+  }
   /// The row-sparse step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
   template <class Use>
   void with_row_update(const parameter_layout& layout, std::span<float> p, std::span<const float> g,

@@ -120,4 +120,19 @@ struct segment_rows {
 /// What a row-sparse step touched: one entry per segment of the layout, in layout order.
 using row_selection = std::span<const segment_rows>;
 
+/// The rows of one layout segment that a step updates, in the memory of the model's space (a
+/// GPU's): their number is known there only, so a step never waits to read it.
+struct segment_rows_on_space {
+  /// Every row: a dense segment.
+  bool whole = true;
+  /// When not `whole`: `*count` rows, unique and ascending, at `rows` (both memory of the
+  /// space), with `count` at most `capacity` (what a kernel over the rows is sized for).
+  const std::int32_t* rows = nullptr;
+  const std::int32_t* count = nullptr;
+  std::size_t capacity = 0;
+};
+
+/// `row_selection` in the memory of the model's space: one entry per segment, in layout order.
+using row_selection_on_space = std::span<const segment_rows_on_space>;
+
 }  // namespace tutti

@@ -12,7 +12,9 @@
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/detail/noise_scale.hpp>
+#include <tutti/detail/row_exchange_on_space.hpp>
 #include <tutti/detail/row_step.hpp>
+#include <tutti/detail/row_step_on_space.hpp>
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
@@ -164,7 +166,9 @@ class trainer {
 
     const run_plan plan = plan_run(train.size(), config);
     step_buffers buf = make_buffers(train, plan);
-    m_guard.begin_fit(plan.steps_per_epoch, m_params.size(), m_state.size());
+    // The row-sparse step checks before it updates: a device keeps no snapshot for it.
+    m_guard.begin_fit(plan.steps_per_epoch, m_params.size(), m_state.size(),
+                      /*snapshot=*/!m_row_step);
     fit_result result = begin_result(plan);
     ledger book;
     step_clock timer(m_space);
@@ -194,7 +198,7 @@ class trainer {
         timer.mark(account::data);
         compute_gradient(plan, buf, s, pipeline, timer);
         finish_gradient(plan, step, pipeline, timer);
-        const reduced r = reduce_step(plan, pipeline, timer, result);
+        const reduced r = reduce_step(plan, global_step, pipeline, timer, result);
         const bool skip = commit_step(step, s.weight, timer);
         const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
         if (skip) stop_if_nonfinite(plan, ep, step);
@@ -392,7 +396,8 @@ class trainer {
   // The step's collectives: the measured wait, this rank's stop request into its trailing
   // float, the reduction (the flags alone after the overlapped one), and on the row-sparse
   // step the union of the rows every rank touched.
-  reduced reduce_step(const run_plan& p, overlap& pipeline, step_clock& timer, fit_result& result);
+  reduced reduce_step(const run_plan& p, std::size_t global_step, overlap& pipeline,
+                      step_clock& timer, fit_result& result);
   // The guard's verdict on the reduced flag: logged, and the step's loss added to the epoch's
   // sums when it is applied. On the host a skipped step is known here; a device snapshots the
   // parameters and state, for `update` to revert. Returns whether the host skips the step.
@@ -460,6 +465,12 @@ class trainer {
   // segment); else over the arena.
   void apply_optimizer(double lr, std::uint64_t t);
   // The row-sparse step's update: the touched rows updated and their gradient zeroed.
+  // The row-sparse step on a space the host cannot read: its plan, check and update.
+  void plan_row_step_on_host();
+  void plan_row_step_on_space();
+  void check_rows_on_space(std::size_t step);
+  std::uint64_t exchange_rows_on_space(const run_plan& p);
+  void update_rows_on_space(std::size_t step, double lr, std::uint64_t t);
   void update_rows(bool skip, double lr, std::uint64_t t);
   // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
   // where the step cannot run, `plan_row_step` says so.
@@ -569,7 +580,9 @@ class trainer {
   detail::sparse_exchange m_exchange;
   // The row-sparse step (`optimizer_steps_rows`): taken when the optimizer asks for it.
   bool m_row_step = false;
-  detail::row_step m_rows;
+  detail::row_step m_rows;                                   // host spaces
+  detail::row_step_on_space<space_type> m_rows_on;           // spaces the host cannot read
+  detail::row_exchange_on_space<space_type> m_row_exchange;  // and several ranks
   // The gradient noise scale: the run's estimate, and this step's small-batch squared norm.
   std::optional<ranking_lists_on<space_type>> m_ranking_lists;  // train_options::ranking's
   detail::noise_scale_tracker m_noise;

@@ -227,3 +227,29 @@ TEST_CASE("cuda space: the gradient noise scale is the host's, and measuring it 
   if (host.known() && cuda.known())
     CHECK(cuda.b_simple == doctest::Approx(host.b_simple).epsilon(5e-2));
 }
+
+TEST_CASE("the row-sparse step: host and cuda spaces train to the same parameters") {
+  // On the device the rows are found, checked, updated and zeroed by kernels that never read a
+  // count back; the host's row step is the reference.
+  auto all = tutti::data::synthetic_courses(
+      {.learners = 400, .courses = 80, .interactions_per_learner = 15, .implicit = true});
+  const auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 2});
+  const auto loss = tutti::loss_kind::logistic;
+  auto check = [&](auto optimizer) {
+    double host_loss = 0, cuda_loss = 0;
+    const auto host = train_parameters<tutti::host_space>(parts, loss, optimizer, &host_loss);
+    const auto cuda = train_parameters<tutti::cuda_space>(parts, loss, optimizer, &cuda_loss);
+    REQUIRE(host.size() == cuda.size());
+    CHECK(relative_difference(cuda, host) <= 1e-4);
+    CHECK(cuda_loss == doctest::Approx(host_loss).epsilon(1e-4));
+  };
+  SUBCASE("lazy_adam") {
+    check(tutti::lazy_adam{});
+  }
+  SUBCASE("rowwise_adagrad") {
+    check(tutti::rowwise_adagrad{});
+  }
+  SUBCASE("row_sparse_sgd") {
+    check(tutti::row_sparse_sgd{.momentum = 0.9f});
+  }
+}

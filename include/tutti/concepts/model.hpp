@@ -114,6 +114,14 @@ concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
   { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
 };
 
+/// Capability: the rows of a segment its last `loss_and_gradient` call touched, in the memory
+/// of the model's space (`segment_rows_on_space`, not `whole`), found there without a copy to
+/// the host. Enables the row-sparse step on a space the host cannot read (a GPU).
+template <class M>
+concept model_reports_touched_rows_on_space = requires(const M& m, std::size_t segment) {
+  { m.touched_rows_on_space(segment) } -> std::convertible_to<segment_rows_on_space>;
+};
+
 /// Capability: which segments are row-sparse (otherwise: those of kind embedding).
 template <class M>
 concept model_names_row_sparse = requires(const M& m, std::size_t segment) {

@@ -74,6 +74,19 @@ concept optimizer_steps_rows = requires(const O& o, const Space& space,
   o.step_rows(space, layout, p, g, state, rows, lr, t);
 };
 
+/// Capability: `step_rows_on_space` is `step_rows` on a space the host cannot read (a GPU): the
+/// selection's rows and their count live in the space's memory, and every kernel does nothing
+/// when `*skip` is set (the step's finite guard, also in the space's memory; null: never).
+template <class O, class Space>
+concept optimizer_steps_rows_on_space = requires(const O& o, const Space& space,
+                                                 const parameter_layout& layout, std::span<float> p,
+                                                 std::span<const float> g, std::span<float> state,
+                                                 row_selection_on_space rows, const float* skip,
+                                                 float lr, std::uint64_t t) {
+  { o.row_sparse() } -> std::convertible_to<bool>;
+  o.step_rows_on_space(space, layout, p, g, state, rows, skip, lr, t);
+};
+
 namespace detail {
 /// Stands for any caller of a run function in `optimizer_fuses_rows`.
 struct any_row_use {

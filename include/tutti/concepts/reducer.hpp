@@ -123,6 +123,19 @@ concept reducer_starts_collectives = requires(R& r, std::span<float> s) {
   r.finish_started();
 };
 
+/// Capability: gathers every rank's `mine` (memory of the model's space) into `all`, rank-major,
+/// without the host waiting (`nccl_ring`: `ncclAllGather` on its stream). Enables the row-sparse
+/// step on several device ranks: the touched rows and their gradients travel by all_gather,
+/// never as the dense table.
+template <class R>
+concept reducer_gathers_on_space = requires(R& r, std::span<const std::int32_t> ids,
+                                            std::span<std::int32_t> all_ids,
+                                            std::span<const float> values,
+                                            std::span<float> all_values) {
+  r.all_gather_on_space(ids, all_ids);
+  r.all_gather_on_space(values, all_values);
+};
+
 /// Asserts `tutti::gradient_reducer` member by member, then that a member with an optional
 /// capability's name has its signature; returns true when all hold.
 template <class R>

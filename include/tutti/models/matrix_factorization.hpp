@@ -240,7 +240,9 @@ class matrix_factorization {
         m_user_contrib(m_space),
         m_item_contrib(m_space),
         m_slot_loss(m_space),
-        m_slot_global(m_space) {
+        m_slot_global(m_space),
+        m_user_rows(m_space),
+        m_item_rows(m_space) {
     constexpr const char* fn = "tutti::models::matrix_factorization";
     TUTTI_EXPECTS(opt.dim >= 1, fn, "dim is " + std::to_string(opt.dim) + "; expected >= 1");
     TUTTI_EXPECTS(n_users >= 1, fn, "n_users is " + std::to_string(n_users) + "; expected >= 1");
@@ -314,6 +316,9 @@ class matrix_factorization {
     detail::check_loss_and_gradient_args("tutti::models::matrix_factorization::loss_and_gradient",
                                          m_layout.total(), params.size(), grads.size(), batch);
     const std::size_t n = batch.size();
+    m_last_slots = n;
+    m_user_rows_found = false;
+    m_item_rows_found = false;
     if (n == 0) {
       const auto& segments = m_layout.segments();
       for (auto s = segments.rbegin(); s != segments.rend(); ++s) ready(s->offset, s->size());
@@ -377,6 +382,27 @@ class matrix_factorization {
     return out;
   }
 
+  /// `touched_rows` in the memory of the model's space
+  /// (`tutti::model_reports_touched_rows_on_space`): found by kernels from the grouping the call
+  /// already made, never read back to the host, so a device step does not wait for them. Valid
+  /// until the next `loss_and_gradient`; room for as many rows as that call had slots. Throws like
+  /// `touched_rows`.
+  segment_rows_on_space touched_rows_on_space(std::size_t segment) const {
+    TUTTI_EXPECTS(row_sparse(segment), "tutti::models::matrix_factorization::touched_rows_on_space",
+                  "segment " + std::to_string(segment) +
+                      " has no touched rows; expected 0 to 3 (the embeddings and per-row biases)");
+    const bool user = segment % 2 == 0;
+    auto& ids = user ? m_user_rows : m_item_rows;
+    bool& found = user ? m_user_rows_found : m_item_rows_found;
+    std::int32_t* rows = ids.reserve(m_last_slots + 1);
+    if (!found && m_last_slots == 0)
+      fill(m_space, std::span<std::int32_t>(rows, 1), 0);
+    else if (!found)
+      (user ? m_users : m_items).rows_on_space(m_space, rows, rows + m_last_slots);
+    found = true;
+    return segment_rows_on_space{false, rows, rows + m_last_slots, m_last_slots};
+  }
+
   /// Writes the score s = g + b_u + b_i + <p_u, q_i> of each (users[k], items[k]) to out[k]
   /// (all memory of the space). For the logistic loss this is the logit: apply a sigmoid for a
   /// probability; ranking metrics such as AUC need only its order.
@@ -407,6 +433,13 @@ class matrix_factorization {
   // The last call's touched rows, per table (`touched_rows`).
   mutable std::vector<std::int32_t> m_touched_users;
   mutable std::vector<std::int32_t> m_touched_items;
+  // The same in the space's memory (`touched_rows_on_space`): the ids, then their number; found
+  // once per call, for the slots of the last call.
+  mutable detail::scratch_array<std::int32_t, Space> m_user_rows;
+  mutable detail::scratch_array<std::int32_t, Space> m_item_rows;
+  mutable bool m_user_rows_found = false;
+  mutable bool m_item_rows_found = false;
+  std::size_t m_last_slots = 0;
 };
 
 }  // namespace tutti::models

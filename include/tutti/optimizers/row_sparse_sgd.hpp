@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tutti/optimizers/row_sparse.hpp>
+#include <tutti/optimizers/rows_on_space.hpp>
 #include <tutti/optimizers/sgd.hpp>
 
 #include <cstddef>
@@ -54,6 +55,22 @@ struct row_sparse_sgd {
     runs.build(layout, rows);
     with_row_update(layout, params, grads, state, lr, 1,
                     [&](const auto& fn) { runs.for_each(space, fn); });
+  }
+
+  /// The same step on a space the host cannot read (`tutti::optimizer_steps_rows_on_space`).
+  template <execution_space Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout,
+                          std::span<float> params, std::span<const float> grads,
+                          std::span<float> state, row_selection_on_space rows, const float* skip,
+                          float lr, std::uint64_t step) const {
+    detail::check_rows_on_space("tutti::row_sparse_sgd::step_rows_on_space", layout, rows);
+    with_row_update(layout, params, grads, state, lr, step, [&](const auto& fn) {
+      const detail::sgd_kernel kernel = fn.kernel;
+      detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+        const segment& s = layout.segments()[k];
+        return detail::row_values_fn<detail::sgd_kernel>{kernel, s.offset, s.cols};
+      });
+    });
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).

@@ -6,6 +6,7 @@
 #include <tutti/config.hpp>
 #include <tutti/error.hpp>
 #include <tutti/optimizers/row_sparse.hpp>
+#include <tutti/optimizers/rows_on_space.hpp>
 #include <tutti/optimizers/sgd.hpp>  // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
@@ -55,6 +56,21 @@ struct adagrad_value_fn {
 };
 
 /// A run of rows of one segment: row-wise for an embedding table, value-wise otherwise.
+/// Kernel over one row r of a segment: the row-wise update on an embedding table, element-wise
+/// Adagrad on each value of the row elsewhere (a device's row-sparse step).
+struct rowwise_adagrad_any_row_fn {
+  rowwise_adagrad_row_fn row;  // the segment's values, gradient and accumulators
+  bool per_row;                // an embedding table: one accumulator per row
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
+    if (per_row) {
+      row(r);
+      return;
+    }
+    const adagrad_value_fn f{row.p, row.g, row.acc, row.lr, row.eps};
+    for (std::size_t c = 0; c < row.cols; ++c) f(r * row.cols + c);
+  }
+};
+
 struct rowwise_adagrad_run_fn {
   float* p;
   const float* g;
@@ -170,6 +186,25 @@ struct rowwise_adagrad {
     runs.build(layout, rows);
     with_row_update(layout, params, grads, state, lr, 1,
                     [&](const auto& fn) { runs.for_each(space, fn); });
+  }
+
+  /// The same step on a space the host cannot read (`tutti::optimizer_steps_rows_on_space`).
+  template <execution_space Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout,
+                          std::span<float> params, std::span<const float> grads,
+                          std::span<float> state, row_selection_on_space rows, const float* skip,
+                          float lr, std::uint64_t /*step*/) const {
+    validate();
+    const std::vector<std::size_t> at = state_offsets(layout);
+    detail::check_optimizer_step("tutti::rowwise_adagrad::step_rows_on_space", params.size(),
+                                 grads.size(), state.size(), at.back(), lr);
+    detail::check_rows_on_space("tutti::rowwise_adagrad::step_rows_on_space", layout, rows);
+    detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+      const segment& s = layout.segments()[k];
+      return detail::rowwise_adagrad_any_row_fn{{params.data() + s.offset, grads.data() + s.offset,
+                                                 state.data() + at[k], s.cols, lr, eps},
+                                                s.kind == segment_kind::embedding};
+    });
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).

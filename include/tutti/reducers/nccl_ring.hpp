@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -259,6 +260,26 @@ class nccl_ring {
   /// Maximum of host `values` across ranks in place (waits).
   void all_reduce_max(std::span<double> values) {
     host_all_reduce(values, ncclMax, "all_reduce_max");
+  }
+
+  /// Gathers every rank's `mine` (device memory) into `all` (device memory), rank-major, on the
+  /// communication stream ordered with the compute stream; returns without waiting
+  /// (`tutti::reducer_gathers_on_space`: the row-sparse step's rows travel this way).
+  template <class T>
+  requires(std::same_as<T, std::int32_t> ||
+           std::same_as<T, float>) void all_gather_on_space(std::span<const T> mine,
+                                                            std::span<T> all) {
+    TUTTI_EXPECTS(all.size() == mine.size() * static_cast<std::size_t>(world_size()),
+                  "tutti::nccl_ring::all_gather_on_space",
+                  "output holds " + std::to_string(all.size()) + " values; expected " +
+                      std::to_string(mine.size() * static_cast<std::size_t>(world_size())));
+    enter("all_gather_on_space");
+    if (mine.empty()) return;
+    const ncclDataType_t type = std::same_as<T, float> ? ncclFloat : ncclInt32;
+    ordered_on_comm_stream([&] {
+      TUTTI_NCCL_CHECK(ncclAllGather(mine.data(), all.data(), mine.size(), type, m_state->comm,
+                                     m_state->comm_stream));
+    });
   }
 
   /// Gathers every rank's host `mine` into host `all`, rank-major (waits).

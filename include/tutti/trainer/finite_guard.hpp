@@ -39,14 +39,25 @@ class finite_guard {
     return !Space::host_accessible && m_policy == nonfinite_policy::stop;
   }
 
-  /// Allocates the step logs of an epoch of `steps` steps and, on a device space, the snapshot
-  /// of `params` parameters and `state` floats of optimizer state.
-  void begin_fit(std::size_t steps, std::size_t params, std::size_t state) {
+  /// Allocates the step logs of an epoch of `steps` steps and, on a device space unless
+  /// `snapshot` is false (a step that checks before it updates), the snapshot of `params`
+  /// parameters and `state` floats of optimizer state.
+  void begin_fit(std::size_t steps, std::size_t params, std::size_t state, bool snapshot = true) {
     m_local = buffer<float, Space>(steps, m_space);
     m_global = buffer<float, Space>(steps, m_space);
-    if constexpr (!Space::host_accessible)
-      if (on() && m_snapshot.size() != params + state)
+    if constexpr (!Space::host_accessible) {
+      if (!snapshot)
+        m_snapshot = buffer<float, Space>(0, m_space);
+      else if (on() && m_snapshot.size() != params + state)
         m_snapshot = buffer<float, Space>(params + state, m_space);
+    }
+  }
+
+  /// Device spaces: the flag (memory of the space) that is set when step `step` is skipped,
+  /// for kernels that check it themselves; null when nothing is checked.
+  const float* skip_flag(std::size_t step) const noexcept {
+    if (!on()) return nullptr;
+    return sticky_skips() ? m_sticky.data() : m_global.data() + step;
   }
 
   /// A new epoch: no step flagged.

@@ -295,9 +295,12 @@ struct train_options {
   /// Set on any rank (e.g. by a SIGINT/SIGTERM handler) to stop: every rank finishes the step
   /// in progress, rank 0 writes a checkpoint when `checkpoint_dir` is set, and `fit` throws
   /// `tutti::interrupted_error` on every rank. The request travels with the gradient reduce
-  /// (one more float), so ranks agree on the step; on a device space it costs a 4-byte read
-  /// per step while set.
+  /// (one more float), so ranks agree on the step. A device space reads the request (which
+  /// waits for the device) every `stop_poll_every` global steps, so it stops within that many
+  /// steps of the request; a host space stops at the step in progress.
   const std::atomic<bool>* stop = nullptr;
+  /// Device spaces: global steps between reads of the stop request, at least 1.
+  std::size_t stop_poll_every = 16;
 };
 
 /// Result of `trainer::fit`.
@@ -360,6 +363,9 @@ inline void check_train_options(const train_options& o, int world) {
                 "accumulation = " + std::to_string(o.accumulation) +
                     "; expected 1 .. the smallest local batch (" +
                     std::to_string(o.batch / static_cast<std::size_t>(world)) + ")");
+  TUTTI_EXPECTS(o.stop_poll_every >= 1, "tutti::trainer",
+                "stop_poll_every is 0; expected >= 1 (global steps between reads of the stop "
+                "request on a device space)");
   TUTTI_EXPECTS(std::isfinite(o.base_lr) && o.base_lr > 0, "tutti::trainer",
                 "base_lr is " + std::to_string(o.base_lr) + "; expected > 0");
   TUTTI_EXPECTS(o.nonfinite == nonfinite_policy::skip || o.nonfinite == nonfinite_policy::stop ||

@@ -83,6 +83,7 @@ inline std::vector<run_setting> run_settings(const train_options& o, const run_s
   if (o.sparse_exchange == sparse_exchange_policy::measured)
     list.push_back({"sparse_trial_steps", num(o.sparse_trial_steps), agree});
   list.push_back({"overlap_reduce", num(int(o.overlap_reduce)), agree});
+  list.push_back({"stop_poll_every", num(o.stop_poll_every), agree});
   if (o.overlap_reduce) {
     list.push_back({"bucket_bytes", num(o.bucket_bytes), agree});
     list.push_back({"last_bucket_bytes", num(o.last_bucket_bytes), agree});

@@ -150,10 +150,14 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::wants_row_step() con
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step() {
   if (!wants_row_step()) return;
-  TUTTI_EXPECTS(space_type::host_accessible, "tutti::trainer",
-                "the optimizer takes the row-sparse step (it updates only the rows a step "
-                "touched), which runs on host spaces; expected a host space, or a dense "
-                "optimizer (sgd, adam) on this one");
+  if constexpr (!space_type::host_accessible)
+    plan_row_step_on_space();
+  else
+    plan_row_step_on_host();
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_host() {
   TUTTI_EXPECTS(model_reports_touched_rows<Model> && !m_exchange.empty(), "tutti::trainer",
                 "the optimizer takes the row-sparse step, and the model reports no row-sparse "
                 "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
@@ -165,6 +169,43 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step() {
   for (const auto& g : m_exchange.segments()) sparse.push_back(g.index);
   m_rows.plan(m_model.layout(), std::move(sparse));
   m_row_step = true;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_space() {
+  constexpr const char* fn = "tutti::trainer";
+  if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type> &&
+                model_reports_touched_rows_on_space<Model>) {
+    TUTTI_EXPECTS(m_reducer.world_size() == 1 || reducer_gathers_on_space<Reducer>, fn,
+                  "the row-sparse step on " + std::to_string(m_reducer.world_size()) +
+                      " device ranks sends the touched rows by all_gather, which this reducer "
+                      "does not offer (`all_gather_on_space`); expected a reducer that does "
+                      "(nccl_ring), one rank, or a dense optimizer (sgd, adam)");
+    TUTTI_EXPECTS(m_options.accumulation <= 1, fn,
+                  "the row-sparse step on a device space takes one micro-batch a step; "
+                  "expected accumulation = 1, or a dense optimizer");
+    TUTTI_EXPECTS(!m_options.overlap_reduce, fn,
+                  "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
+                  "after backward; expected one of the two");
+    const auto& segs = m_model.layout().segments();
+    std::vector<std::size_t> sparse;
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      bool rows = segs[i].kind == segment_kind::embedding;
+      if constexpr (model_names_row_sparse<Model>) rows = static_cast<bool>(m_model.row_sparse(i));
+      if (rows) sparse.push_back(i);
+    }
+    TUTTI_EXPECTS(!sparse.empty(), fn,
+                  "the optimizer takes the row-sparse step, and the model has no row-sparse "
+                  "segment; expected an embedding segment, or a dense optimizer");
+    m_rows_on.plan(m_space, m_model.layout(), std::move(sparse));
+    m_row_step = true;
+  } else {
+    TUTTI_EXPECTS(false, fn,
+                  "the optimizer takes the row-sparse step (it updates only the rows a step "
+                  "touched); on a device space that needs an optimizer with step_rows_on_space "
+                  "and a model with touched_rows_on_space; expected both, a host space, or a "
+                  "dense optimizer (sgd, adam)");
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

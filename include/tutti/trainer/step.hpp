@@ -26,9 +26,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(overlap& pipeline,
                                                                            float* step_local_flag) {
-  if (m_row_step)  // the arena is zero but for the flags (see detail::row_step)
+  if (m_row_step) {  // the arena is zero but for the flags (see detail::row_step)
     clear_flags();
-  else
+    if constexpr (!space_type::host_accessible) m_rows_on.clear();
+  } else
     fill(m_space, m_grads, 0.f);
   m_exchange.begin_step();
   if (pipeline) {
@@ -60,8 +61,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
                      {buf.b_weights.data(), mb_count}};
     timer.mark(account::data);
     // Only the last micro-batch's values are final for the overlapped reduction.
-    if (s.global_real > 0)
+    if (s.global_real > 0) {
       backward(batch, scale, pipeline && mb + p.micro_batch >= s.end, pipeline);
+      if constexpr (!space_type::host_accessible && model_reports_touched_rows_on_space<Model>)
+        if (m_row_step) m_rows_on.select(m_model);  // one micro-batch a step here
+    }
     timer.mark(account::compute);
     if (s.global_real > 0 && !m_exchange.empty()) {
       // The rows of every micro-batch: the step's touched set is their union.
@@ -108,15 +112,20 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(cons
     timer.mark(account::reduce);
     timer.reduce_in_background(pipeline->busy_seconds());
   }
-  if (m_row_step) m_rows.select(m_exchange.touched());
+  if constexpr (space_type::host_accessible)
+    if (m_row_step) m_rows.select(m_exchange.touched());
   record_small_noise(pipeline.has_value());
   if (p.guarded) check_finite(step, pipeline.has_value(), m_bucket_nonfinite);
   timer.mark(account::guard);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(
-    const run_plan& p, overlap& pipeline, step_clock& timer, fit_result& result) -> reduced {
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const run_plan& p,
+                                                                        std::size_t global_step,
+                                                                        overlap& pipeline,
+                                                                        step_clock& timer,
+                                                                        fit_result& result)
+    -> reduced {
   const std::size_t arena = m_params.size();
   if (m_options.measure_wait) {
     double arrive[1] = {0.0};
@@ -130,7 +139,14 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(
       fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
   }
   reduced r;
-  r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
+  if constexpr (!space_type::host_accessible) {
+    if (m_row_step && m_reducer.world_size() > 1)
+      r.bytes = exchange_rows_on_space(p);
+    else
+      r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
+  } else {
+    r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
+  }
   if (m_row_step && m_reducer.world_size() > 1) {
     // The rows any rank touched: what the optimizer updates and the arena zeroes after.
     r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
@@ -139,7 +155,9 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(
   timer.mark(account::reduce);
   if constexpr (space_type::host_accessible) {
     r.stop = m_grads.data()[arena + 1] != 0.f;
-  } else if (m_options.stop) {
+  } else if (m_options.stop && (global_step + 1) % m_options.stop_poll_every == 0) {
+    // Reading the request waits for the device: every stop_poll_every steps (the same steps on
+    // every rank, so they stop together).
     float flag = 0.f;
     m_space.copy_to_host(&flag, m_grads.data() + arena + 1, sizeof flag);
     r.stop = flag != 0.f;
@@ -155,7 +173,8 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(std::siz
                                                                         step_clock& timer) {
   const bool skip = m_guard.commit(step, m_grads.data() + m_params.size(), m_step_loss.data(),
                                    m_sums.data(), step_weight);
-  if constexpr (!space_type::host_accessible) m_guard.protect(m_params.span(), m_state.span());
+  if constexpr (!space_type::host_accessible)
+    if (!m_row_step) m_guard.protect(m_params.span(), m_state.span());
   if (!skip) add_noise_measurement();  // a device waits for the flags, on measured steps only
   timer.mark(account::guard);
   return skip;
@@ -187,12 +206,13 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const run_pla
                                                                    double lr,
                                                                    std::size_t global_step,
                                                                    step_clock& timer) {
-  if constexpr (space_type::host_accessible) {  // the row-sparse step runs on the host only
-    if (m_row_step) {
+  if (m_row_step) {  // checked before the update: nothing to revert
+    if constexpr (space_type::host_accessible)
       update_rows(skip, lr, global_step + 1);
-      timer.mark(account::optimizer);
-      return;
-    }
+    else
+      update_rows_on_space(step, lr, global_step + 1);
+    timer.mark(account::optimizer);
+    return;
   }
   if (!skip) apply_optimizer(lr, global_step + 1);
   timer.mark(account::optimizer);
@@ -308,9 +328,56 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows(bool ski
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_rows_on_space(std::size_t step) {
+  m_rows_on.check(m_space, m_grads.data(), m_grads.data() + m_params.size(),
+                  m_guard.local_entry(step));
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_rows_on_space(
+    const run_plan& p) {
+  std::uint64_t bytes = 0;
+  if constexpr (reducer_gathers_on_space<Reducer>) {
+    // The touched rows travel by all_gather; every rank then holds their union and its mean.
+    const auto& segs = m_model.layout().segments();
+    const auto sparse = m_rows_on.sparse();
+    for (std::size_t k = 0; k < sparse.size(); ++k) {
+      const std::size_t s = sparse[k];
+      m_rows_on.set(
+          s, m_row_exchange.exchange(m_space, m_reducer, k, segs[s], m_rows_on.selection()[s],
+                                     p.micro_batch, m_grads.data(), bytes));
+    }
+    // The dense segments and the flags: their mean, as the dense step takes it.
+    for (std::size_t s = 0; s < segs.size(); ++s) {
+      if (std::find(sparse.begin(), sparse.end(), s) != sparse.end()) continue;
+      m_reducer.all_reduce_mean(m_grads.subspan(segs[s].offset, segs[s].size()));
+      bytes += dense_wire_bytes(segs[s].size());
+    }
+  }
+  m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), trailing_floats));
+  return bytes + dense_wire_bytes(trailing_floats);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows_on_space(std::size_t step,
+                                                                                 double lr,
+                                                                                 std::uint64_t t) {
+  if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type>) {
+    // The kernels read the step's skip flag themselves, so the host never waits for it.
+    m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
+                                   std::span<const float>(m_grads.first(m_params.size())),
+                                   m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
+                                   static_cast<float>(lr), t);
+  }
+  m_rows_on.zero(m_space, m_grads.data());
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::clear_flags() {
   if constexpr (space_type::host_accessible)
     std::fill_n(m_grads.data() + m_params.size(), trailing_floats, 0.f);
+  else
+    fill(m_space, m_grads.subspan(m_params.size(), trailing_floats), 0.f);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -352,7 +419,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
                                                                          bool arena_checked,
                                                                          bool arena_bad) {
   const std::size_t arena = m_params.size();
-  const std::size_t unchecked = arena_checked ? 0 : arena;
+  const std::size_t unchecked =
+      arena_checked || (m_row_step && !space_type::host_accessible) ? 0 : arena;
   m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,
                 arena_bad, [&] {
                   if constexpr (space_type::host_accessible)
@@ -361,6 +429,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
                   else
                     return false;
                 });
+  if constexpr (!space_type::host_accessible)
+    if (m_row_step && m_guard.on()) check_rows_on_space(step);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

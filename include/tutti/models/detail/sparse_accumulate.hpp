@@ -24,6 +24,7 @@
 
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/scan.h>
 #include <thrust/sort.h>
 
 #include <algorithm>
@@ -297,6 +298,31 @@ struct serial_sum_add_fn {
   }
 };
 
+/// Kernel over sorted positions j: 1 where a run of real keys starts, else 0.
+struct row_head_fn {
+  const std::int32_t* keys;
+  std::int32_t* head;
+  TUTTI_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::int32_t k = keys[j];
+    head[j] = k != padding_key && (j == 0 || keys[j - 1] != k) ? 1 : 0;
+  }
+};
+
+/// Kernel over sorted positions j: writes the key of each run's start to its place among the
+/// runs (`seen[j]` = runs started at or before j), and the number of runs once.
+struct row_compact_fn {
+  const std::int32_t* keys;
+  const std::int32_t* head;
+  const std::int32_t* seen;
+  std::size_t n;
+  std::int32_t* rows;
+  std::int32_t* count;
+  TUTTI_HOST_DEVICE void operator()(std::size_t j) const {
+    if (head[j] != 0) rows[seen[j] - 1] = keys[j];
+    if (j + 1 == n) *count = seen[j];
+  }
+};
+
 /// Sum of an array in a fixed association (blocks of `block`, then blocks of block sums, then
 /// one serial pass), so the result depends only on the values, never on the thread count or
 /// the machine. Runs on the space without reading anything back to the host.
@@ -356,6 +382,7 @@ class sparse_accumulator {
         m_order(space),
         m_keys_tmp(space),
         m_order_tmp(space),
+        m_head(space),
         m_first(space),
         m_last(space),
         m_sum(space) {}
@@ -365,6 +392,7 @@ class sparse_accumulator {
         m_order(o.m_order),
         m_keys_tmp(o.m_keys_tmp),
         m_order_tmp(o.m_order_tmp),
+        m_head(o.m_head),
         m_first(o.m_first),
         m_last(o.m_last),
         m_sum(o.m_sum) {}
@@ -374,6 +402,7 @@ class sparse_accumulator {
       m_order = o.m_order;
       m_keys_tmp = o.m_keys_tmp;
       m_order_tmp = o.m_order_tmp;
+      m_head = o.m_head;
       m_first = o.m_first;
       m_last = o.m_last;
       m_sum = o.m_sum;
@@ -493,6 +522,22 @@ class sparse_accumulator {
     m_sum.add_to(space, values, m_order.data(), m_n, dest);
   }
 
+  /// Writes the distinct row ids of the last grouping's real slots, ascending, to `rows` and
+  /// their number to `*count` (memory of `space`, room for the batch's slots): a pass marking
+  /// where each run of keys starts, a scan, and a pass writing the starts. Nothing is read back
+  /// to the host, so a device step does not wait for it.
+  void rows_on_space(const Space& space, std::int32_t* rows, std::int32_t* count) const {
+    if (m_n == 0) {
+      fill(space, std::span<std::int32_t>(count, 1), 0);
+      return;
+    }
+    std::int32_t* head = m_head.reserve(2 * m_n);
+    std::int32_t* seen = head + m_n;
+    parallel_for(space, m_n, row_head_fn{m_keys.data(), head});
+    thrust::inclusive_scan(space.policy(), head, head + m_n, seen);
+    parallel_for(space, m_n, row_compact_fn{m_keys.data(), head, seen, m_n, rows, count});
+  }
+
   /// Writes into `out` (host memory, replaced) the distinct row ids of the last grouping's real
   /// slots, ascending: the rows `scatter_add` wrote to. The sorted keys already hold them, so
   /// this is one pass over the batch; on a space that is not host accessible the keys are
@@ -558,9 +603,10 @@ class sparse_accumulator {
 
   scratch_array<std::int32_t, Space> m_keys;
   scratch_array<std::int32_t, Space> m_order;
-  scratch_array<std::int32_t, Space> m_keys_tmp;   // the host's radix sort
-  scratch_array<std::int32_t, Space> m_order_tmp;  // the host's radix sort
-  std::vector<std::uint32_t> m_count;              // the host's radix sort
+  scratch_array<std::int32_t, Space> m_keys_tmp;      // the host's radix sort
+  scratch_array<std::int32_t, Space> m_order_tmp;     // the host's radix sort
+  std::vector<std::uint32_t> m_count;                 // the host's radix sort
+  mutable scratch_array<std::int32_t, Space> m_head;  // rows_on_space: run starts, their scan
   scratch_array<T, Space> m_first;
   scratch_array<T, Space> m_last;
   ordered_sum<T, Space> m_sum;

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file optimizers/rows_on_space.hpp
+/// @brief The row-sparse step on a space the host cannot read (a GPU): kernels over the rows a
+/// step touched, sized by the batch and bounded by a count that stays in the space's memory,
+/// and skipped in the kernel when the step's finite guard says so. Nothing waits for the host.
+#pragma once
+
+#include <tutti/concepts/optimizer.hpp>
+#include <tutti/config.hpp>
+#include <tutti/error.hpp>
+#include <tutti/layout.hpp>
+#include <tutti/space/algorithms.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tutti::detail {
+
+/// Kernel over k < capacity: `fn(rows[k])` for the first `*count` rows, unless `*skip` is set.
+template <class RowFn>
+struct listed_rows_fn {
+  RowFn fn;
+  const std::int32_t* rows;
+  const std::int32_t* count;
+  const float* skip;  // the step's skip flag, or null
+  TUTTI_HOST_DEVICE void operator()(std::size_t k) const {
+    if (skip != nullptr && *skip != 0.f) return;
+    if (k >= static_cast<std::size_t>(*count)) return;
+    fn(static_cast<std::size_t>(rows[k]));
+  }
+};
+
+/// Kernel over every row r of a segment: `fn(r)`, unless `*skip` is set.
+template <class RowFn>
+struct every_row_fn {
+  RowFn fn;
+  const float* skip;
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
+    if (skip != nullptr && *skip != 0.f) return;
+    fn(r);
+  }
+};
+
+/// Row function: an element kernel (`kernel(i)` over arena positions) on every value of row
+/// `r` of the segment at `offset` with `cols` columns.
+template <class Kernel>
+struct row_values_fn {
+  Kernel kernel;
+  std::size_t offset;
+  std::size_t cols;
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
+    const std::size_t lo = offset + r * cols;
+    for (std::size_t c = 0; c < cols; ++c) kernel(lo + c);
+  }
+};
+
+/// Checks a selection on the space against the layout; `fn` names the caller.
+inline void check_rows_on_space(const char* fn, const parameter_layout& layout,
+                                row_selection_on_space rows) {
+  TUTTI_EXPECTS(rows.size() == layout.segments().size(), fn,
+                "the row selection has " + std::to_string(rows.size()) +
+                    " entries for a layout of " + std::to_string(layout.segments().size()) +
+                    " segments; expected one per segment");
+}
+
+/// For every segment k of `layout`: the row function `make(k)` over the selection's rows of k
+/// (every row of a whole segment), one kernel per segment on `space`; every kernel returns at
+/// once when `skip` is set.
+template <class Space, class MakeRowFn>
+void for_each_row_on_space(const Space& space, const parameter_layout& layout,
+                           row_selection_on_space sel, const float* skip, const MakeRowFn& make) {
+  const auto& segs = layout.segments();
+  for (std::size_t k = 0; k < segs.size(); ++k) {
+    auto fn = make(k);
+    if (sel[k].whole)
+      parallel_for(space, segs[k].rows, every_row_fn<decltype(fn)>{fn, skip});
+    else if (sel[k].capacity > 0)
+      parallel_for(space, sel[k].capacity,
+                   listed_rows_fn<decltype(fn)>{fn, sel[k].rows, sel[k].count, skip});
+  }
+}
+
+}  // namespace tutti::detail
