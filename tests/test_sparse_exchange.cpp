@@ -191,6 +191,11 @@ TEST_CASE("sparse exchange: matrix_factorization reports the rows a batch touche
       if (!touched.contains(static_cast<std::int32_t>(r)))
         for (std::size_t c = 0; c < s.cols; ++c) CHECK(grads[s.offset + r * s.cols + c] == 0.f);
   }
+  // A call without slots touches no row: not the last call's rows again.
+  const std::vector<std::int32_t> no_ids;
+  const std::vector<float> no_values;
+  model.loss_and_gradient(params, {no_ids, no_ids, no_values, no_values}, grads, 1.f, &loss);
+  for (std::size_t seg = 0; seg < 4; ++seg) CHECK(model.touched_rows(seg).empty());
 }
 
 TEST_CASE("sparse exchange: on gives the parameters and losses of the dense reduce") {

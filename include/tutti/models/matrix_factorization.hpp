@@ -319,7 +319,11 @@ class matrix_factorization {
     m_last_slots = n;
     m_user_rows_found = false;
     m_item_rows_found = false;
+    m_touched_users_found = false;
+    m_touched_items_found = false;
     if (n == 0) {
+      m_users.group(m_space, nullptr, nullptr, 0, m_n_users);  // no rows touched
+      m_items.group(m_space, nullptr, nullptr, 0, m_n_items);
       const auto& segments = m_layout.segments();
       for (auto s = segments.rbegin(); s != segments.rend(); ++s) ready(s->offset, s->size());
       return;
@@ -378,7 +382,9 @@ class matrix_factorization {
                       " has no touched rows; expected 0 to 3 (the embeddings and per-row biases)");
     const bool user = segment % 2 == 0;
     std::vector<std::int32_t>& out = user ? m_touched_users : m_touched_items;
-    (user ? m_users : m_items).rows(m_space, out);
+    bool& found = user ? m_touched_users_found : m_touched_items_found;
+    if (!found) (user ? m_users : m_items).rows(m_space, out);  // once per table and call
+    found = true;
     return out;
   }
 
@@ -433,6 +439,8 @@ class matrix_factorization {
   // The last call's touched rows, per table (`touched_rows`).
   mutable std::vector<std::int32_t> m_touched_users;
   mutable std::vector<std::int32_t> m_touched_items;
+  mutable bool m_touched_users_found = false;
+  mutable bool m_touched_items_found = false;
   // The same in the space's memory (`touched_rows_on_space`): the ids, then their number; found
   // once per call, for the slots of the last call.
   mutable detail::scratch_array<std::int32_t, Space> m_user_rows;
