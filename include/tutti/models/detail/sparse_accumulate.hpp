@@ -440,12 +440,8 @@ class sparse_accumulator {
   static void group_two(const Space& space, sparse_accumulator& a, const std::int32_t* a_ids,
                         std::int32_t a_rows, sparse_accumulator& b, const std::int32_t* b_ids,
                         std::int32_t b_rows, const float* weights, std::size_t n) {
-    if constexpr (Space::host_accessible) {
+    if constexpr (Space::host_accessible && requires { Space::serial_below; }) {
       if (n >= Space::serial_below) {
-        a.m_keys.reserve(n), a.m_order.reserve(n), a.m_keys_tmp.reserve(n),
-            a.m_order_tmp.reserve(n);
-        b.m_keys.reserve(n), b.m_order.reserve(n), b.m_keys_tmp.reserve(n),
-            b.m_order_tmp.reserve(n);
         thrust::for_each_n(space.policy(), thrust::counting_iterator<int>(0), 2,
                            group_one_fn{space, &a, a_ids, a_rows, &b, b_ids, b_rows, weights, n});
         return;
