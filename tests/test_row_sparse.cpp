@@ -243,29 +243,8 @@ TEST_CASE("row-sparse step: row_sparse_sgd is sgd bit for bit on 1, 2 and 3 rank
 
 namespace {
 
-// Matrix factorisation whose gradient turns NaN at one call, in the first touched user row.
-class poisoned_mf : public tutti_test::wrapped_model<mf> {
- public:
-  poisoned_mf(mf inner, std::size_t poison_call)
-      : wrapped_model(std::move(inner)), m_call(poison_call) {}
-  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
-                         std::span<float> grads, float scale, float* loss_sum) {
-    m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
-    if (m_calls++ == m_call) {
-      const auto rows = m_inner.touched_rows(0);
-      grads[layout()[0].offset + static_cast<std::size_t>(rows.back()) * layout()[0].cols] =
-          std::numeric_limits<float>::quiet_NaN();
-    }
-  }
-  bool row_sparse(std::size_t segment) const { return m_inner.row_sparse(segment); }
-  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
-    return m_inner.touched_rows(segment);
-  }
-
- private:
-  std::size_t m_call;
-  std::size_t m_calls = 0;
-};
+// Matrix factorisation whose gradient turns NaN at one call, in a touched user row.
+using poisoned_mf = tutti_test::poisoned_model<mf>;
 
 }  // namespace
 

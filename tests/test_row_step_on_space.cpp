@@ -140,39 +140,9 @@ TEST_CASE("row-sparse step on a device's path: the rows are found and counted in
 
 namespace {
 
-// Matrix factorisation whose gradient turns NaN at one call, in a touched user row (written
-// through the space, as a kernel would).
+// Matrix factorisation whose gradient turns NaN at one call, in a touched user row.
 template <class Space>
-class poisoned_mf : public tutti_test::wrapped_model<tutti::models::matrix_factorization<Space>> {
-  using base = tutti_test::wrapped_model<tutti::models::matrix_factorization<Space>>;
-
- public:
-  poisoned_mf(tutti::models::matrix_factorization<Space> inner, std::size_t poison_call)
-      : base(std::move(inner)), m_call(poison_call) {}
-  void loss_and_gradient(std::span<const float> params, const tutti::batch_view& batch,
-                         std::span<float> grads, float scale, float* loss_sum) {
-    this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
-    if (m_calls++ != m_call) return;
-    std::int32_t first = 0;
-    this->m_inner.space().copy_to_host(&first, this->m_inner.touched_rows_on_space(0).rows,
-                                       sizeof first);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    this->m_inner.space().copy_from_host(
-        grads.data() + this->layout()[0].offset + static_cast<std::size_t>(first) * 8, &nan,
-        sizeof nan);
-  }
-  bool row_sparse(std::size_t segment) const { return this->m_inner.row_sparse(segment); }
-  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
-    return this->m_inner.touched_rows(segment);
-  }
-  tutti::segment_rows_on_space touched_rows_on_space(std::size_t segment) const {
-    return this->m_inner.touched_rows_on_space(segment);
-  }
-
- private:
-  std::size_t m_call;
-  std::size_t m_calls = 0;
-};
+using poisoned_mf = tutti_test::poisoned_model<tutti::models::matrix_factorization<Space>>;
 
 }  // namespace
 

@@ -8,7 +8,9 @@
 #include <tutti/batch.hpp>
 #include <tutti/layout.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -50,6 +52,40 @@ class silent_model : public wrapped_model<Inner> {
                          std::span<T> grads, T scale, T* loss_sum) {
     this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
   }
+};
+
+/// A matrix factorisation `Inner` whose gradient turns NaN at call `poison_call`, in the first
+/// row of the user table the call touched, written through the space as a kernel would
+/// (test_row_sparse.cpp, test_row_step_on_space.cpp).
+template <class Inner>
+class poisoned_model : public wrapped_model<Inner> {
+ public:
+  using T = typename Inner::value_type;
+  poisoned_model(Inner inner, std::size_t poison_call)
+      : wrapped_model<Inner>(std::move(inner)), m_call(poison_call) {}
+  void loss_and_gradient(std::span<const T> params, const tutti::batch_view& batch,
+                         std::span<T> grads, T scale, T* loss_sum) {
+    this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+    if (m_calls++ != m_call) return;
+    const auto& space = this->m_inner.space();
+    std::int32_t first = 0;
+    space.copy_to_host(&first, this->m_inner.touched_rows_on_space(0).rows, sizeof first);
+    const auto& table = this->layout()[0];
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    space.copy_from_host(grads.data() + table.offset + static_cast<std::size_t>(first) * table.cols,
+                         &nan, sizeof nan);
+  }
+  bool row_sparse(std::size_t segment) const { return this->m_inner.row_sparse(segment); }
+  std::span<const std::int32_t> touched_rows(std::size_t segment) const {
+    return this->m_inner.touched_rows(segment);
+  }
+  tutti::segment_rows_on_space touched_rows_on_space(std::size_t segment) const {
+    return this->m_inner.touched_rows_on_space(segment);
+  }
+
+ private:
+  std::size_t m_call;
+  std::size_t m_calls = 0;
 };
 
 }  // namespace tutti_test

@@ -166,5 +166,19 @@ inline void check_row_step(const char* fn, const parameter_layout& layout, std::
                     " segments; expected one per segment");
 }
 
+/// The host's `step_rows` of an optimizer `o` with `with_row_update`: the runs of `rows` built
+/// once, the update over them in one parallel pass; `fn` names the caller.
+template <class O, class Space>
+void step_rows_by_update(const O& o, const char* fn, const Space& space,
+                         const parameter_layout& layout, std::span<float> params,
+                         std::span<const float> grads, std::span<float> state, row_selection rows,
+                         float lr, std::uint64_t step) {
+  check_row_step(fn, layout, params.size(), rows);
+  row_runs runs;
+  runs.build(layout, rows);
+  o.with_row_update(layout, params, grads, state, lr, step,
+                    [&](const auto& run_fn) { runs.for_each(space, run_fn); });
+}
+
 }  // namespace detail
 }  // namespace tutti

@@ -49,12 +49,9 @@ struct row_sparse_sgd {
                                                   std::span<float> params,
                                                   std::span<const float> grads,
                                                   std::span<float> state, row_selection rows,
-                                                  float lr, std::uint64_t /*step*/) const {
-    detail::check_row_step("tutti::row_sparse_sgd::step_rows", layout, params.size(), rows);
-    detail::row_runs runs;
-    runs.build(layout, rows);
-    with_row_update(layout, params, grads, state, lr, 1,
-                    [&](const auto& fn) { runs.for_each(space, fn); });
+                                                  float lr, std::uint64_t step) const {
+    detail::step_rows_by_update(*this, "tutti::row_sparse_sgd::step_rows", space, layout, params,
+                                grads, state, rows, lr, step);
   }
 
   /// The same step on a space the host cannot read (`tutti::optimizer_steps_rows_on_space`).
@@ -63,14 +60,9 @@ struct row_sparse_sgd {
                           std::span<float> params, std::span<const float> grads,
                           std::span<float> state, row_selection_on_space rows, const float* skip,
                           float lr, std::uint64_t step) const {
-    detail::check_rows_on_space("tutti::row_sparse_sgd::step_rows_on_space", layout, rows);
-    with_row_update(layout, params, grads, state, lr, step, [&](const auto& fn) {
-      const detail::sgd_kernel kernel = fn.kernel;
-      detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
-        const segment& s = layout.segments()[k];
-        return detail::row_values_fn<detail::sgd_kernel>{kernel, s.offset, s.cols};
-      });
-    });
+    detail::elementwise_step_rows_on_space(*this, "tutti::row_sparse_sgd::step_rows_on_space",
+                                           space, layout, params, grads, state, rows, skip, lr,
+                                           step);
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).

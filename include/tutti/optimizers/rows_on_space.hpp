@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
 
 namespace tutti::detail {
 
@@ -79,6 +81,26 @@ void for_each_row_on_space(const Space& space, const parameter_layout& layout,
       parallel_for(space, sel[k].capacity,
                    listed_rows_fn<decltype(fn)>{fn, sel[k].rows, sel[k].count, skip});
   }
+}
+
+/// `step_rows_on_space` of an element-wise optimizer `o` (its `with_row_update` hands an
+/// `elementwise_rows_fn`): the element kernel over every value of the selected rows, a kernel
+/// per segment; `fn` names the caller.
+template <class O, class Space>
+void elementwise_step_rows_on_space(const O& o, const char* fn, const Space& space,
+                                    const parameter_layout& layout, std::span<float> params,
+                                    std::span<const float> grads, std::span<float> state,
+                                    row_selection_on_space rows, const float* skip, float lr,
+                                    std::uint64_t step) {
+  check_rows_on_space(fn, layout, rows);
+  o.with_row_update(layout, params, grads, state, lr, step, [&](const auto& run_fn) {
+    using kernel_t = std::decay_t<decltype(run_fn.kernel)>;
+    const kernel_t kernel = run_fn.kernel;
+    for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+      const segment& s = layout.segments()[k];
+      return row_values_fn<kernel_t>{kernel, s.offset, s.cols};
+    });
+  });
 }
 
 }  // namespace tutti::detail

@@ -180,12 +180,9 @@ struct rowwise_adagrad {
                                                   std::span<float> params,
                                                   std::span<const float> grads,
                                                   std::span<float> state, row_selection rows,
-                                                  float lr, std::uint64_t /*step*/) const {
-    detail::check_row_step("tutti::rowwise_adagrad::step_rows", layout, params.size(), rows);
-    detail::row_runs runs;
-    runs.build(layout, rows);
-    with_row_update(layout, params, grads, state, lr, 1,
-                    [&](const auto& fn) { runs.for_each(space, fn); });
+                                                  float lr, std::uint64_t step) const {
+    detail::step_rows_by_update(*this, "tutti::rowwise_adagrad::step_rows", space, layout, params,
+                                grads, state, rows, lr, step);
   }
 
   /// The same step on a space the host cannot read (`tutti::optimizer_steps_rows_on_space`).
