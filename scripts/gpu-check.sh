@@ -9,7 +9,8 @@
 #      optimizer, checkpoint resume on cuda, nccl_ring (one rank, the overlapped path, and across
 #      GPUs where there are two), and the rest;
 #   3. `tutti train --space cuda` against `--space host` from the same seed (final loss), with
-#      Adam and with the row-sparse step (lazy Adam), and that step at 1,000,000 learners;
+#      Adam and with the row-sparse step (lazy Adam), and that step at 1,000,000 learners and on
+#      the 8 GB-class model (30,000,000 learners, dim 64);
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
 #   5. the package's cuda and nccl consumer programs (examples/consumer-components);
 #   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree), and
@@ -95,6 +96,11 @@ if [[ -x build-gpu/tutti ]]; then
   build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
     --learners 1000000 --courses 5000 --dim 64 --epochs 2 \
     --json "${out}/train_rows_1m_cuda.json" >"${out}/train_rows_1m_cuda.txt" 2>&1
+  # The 8 GB-class model (30,000,000 learners x dim 64: 7.8 GB of parameters, 31 GB with the
+  # gradient and lazy Adam's moments) on one GPU, one epoch; bounded so the check stays short.
+  timeout 300 build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet \
+    --optimizer lazy-adam --learners 30000000 --courses 5000 --dim 64 --epochs 1 \
+    --json "${out}/train_rows_30m_cuda.json" >"${out}/train_rows_30m_cuda.txt" 2>&1
   build-gpu/tutti bench allreduce --reducer nccl --max-bytes 268435456 \
     --json "${out}/allreduce_nccl.json" >"${out}/allreduce_nccl.txt" 2>&1
 fi
@@ -176,6 +182,17 @@ if m:
 else:
     items.append(["row-sparse step on cuda, 1,000,000 learners", "FAIL",
                   "no report (train_rows_1m_cuda.txt)"])
+
+m = load("train_rows_30m_cuda.json")
+if m:
+    e = m["epochs"][-1]
+    items.append(["the 8 GB-class model on one GPU (30,000,000 learners, dim 64, lazy Adam)",
+                  "PASS" if e["train_loss"] == e["train_loss"] else "FAIL",
+                  f"{e['weighted_samples'] / e['step_seconds'] / 1e6:.2f} M samples/s, "
+                  f"train loss {e['train_loss']:.4f}, {m['seconds']:.0f} s in all"])
+else:
+    items.append(["the 8 GB-class model on one GPU (30,000,000 learners)", "FAIL",
+                  "no report within 300 s (train_rows_30m_cuda.txt)"])
 
 a = load("allreduce_nccl.json")
 if a and a.get("results"):
