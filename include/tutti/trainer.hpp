@@ -300,8 +300,7 @@ class trainer {
   // fit's memory on the space: the training set, this rank's slots of the epoch and their
   // weights, and one micro-batch.
   struct step_buffers {
-    buffer<std::int32_t, space_type> users, items;
-    buffer<float, space_type> labels;
+    buffer<detail::sample_record, space_type> records;  // this rank's training rows
     buffer<std::uint64_t, space_type> slots;
     buffer<float, space_type> slot_weights;
     buffer<std::int32_t, space_type> b_users, b_items;

@@ -46,9 +46,10 @@ template <class Model, class Sampler, class Reducer, class Schedule, class Optim
 auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
     const data::interactions& train, const run_plan& p) const -> step_buffers {
   const std::size_t mb = p.micro_batch;
-  return {make_buffer(m_space, std::span<const std::int32_t>(train.users)),
-          make_buffer(m_space, std::span<const std::int32_t>(train.items)),
-          make_buffer(m_space, std::span<const float>(train.labels)),
+  std::vector<detail::sample_record> records(train.size());
+  for (std::size_t i = 0; i < records.size(); ++i)
+    records[i] = {train.users[i], train.items[i], train.labels[i]};
+  return {make_buffer(m_space, std::span<const detail::sample_record>(records)),
           buffer<std::uint64_t, space_type>(p.slots, m_space),
           buffer<float, space_type>(p.slots, m_space),
           buffer<std::int32_t, space_type>(mb, m_space),

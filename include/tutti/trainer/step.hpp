@@ -50,11 +50,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
                         : 0.f;
   for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
     const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
-    parallel_for(m_space, mb_count,
-                 detail::gather_batch_fn<float>{
-                     buf.slots.data() + mb, buf.slot_weights.data() + mb, buf.users.data(),
-                     buf.items.data(), buf.labels.data(), buf.b_users.data(), buf.b_items.data(),
-                     buf.b_labels.data(), buf.b_weights.data(), mb_count});
+    parallel_for(
+        m_space, mb_count,
+        detail::gather_batch_fn<float>{buf.slots.data() + mb, buf.slot_weights.data() + mb,
+                                       buf.records.data(), buf.b_users.data(), buf.b_items.data(),
+                                       buf.b_labels.data(), buf.b_weights.data(), mb_count});
     batch_view batch{{buf.b_users.data(), mb_count},
                      {buf.b_items.data(), mb_count},
                      {buf.b_labels.data(), mb_count},

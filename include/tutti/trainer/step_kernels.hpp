@@ -16,13 +16,19 @@
 
 namespace tutti::detail {
 
+/// One training row as the step reads it: the three values side by side, so a slot's gather
+/// reads one line of a large dataset, not one line in each of three arrays.
+struct sample_record {
+  std::int32_t user;
+  std::int32_t item;
+  float label;
+};
+
 template <class T>
 struct gather_batch_fn {
   const std::uint64_t* slots;  // dataset positions of this step's slots
   const float* slot_weights;
-  const std::int32_t* users;
-  const std::int32_t* items;
-  const float* labels;
+  const sample_record* records;
   std::int32_t* out_users;
   std::int32_t* out_items;
   float* out_labels;
@@ -31,16 +37,13 @@ struct gather_batch_fn {
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
 #if !defined(__CUDA_ARCH__)
     if (i + prefetch_ahead < n) {
-      const std::uint64_t ahead = slots[i + prefetch_ahead];
-      prefetch_bytes(users + ahead, sizeof *users, false, 1);
-      prefetch_bytes(items + ahead, sizeof *items, false, 1);
-      prefetch_bytes(labels + ahead, sizeof *labels, false, 1);
+      prefetch_bytes(records + slots[i + prefetch_ahead], sizeof *records);
     }
 #endif
-    std::uint64_t k = slots[i];
-    out_users[i] = users[k];
-    out_items[i] = items[k];
-    out_labels[i] = labels[k];
+    const sample_record r = records[slots[i]];
+    out_users[i] = r.user;
+    out_items[i] = r.item;
+    out_labels[i] = r.label;
     out_weights[i] = slot_weights[i];
   }
 };
