@@ -463,14 +463,18 @@ class trainer {
   // row-sparse step; with the layout for layout-aware optimizers (LARS, LAMB: a trust ratio per
   // segment); else over the arena.
   void apply_optimizer(double lr, std::uint64_t t);
-  // The row-sparse step's update: the touched rows updated and their gradient zeroed.
-  // The row-sparse step on a space the host cannot read: its plan, check and update.
+  // The row-sparse step's update on the host: the touched rows updated and their gradient
+  // zeroed.
+  void update_rows(bool skip, double lr, std::uint64_t t);
+  // The row-sparse step's plan on each kind of space; on a space the host cannot read, its
+  // check, its exchange of rows between ranks and its update.
   void plan_row_step_on_host();
   void plan_row_step_on_space();
   void check_rows_on_space(std::size_t step);
   std::uint64_t exchange_rows_on_space(const run_plan& p);
   void update_rows_on_space(std::size_t step, double lr, std::uint64_t t);
-  void update_rows(bool skip, double lr, std::uint64_t t);
+  // Whether segment i is row-sparse: the model says, or else its kind is embedding.
+  bool is_row_sparse(std::size_t i) const;
   // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
   // where the step cannot run, `plan_row_step` says so.
   bool wants_row_step() const;

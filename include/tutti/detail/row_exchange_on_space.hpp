@@ -12,7 +12,6 @@
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
 
-#include <thrust/scan.h>
 #include <thrust/sort.h>
 
 #include <cstddef>
@@ -110,9 +109,7 @@ class row_exchange_on_space {
     std::int32_t* count = rows + n;
     space.copy(sorted, all_ids, n * sizeof(std::int32_t));
     thrust::sort(space.policy(), sorted, sorted + n);
-    parallel_for(space, n, row_head_fn{sorted, head});
-    thrust::inclusive_scan(space.policy(), head, head + n, head + n);
-    parallel_for(space, n, row_compact_fn{sorted, head, head + n, n, rows, count});
+    run_starts_on_space(space, sorted, n, head, rows, count);
     parallel_for(space, n * seg.cols,
                  mean_rows_fn{all_ids, all_values, block, seg.cols, world, rows, count, at});
     return segment_rows_on_space{false, rows, count, n};

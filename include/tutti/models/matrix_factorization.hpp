@@ -401,10 +401,7 @@ class matrix_factorization {
     auto& ids = user ? m_user_rows : m_item_rows;
     bool& found = user ? m_user_rows_found : m_item_rows_found;
     std::int32_t* rows = ids.reserve(m_last_slots + 1);
-    if (!found && m_last_slots == 0)
-      fill(m_space, std::span<std::int32_t>(rows, 1), 0);
-    else if (!found)
-      (user ? m_users : m_items).rows_on_space(m_space, rows, rows + m_last_slots);
+    if (!found) (user ? m_users : m_items).rows_on_space(m_space, rows, rows + m_last_slots);
     found = true;
     return segment_rows_on_space{false, rows, rows + m_last_slots, m_last_slots};
   }

@@ -190,17 +190,17 @@ struct rowwise_adagrad {
   void step_rows_on_space(const Space& space, const parameter_layout& layout,
                           std::span<float> params, std::span<const float> grads,
                           std::span<float> state, row_selection_on_space rows, const float* skip,
-                          float lr, std::uint64_t /*step*/) const {
-    validate();
-    const std::vector<std::size_t> at = state_offsets(layout);
-    detail::check_optimizer_step("tutti::rowwise_adagrad::step_rows_on_space", params.size(),
-                                 grads.size(), state.size(), at.back(), lr);
+                          float lr, std::uint64_t step) const {
     detail::check_rows_on_space("tutti::rowwise_adagrad::step_rows_on_space", layout, rows);
-    detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
-      const segment& s = layout.segments()[k];
-      return detail::rowwise_adagrad_any_row_fn{{params.data() + s.offset, grads.data() + s.offset,
-                                                 state.data() + at[k], s.cols, lr, eps},
-                                                s.kind == segment_kind::embedding};
+    // The host's run function holds the checked arrays and each segment's accumulators.
+    with_row_update(layout, params, grads, state, lr, step, [&](const auto& run) {
+      detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+        const segment& s = layout.segments()[k];
+        return detail::rowwise_adagrad_any_row_fn{
+            {run.p + s.offset, run.g + s.offset, run.state + run.state_offsets[k], s.cols, run.lr,
+             run.eps},
+            s.kind == segment_kind::embedding};
+      });
     });
   }
 

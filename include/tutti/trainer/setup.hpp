@@ -149,8 +149,19 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::wants_row_step() con
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::is_row_sparse(std::size_t i) const {
+  if constexpr (model_names_row_sparse<Model>)
+    return static_cast<bool>(m_model.row_sparse(i));
+  else
+    return m_model.layout().segments()[i].kind == segment_kind::embedding;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step() {
   if (!wants_row_step()) return;
+  TUTTI_EXPECTS(!m_options.overlap_reduce, "tutti::trainer",
+                "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
+                "after backward; expected one of the two");
   if constexpr (!space_type::host_accessible)
     plan_row_step_on_space();
   else
@@ -163,9 +174,6 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_hos
                 "the optimizer takes the row-sparse step, and the model reports no row-sparse "
                 "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
                 "const` and an embedding segment); expected such a model, or a dense optimizer");
-  TUTTI_EXPECTS(!m_options.overlap_reduce, "tutti::trainer",
-                "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
-                "after backward; expected one of the two");
   std::vector<std::size_t> sparse;
   for (const auto& g : m_exchange.segments()) sparse.push_back(g.index);
   m_rows.plan(m_model.layout(), std::move(sparse));
@@ -185,16 +193,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_spa
     TUTTI_EXPECTS(m_options.accumulation <= 1, fn,
                   "the row-sparse step on a device space takes one micro-batch a step; "
                   "expected accumulation = 1, or a dense optimizer");
-    TUTTI_EXPECTS(!m_options.overlap_reduce, fn,
-                  "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
-                  "after backward; expected one of the two");
-    const auto& segs = m_model.layout().segments();
     std::vector<std::size_t> sparse;
-    for (std::size_t i = 0; i < segs.size(); ++i) {
-      bool rows = segs[i].kind == segment_kind::embedding;
-      if constexpr (model_names_row_sparse<Model>) rows = static_cast<bool>(m_model.row_sparse(i));
-      if (rows) sparse.push_back(i);
-    }
+    for (std::size_t i = 0; i < m_model.layout().segments().size(); ++i)
+      if (is_row_sparse(i)) sparse.push_back(i);
     TUTTI_EXPECTS(!sparse.empty(), fn,
                   "the optimizer takes the row-sparse step, and the model has no row-sparse "
                   "segment; expected an embedding segment, or a dense optimizer");
@@ -224,13 +225,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_sparse_exchange
                   "(`std::span<const std::int32_t> touched_rows(std::size_t segment) const`); "
                   "expected off, or automatic (which stays dense for such a model)");
   } else {
-    const auto& segs = m_model.layout().segments();
-    m_exchange.plan(m_model.layout(), [&](std::size_t i) {
-      if constexpr (model_names_row_sparse<Model>)
-        return static_cast<bool>(m_model.row_sparse(i));
-      else
-        return segs[i].kind == segment_kind::embedding;
-    });
+    m_exchange.plan(m_model.layout(), [&](std::size_t i) { return is_row_sparse(i); });
   }
 }
 

@@ -139,14 +139,12 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const ru
       fill(m_space, m_grads.subspan(arena + 1, 1), 1.f);
   }
   reduced r;
-  if constexpr (!space_type::host_accessible) {
-    if (m_row_step && m_reducer.world_size() > 1)
-      r.bytes = exchange_rows_on_space(p);
-    else
-      r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
-  } else {
+  // On several device ranks the row-sparse step's rows travel by all_gather instead.
+  const bool rows_travel = !space_type::host_accessible && m_row_step && m_reducer.world_size() > 1;
+  if (rows_travel)
+    r.bytes = exchange_rows_on_space(p);
+  else
     r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
-  }
   if (m_row_step && m_reducer.world_size() > 1) {
     // The rows any rank touched: what the optimizer updates and the arena zeroes after.
     r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
@@ -430,7 +428,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
                     return false;
                 });
   if constexpr (!space_type::host_accessible)
-    if (m_row_step && m_guard.on()) check_rows_on_space(step);
+    if (m_row_step) check_rows_on_space(step);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

@@ -323,6 +323,18 @@ struct row_compact_fn {
   }
 };
 
+/// Writes the distinct real keys of the sorted `keys[0, n)` (n >= 1), ascending, to `rows` and
+/// their number to `*count` (memory of `space`; `head` is scratch of 2n): a pass marking where
+/// each run of keys starts, a scan, and a pass writing the starts. Nothing is read back to the
+/// host.
+template <class Space>
+void run_starts_on_space(const Space& space, const std::int32_t* keys, std::size_t n,
+                         std::int32_t* head, std::int32_t* rows, std::int32_t* count) {
+  parallel_for(space, n, row_head_fn{keys, head});
+  thrust::inclusive_scan(space.policy(), head, head + n, head + n);
+  parallel_for(space, n, row_compact_fn{keys, head, head + n, n, rows, count});
+}
+
 /// Sum of an array in a fixed association (blocks of `block`, then blocks of block sums, then
 /// one serial pass), so the result depends only on the values, never on the thread count or
 /// the machine. Runs on the space without reading anything back to the host.
@@ -519,19 +531,15 @@ class sparse_accumulator {
   }
 
   /// Writes the distinct row ids of the last grouping's real slots, ascending, to `rows` and
-  /// their number to `*count` (memory of `space`, room for the batch's slots): a pass marking
-  /// where each run of keys starts, a scan, and a pass writing the starts. Nothing is read back
-  /// to the host, so a device step does not wait for it.
+  /// their number to `*count` (memory of `space`, room for the batch's slots), as
+  /// `run_starts_on_space` finds them. Nothing is read back to the host, so a device step does
+  /// not wait for it.
   void rows_on_space(const Space& space, std::int32_t* rows, std::int32_t* count) const {
     if (m_n == 0) {
       fill(space, std::span<std::int32_t>(count, 1), 0);
       return;
     }
-    std::int32_t* head = m_head.reserve(2 * m_n);
-    std::int32_t* seen = head + m_n;
-    parallel_for(space, m_n, row_head_fn{m_keys.data(), head});
-    thrust::inclusive_scan(space.policy(), head, head + m_n, seen);
-    parallel_for(space, m_n, row_compact_fn{m_keys.data(), head, seen, m_n, rows, count});
+    run_starts_on_space(space, m_keys.data(), m_n, m_head.reserve(2 * m_n), rows, count);
   }
 
   /// Writes into `out` (host memory, replaced) the distinct row ids of the last grouping's real
