@@ -12,6 +12,7 @@
 #include "wrapped_model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,6 +20,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <omp.h>
 
 namespace {
 
@@ -410,5 +413,46 @@ TEST_CASE("row-sparse step: the update and the zeroing in one pass give step_row
   }
   SUBCASE("row-sparse SGD, momentum") {
     check_fused_pass_matches(tutti::row_sparse_sgd{.momentum = 0.9f});
+  }
+}
+
+TEST_CASE("row-sparse step: one parallel pass visits every value of the selection exactly once") {
+  // Segments of very different widths and selections: a wide table with scattered rows and a
+  // long run, a bias vector, a dense segment of several pieces, an empty selection.
+  tutti::parameter_layout l;
+  l.add("wide", 20000, 9, segment_kind::embedding);
+  l.add("bias", 20000, 1, segment_kind::bias);
+  l.add("dense", 4000, 5, segment_kind::dense);
+  l.add("unused", 50, 3, segment_kind::embedding);
+  std::vector<std::int32_t> rows;
+  for (std::int32_t r = 0; r < 20000; r += 7) rows.push_back(r);
+  for (std::int32_t r = 6001; r < 9000; ++r)
+    if (r % 7 != 0) rows.push_back(r);
+  std::sort(rows.begin(), rows.end());
+  const std::vector<segment_rows> sel = {segment_rows{false, rows}, segment_rows{false, rows},
+                                         segment_rows{}, segment_rows{false, {}}};
+  tutti::detail::row_runs runs;
+  runs.build(l, sel);
+  CHECK(runs.values() == rows.size() * 10 + 4000 * 5);
+  for (int threads : {1, 2, 3, 4}) {
+    CAPTURE(threads);
+    std::vector<std::atomic<int>> visits(l.total());
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    runs.for_each(tutti::host_space{}, [&](const tutti::detail::row_run& r) {
+      const auto& s = l[r.segment];
+      for (std::size_t i = s.offset + std::size_t(r.first) * s.cols;
+           i < s.offset + std::size_t(r.last) * s.cols; ++i)
+        visits[i].fetch_add(1, std::memory_order_relaxed);
+    });
+    omp_set_num_threads(before);
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < l.segments().size(); ++k)
+      for (std::size_t r = 0; r < l[k].rows; ++r) {
+        const int want = k == 2 || (k < 2 && in(rows, r)) ? 1 : 0;
+        for (std::size_t c = 0; c < l[k].cols; ++c)
+          wrong += visits[l[k].offset + r * l[k].cols + c].load() != want;
+      }
+    CHECK(wrong == 0);
   }
 }

@@ -20,12 +20,17 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tutti {
@@ -46,8 +51,10 @@ inline void prefetch_run(const Fn& fn, const row_run& run) {
 }
 
 /// The runs of rows a selection covers (adjacent rows merged, whole segments cut into pieces of
-/// about `host_block` values), grouped so that one parallel pass over the groups visits each
-/// run once with about `host_block` values per group.
+/// about `host_block` values). One parallel pass gives each thread the same share of every
+/// segment (a stripe): the rows of a large table are cache misses and those of a small one hits,
+/// so an equal share of each keeps the threads equally busy, and a thread visits the same part
+/// of each table as the model's grouped backward gave it (sorted rows, cut in equal halves).
 class row_runs {
  public:
   void build(const parameter_layout& layout, row_selection sel) {
@@ -56,18 +63,13 @@ class row_runs {
                   "the selection has " + std::to_string(sel.size()) + " entries for a layout of " +
                       std::to_string(segs.size()) + " segments; expected one per segment");
     m_runs.clear();
-    m_groups.assign(1, 0);
+    m_before.clear();
+    m_segment_first.assign(1, 0);
     m_values = 0;
-    std::size_t in_group = 0;
     auto push = [&](std::uint32_t s, std::int32_t first, std::int32_t last, std::size_t cols) {
       m_runs.push_back({s, first, last});
-      const std::size_t v = static_cast<std::size_t>(last - first) * cols;
-      m_values += v;
-      in_group += v;
-      if (in_group >= host_block) {
-        m_groups.push_back(m_runs.size());
-        in_group = 0;
-      }
+      m_before.push_back(m_values);
+      m_values += static_cast<std::size_t>(last - first) * cols;
     };
     for (std::size_t s = 0; s < segs.size(); ++s) {
       const auto seg = static_cast<std::uint32_t>(s);
@@ -78,60 +80,91 @@ class row_runs {
             std::max<std::size_t>(1, host_block / std::max<std::size_t>(cols, 1)));
         for (std::int32_t r = 0; r < rows; r += piece)
           push(seg, r, std::min(rows, r + piece), cols);
-        continue;
+      } else {
+        const std::span<const std::int32_t> ids = sel[s].rows;
+        for (std::size_t j = 0; j < ids.size();) {
+          std::size_t k = j + 1;
+          while (k < ids.size() && ids[k] == ids[k - 1] + 1) ++k;
+          push(seg, ids[j], ids[k - 1] + 1, cols);
+          j = k;
+        }
       }
-      const std::span<const std::int32_t> ids = sel[s].rows;
-      for (std::size_t j = 0; j < ids.size();) {
-        std::size_t k = j + 1;
-        while (k < ids.size() && ids[k] == ids[k - 1] + 1) ++k;
-        push(seg, ids[j], ids[k - 1] + 1, cols);
-        j = k;
-      }
+      m_segment_first.push_back(m_runs.size());
     }
-    if (m_groups.back() != m_runs.size()) m_groups.push_back(m_runs.size());
+    m_before.push_back(m_values);
   }
 
   /// Values (rows × cols) the runs cover.
   std::size_t values() const noexcept { return m_values; }
   std::span<const row_run> runs() const noexcept { return m_runs; }
 
-  /// Calls `fn(run)` for every run: one parallel pass over the groups on a host space's policy
-  /// (on the calling thread when there is one group, or fewer values than the space runs
-  /// serially).
+  /// Calls `fn(run)` for every run: one parallel pass on a host space's policy, a stripe per
+  /// thread (on the calling thread when there are fewer values than the space runs serially,
+  /// or fewer than `host_block`).
   template <class Space, class Fn>
   requires(Space::host_accessible) void for_each(const Space& space, const Fn& fn) const {
-    const std::size_t groups = m_groups.size() - 1;
-    bool serial = groups <= 1;
+    bool serial = m_values < host_block;
     if constexpr (requires { Space::serial_below; })
       serial = serial || m_values < Space::serial_below;
-    if (serial) {
-      for (std::size_t i = 0; i < m_runs.size(); ++i) {
-        if (i + prefetch_ahead < m_runs.size()) prefetch_run(fn, m_runs[i + prefetch_ahead]);
-        fn(m_runs[i]);
-      }
+    const std::size_t stripes = serial ? 1 : host_threads();
+    if (stripes <= 1) {
+      visit(fn, 0, m_runs.size());
       return;
     }
-    thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), groups,
-                       group_fn<Fn>{fn, m_runs.data(), m_groups.data()});
+    thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), stripes,
+                       stripe_fn<Fn>{fn, this, stripes});
   }
 
  private:
   template <class Fn>
-  struct group_fn {
+  struct stripe_fn {
     Fn fn;
-    const row_run* runs;
-    const std::size_t* groups;
-    void operator()(std::size_t g) const {
-      const std::size_t end = groups[g + 1];
-      for (std::size_t i = groups[g]; i < end; ++i) {
-        if (i + prefetch_ahead < end) prefetch_run(fn, runs[i + prefetch_ahead]);
-        fn(runs[i]);
+    const row_runs* runs;
+    std::size_t stripes;
+    void operator()(std::size_t t) const {
+      for (std::size_t s = 0; s + 1 < runs->m_segment_first.size(); ++s) {
+        const auto [lo, hi] = runs->stripe(s, t, stripes);
+        runs->visit(fn, lo, hi);
       }
     }
   };
 
+  /// Threads a parallel region of the calling thread runs on.
+  static std::size_t host_threads() {
+#if defined(_OPENMP)
+    return static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+#else
+    return 1;
+#endif
+  }
+
+  /// Runs [lo, hi) of segment s that stripe t of `stripes` visits: those whose first value lies
+  /// in the t-th of `stripes` equal shares of the segment's values.
+  std::pair<std::size_t, std::size_t> stripe(std::size_t s, std::size_t t,
+                                             std::size_t stripes) const {
+    const std::size_t a = m_segment_first[s], b = m_segment_first[s + 1];
+    const std::size_t v0 = m_before[a], span = m_before[b] - v0;
+    auto at = [&](std::size_t share) {
+      const std::size_t v = v0 + span / stripes * share + span % stripes * share / stripes;
+      return static_cast<std::size_t>(std::lower_bound(m_before.begin() + std::ptrdiff_t(a),
+                                                       m_before.begin() + std::ptrdiff_t(b), v) -
+                                      m_before.begin());
+    };
+    return {t == 0 ? a : at(t), t + 1 == stripes ? b : at(t + 1)};
+  }
+
+  /// `fn(run)` for runs [lo, hi), asking for the memory of the run `prefetch_ahead` on.
+  template <class Fn>
+  void visit(const Fn& fn, std::size_t lo, std::size_t hi) const {
+    for (std::size_t i = lo; i < hi; ++i) {
+      if (i + prefetch_ahead < hi) prefetch_run(fn, m_runs[i + prefetch_ahead]);
+      fn(m_runs[i]);
+    }
+  }
+
   std::vector<row_run> m_runs;
-  std::vector<std::size_t> m_groups;  // run index where each group starts, then the end
+  std::vector<std::size_t> m_before;         // values before each run, then the total
+  std::vector<std::size_t> m_segment_first;  // index of each segment's first run, then the end
   std::size_t m_values = 0;
 };
 

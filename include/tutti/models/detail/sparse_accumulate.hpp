@@ -204,8 +204,18 @@ struct chunk_rows_fn {
         // large table are cache misses).
         if (j + prefetch_ahead < end) {
           const std::int32_t ahead = f.keys[j + prefetch_ahead];
-          if (ahead != padding_key && ahead != row && c0 < f.dest.split)
-            prefetch_bytes(f.dest.at(ahead, c0), std::min(w, f.dest.split - c0) * sizeof(T), true);
+          if (ahead != padding_key && ahead != row) {
+            if (c0 < f.dest.split)
+              prefetch_bytes(f.dest.at(ahead, c0), std::min(w, f.dest.split - c0) * sizeof(T),
+                             true);
+            if (c0 + w > f.dest.split && f.dest.tail != nullptr)  // the tail columns' row
+              prefetch_bytes(f.dest.at(ahead, std::max(c0, f.dest.split)), sizeof(T), true, 1);
+          }
+          // The slot's contribution, written by whichever thread computed the slot.
+          prefetch_bytes(
+              f.contrib + static_cast<std::size_t>(f.order[j + prefetch_ahead]) * f.contrib_stride +
+                  c0,
+              w * sizeof(T));
         }
         T sum[tile];
         for (std::size_t c = 0; c < w; ++c) sum[c] = T(0);
