@@ -268,3 +268,61 @@ TEST_CASE(
     CHECK(many[0].result.bytes_reduced_per_step < arena * sizeof(float) / 2);
   }
 }
+
+namespace {
+
+// shuffled_shards that counts the shards it writes on a space.
+struct counted_shards : tutti::shuffled_shards {
+  int* fills = nullptr;
+  template <tutti::execution_space Space>
+  void fill_on_space(const Space& space, std::size_t n, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch, std::size_t start, std::uint64_t* indices,
+                     float* weights) const {
+    ++*fills;
+    shuffled_shards::fill_on_space(space, n, world, rank, seed, epoch, start, indices, weights);
+  }
+};
+
+// The same shards built on the host only (no `sampler_fills_on_space`).
+struct host_built_shards {
+  tutti::shuffled_shards inner;
+  tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch) const {
+    return inner.shard(n, world, rank, seed, epoch);
+  }
+};
+static_assert(!tutti::sampler_fills_on_space<host_built_shards, opaque_host_space>);
+
+template <class Sampler>
+std::vector<float> train_with(Sampler sampler, const tutti::data::interactions& d,
+                              tutti::train_options opt = options) {
+  using model = tutti::models::matrix_factorization<opaque_host_space>;
+  tutti::trainer<model, Sampler, tutti::single_rank, tutti::constant, tutti::lazy_adam> t(
+      make_mf<opaque_host_space>(d), sampler, {}, {}, {}, opt);
+  t.fit(d, {});
+  return t.parameters_on_host();
+}
+
+}  // namespace
+
+TEST_CASE("a device's path: the shard written on the space trains to the host-built shard's bits") {
+  const auto parts = course_data(300, 100);
+  int fills = 0;
+  const auto on_space = train_with(counted_shards{{}, &fills}, parts.train);
+  CHECK(fills == static_cast<int>(options.epochs));  // one shard per epoch, written there
+  const auto host_built = train_with(host_built_shards{}, parts.train);
+  CHECK(count_differing(on_space, host_built) == 0);
+
+  // An `on_batch` callback needs each step's positions on the host: the shard is built there.
+  fills = 0;
+  std::size_t seen = 0;
+  tutti::train_options watched = options;
+  watched.on_batch = [&](const tutti::step_progress&, std::span<const std::uint64_t> ids,
+                         std::span<const float>) {
+    seen += ids.size();
+  };
+  const auto with_callback = train_with(counted_shards{{}, &fills}, parts.train, watched);
+  CHECK(fills == 0);
+  CHECK(seen == options.epochs * parts.train.size());
+  CHECK(count_differing(with_callback, host_built) == 0);
+}

@@ -6,6 +6,8 @@
 #include <tutti/samplers/owned_shards.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 
+#include "spaces.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -164,6 +166,42 @@ TEST_CASE("shuffled_shards: sizes, padding and real_prefix on a small case") {
   CHECK(pad.shard(3, 5, 4, 1, 1).weights[0] == 0.0f);
   CHECK(drop.shard(3, 5, 4, 1, 1).size() == 0);
   CHECK(drop.shard(3, 5, 4, 1, 1).real_prefix == std::vector<std::uint64_t>{0});
+}
+
+TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot for slot") {
+  static_assert(tutti::sampler_fills_on_space<tutti::shuffled_shards, tutti::host_space>);
+  static_assert(
+      tutti::sampler_fills_on_space<tutti::shuffled_shards, tutti_test::opaque_host_space>);
+  static_assert(!tutti::sampler_fills_on_space<tutti::contiguous_shards, tutti::host_space>);
+  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop, tutti::tail_policy::none})
+    for (std::size_t n : {1, 10, 1001, 70000})
+      for (int world : {1, 3, 4})
+        for (std::size_t start : {std::size_t{0}, n / 3, n})
+          for (int r = 0; r < world; ++r) {
+            CAPTURE(n);
+            CAPTURE(world);
+            CAPTURE(r);
+            CAPTURE(start);
+            const tutti::shuffled_shards sampler{.tail = tail};
+            const auto whole = sampler.shard_from(n, world, r, 42, 3, start);
+            const auto outline = sampler.outline_from(n, world, r, 42, 3, start);
+            CHECK(outline.indices.empty());
+            CHECK(outline.size() == whole.size());
+            CHECK(outline.weights == whole.weights);
+            CHECK(outline.real_prefix == whole.real_prefix);
+            // Poisoned memory: every value must be written.
+            std::vector<std::uint64_t> indices(whole.size() + 1, ~std::uint64_t{0});
+            std::vector<float> weights(whole.size() + 1, -1.f);
+            sampler.fill_on_space(tutti_test::opaque_host_space{}, n, world, r, 42, 3, start,
+                                  indices.data(), weights.data());
+            CHECK(indices.back() == ~std::uint64_t{0});  // and nothing past the shard
+            indices.pop_back();
+            weights.pop_back();
+            CHECK(indices == whole.indices);
+            CHECK(weights == whole.weights);
+          }
+  CHECK_THROWS_WITH_AS(tutti::shuffled_shards{}.outline_from(10, 2, 0, 1, 1, 11),
+                       doctest::Contains("start = 11 > n = 10"), tutti::invalid_argument);
 }
 
 TEST_CASE("contiguous_shards: each rank reads one contiguous block, in rank order") {

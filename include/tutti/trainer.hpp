@@ -368,8 +368,13 @@ class trainer {
   epoch_plan begin_epoch(const run_plan& p, step_buffers& buf, std::size_t epoch,
                          const checkpoint_state* resumed, std::size_t global_step);
   void check_shard(const run_plan& p, const epoch_plan& e) const;
-  // The shard's slots and weights into the space; the epoch's flags, loss and sums zeroed.
-  void load_shard(step_buffers& buf, const shard& sh);
+  // The shard's slots and weights into the space (written there by the sampler when
+  // `shard_on_space()`); the epoch's flags, loss and sums zeroed.
+  void load_shard(step_buffers& buf, const run_plan& p, const epoch_plan& e);
+  // True when the sampler writes each epoch's shard into the device's memory and the host keeps
+  // only its outline: a device space and a sampler with `sampler_fills_on_space`, and no
+  // `on_batch` callback (it hands the host each step's positions).
+  bool shard_on_space() const;
   // The first slot of `rank`'s part of step `s` of the epoch's shard.
   static std::size_t slot(const run_plan& p, const epoch_plan& e, int rank, std::size_t s);
   step_slots slots_of(const run_plan& p, const epoch_plan& e, std::size_t step) const;

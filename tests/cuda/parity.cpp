@@ -253,3 +253,22 @@ TEST_CASE("the row-sparse step: host and cuda spaces train to the same parameter
     check(tutti::row_sparse_sgd{.momentum = 0.9f});
   }
 }
+
+TEST_CASE("cuda space: the shuffled shard written on the device is shard_from's, slot for slot") {
+  const tutti::cuda_space space;
+  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::none})
+    for (std::size_t n : {1, 1001, 300000})
+      for (int world : {1, 3})
+        for (int r = 0; r < world; ++r) {
+          CAPTURE(n);
+          CAPTURE(world);
+          CAPTURE(r);
+          const tutti::shuffled_shards sampler{.tail = tail};
+          const auto whole = sampler.shard_from(n, world, r, 5, 2, n / 4);
+          tutti::buffer<std::uint64_t, tutti::cuda_space> indices(whole.size(), space);
+          tutti::buffer<float, tutti::cuda_space> weights(whole.size(), space);
+          sampler.fill_on_space(space, n, world, r, 5, 2, n / 4, indices.data(), weights.data());
+          CHECK(tutti::to_host_vector(space, indices.span()) == whole.indices);
+          CHECK(tutti::to_host_vector(space, weights.span()) == whole.weights);
+        }
+}

@@ -52,6 +52,21 @@ concept rank_local_sampler = shard_sampler<S> && requires(const S& s, int rank) 
   { s.rows_of(rank) } -> std::convertible_to<std::uint64_t>;
 } && S::rank_local;
 
+/// Capability: writes a shard's positions and weights into memory of a space by a kernel.
+/// `outline_from(n, world, rank, seed, epoch, start)` returns `shard_from`'s shard without its
+/// positions, and `fill_on_space(space, n, world, rank, seed, epoch, start, indices, weights)`
+/// writes that shard's positions and weights into the space's memory. A trainer on a device
+/// then never builds an epoch's permutation on the host nor copies it over.
+/// See docs/samplers.md#shuffled_shards.
+template <class S, class Space>
+concept sampler_fills_on_space = requires(const S& s, const Space& space, std::size_t n, int world,
+                                          int rank, std::uint64_t seed, std::uint64_t epoch,
+                                          std::size_t start, std::uint64_t* indices,
+                                          float* weights) {
+  { s.outline_from(n, world, rank, seed, epoch, start) } -> std::convertible_to<shard>;
+  s.fill_on_space(space, n, world, rank, seed, epoch, start, indices, weights);
+};
+
 /// Capability: deals what is left of an epoch after its first `start_pos` positions anew.
 /// Enables resuming a checkpoint written mid-epoch on another world size.
 template <class S>

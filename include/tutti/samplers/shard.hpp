@@ -36,8 +36,10 @@ struct shard {
   /// it, and the rank reads local row `indices[j] - first`.
   std::uint64_t first = 0;
 
-  /// Slots in this shard (the same on every rank, unless the tail policy is `none`).
-  std::size_t size() const noexcept { return indices.size(); }
+  /// Slots in this shard (the same on every rank, unless the tail policy is `none`): one weight
+  /// per slot. `indices` holds as many positions, or none in an outline (a shard whose positions
+  /// a sampler writes into a device's memory: `tutti::sampler_fills_on_space`).
+  std::size_t size() const noexcept { return weights.size(); }
   /// Real samples over all ranks in local slots [begin, end).
   std::uint64_t global_real(std::size_t begin, std::size_t end) const {
     return real_prefix[end] - real_prefix[begin];

@@ -8,15 +8,48 @@
 #include <tutti/detail/sharding.hpp>
 #include <tutti/error.hpp>
 #include <tutti/samplers/shard.hpp>
+#include <tutti/space/algorithms.hpp>
+#include <tutti/space/traits.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace tutti {
+
+namespace detail {
+
+/// Slot j of a rank: permutation position start + j·W + rank. A padded slot (position >= n)
+/// still names a valid sample, so a batch gathers real data; weight 0 keeps it out of the loss
+/// and the gradient.
+struct shuffled_slot_fn {
+  feistel_permutation perm;
+  std::uint64_t n, start, world, rank;
+  TUTTI_HOST_DEVICE std::uint64_t position(std::size_t j) const {
+    const std::uint64_t pos = start + j * world + rank;
+    return pos < n ? pos : pos % n;
+  }
+  TUTTI_HOST_DEVICE float weight(std::size_t j) const {
+    return start + j * world + rank < n ? 1.0f : 0.0f;
+  }
+};
+
+/// Kernel over slots j: slot j's dataset position and weight.
+struct shuffled_fill_fn {
+  shuffled_slot_fn f;
+  std::uint64_t* indices;
+  float* weights;
+  TUTTI_HOST_DEVICE void operator()(std::size_t j) const {
+    indices[j] = f.perm(f.position(j));
+    weights[j] = f.weight(j);
+  }
+};
+
+}  // namespace detail
 
 /// Shard sampler that permutes the whole dataset every epoch and deals the permutation like
 /// cards: rank r takes permutation positions r, r + W, r + 2W, ... (models `shard_sampler`).
@@ -45,25 +78,11 @@ struct shuffled_shards {
   /// slot s·B/W on. Throws like `shard`, and unless start <= n.
   tutti::shard shard_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
                           std::uint64_t epoch, std::size_t start) const {
-    detail::check_shard_arguments("tutti::shuffled_shards::shard", n, world_size, rank);
-    TUTTI_EXPECTS(start <= n, "tutti::shuffled_shards::shard_from",
-                  "start = " + std::to_string(start) + " > n = " + std::to_string(n) +
-                      "; expected the positions already consumed, at most n");
-    const std::size_t w = static_cast<std::size_t>(world_size);
-    const std::size_t r = static_cast<std::size_t>(rank);
-    const std::size_t left = n - start;
-
-    const detail::feistel_permutation perm(n, detail::hash2(seed, epoch));
-    // `none`: this rank's own share, no padding; the prefix spans the longest rank's share.
-    const std::size_t slots = tail == tail_policy::drop ? left / w : (left + w - 1) / w;
-    const std::size_t mine =
-        tail == tail_policy::none ? (left > r ? (left - r + w - 1) / w : 0) : slots;
-    tutti::shard out;
+    tutti::shard out = outline_from(n, world_size, rank, seed, epoch, start);
+    const std::size_t mine = out.weights.size();
     out.indices.resize(mine);
-    out.weights.resize(mine);
-    out.real_prefix.resize(slots + 1);
+    const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
     std::uint64_t* indices = out.indices.data();
-    float* weights = out.weights.data();
     // Blocks of slots: the positions written, then the whole block through the permutation.
     constexpr std::size_t block = 4096;
     const auto blocks = static_cast<std::int64_t>((mine + block - 1) / block);
@@ -71,23 +90,67 @@ struct shuffled_shards {
     for (std::int64_t bb = 0; bb < blocks; ++bb) {
       const std::size_t lo = static_cast<std::size_t>(bb) * block;
       const std::size_t hi = std::min(mine, lo + block);
-      for (std::size_t j = lo; j < hi; ++j) {
-        const std::size_t pos = start + j * w + r;
-        const bool real = pos < n;
-        // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps
-        // it out of the loss and the gradient.
-        indices[j] = real ? pos : pos % n;
-        weights[j] = real ? 1.0f : 0.0f;
-      }
-      perm.apply(std::span<std::uint64_t>(indices + lo, hi - lo));
+      for (std::size_t j = lo; j < hi; ++j) indices[j] = f.position(j);
+      f.perm.apply(std::span<std::uint64_t>(indices + lo, hi - lo));
     }
+    return out;
+  }
+
+  /// `shard_from`'s shard without its dataset positions (`indices` empty): its weights and
+  /// `real_prefix`, the host's part of a shard whose positions `fill_on_space` writes into a
+  /// device's memory. Costs a pass over the slots, no permutation. Throws like `shard_from`.
+  tutti::shard outline_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
+                            std::uint64_t epoch, std::size_t start) const {
+    const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
+    const std::size_t w = f.world;
+    const std::size_t left = n - start;
+    // `none`: this rank's own share, no padding; the prefix spans the longest rank's share.
+    const std::size_t longest = tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+    tutti::shard out;
+    out.weights.resize(slots_of(n, world_size, rank, start));
+    for (std::size_t j = 0; j < out.weights.size(); ++j) out.weights[j] = f.weight(j);
+    out.real_prefix.resize(longest + 1);
     out.real_prefix[0] = 0;
-    for (std::size_t j = 0; j < slots; ++j) {
+    for (std::size_t j = 0; j < longest; ++j) {
       const std::size_t first = j * w;
       const std::size_t real_in_row = first < left ? std::min(w, left - first) : 0;
       out.real_prefix[j + 1] = out.real_prefix[j] + real_in_row;
     }
     return out;
+  }
+
+  /// Writes the positions and weights of `shard_from(n, world_size, rank, seed, epoch, start)`
+  /// into memory of `space` (room for `outline_from(...).size()` values each) by one kernel over
+  /// the slots, each slot's permutation evaluated alone: nothing is computed on the host or
+  /// copied to the space (`tutti::sampler_fills_on_space`). Throws like `shard_from`.
+  template <execution_space Space>
+  void fill_on_space(const Space& space, std::size_t n, int world_size, int rank,
+                     std::uint64_t seed, std::uint64_t epoch, std::size_t start,
+                     std::uint64_t* indices, float* weights) const {
+    const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
+    parallel_for(space, slots_of(n, world_size, rank, start),
+                 detail::shuffled_fill_fn{f, indices, weights});
+  }
+
+  /// Slots of rank `rank`'s shard from `shard_from(n, world_size, rank, ..., start)`.
+  std::size_t slots_of(std::size_t n, int world_size, int rank, std::size_t start) const {
+    const auto w = static_cast<std::size_t>(world_size);
+    const auto r = static_cast<std::size_t>(rank);
+    const std::size_t left = n - start;
+    if (tail == tail_policy::none) return left > r ? (left - r + w - 1) / w : 0;
+    return tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+  }
+
+ private:
+  detail::shuffled_slot_fn slots(std::size_t n, int world_size, int rank, std::uint64_t seed,
+                                 std::uint64_t epoch, std::size_t start) const {
+    detail::check_shard_arguments("tutti::shuffled_shards::shard", n, world_size, rank);
+    TUTTI_EXPECTS(start <= n, "tutti::shuffled_shards::shard_from",
+                  "start = " + std::to_string(start) + " > n = " + std::to_string(n) +
+                      "; expected the positions already consumed, at most n");
+    return detail::shuffled_slot_fn{detail::feistel_permutation(n, detail::hash2(seed, epoch)), n,
+                                    start, static_cast<std::uint64_t>(world_size),
+                                    static_cast<std::uint64_t>(rank)};
   }
 };
 

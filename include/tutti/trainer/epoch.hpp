@@ -24,7 +24,13 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
   // step when its positions were dealt anew.
   e.step_base = e.start_pos > 0 ? e.first_step : 0;
   e.epoch_first_step = global_step - e.first_step;
-  e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
+  if (shard_on_space()) {
+    if constexpr (sampler_fills_on_space<Sampler, space_type>)
+      e.sh =
+          m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
+  } else {
+    e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
+  }
   check_shard(p, e);
   e.epoch_slots = e.sh.real_prefix.size() - 1;
   e.real = p.real_counts;
@@ -38,7 +44,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
   e.last_step = e.start_pos == 0 ? p.steps_per_epoch
                 : p.split.even() ? e.first_step + (e.epoch_slots + local_batch - 1) / local_batch
                                  : e.first_step + p.split.steps_to_cover(e.real);
-  load_shard(buf, e.sh);
+  load_shard(buf, p, e);
   e.before_resume = resumed ? resumed->samples_in_epoch : 0;
   if (resumed && m_reducer.rank() == 0) {
     // The epoch's loss so far travels with rank 0 into the epoch's sums.
@@ -61,6 +67,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
                       std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
                       std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
                       " slots over " + std::to_string(p.slots + 1) + " entries in every epoch");
+  TUTTI_EXPECTS(sh.indices.size() == sh.size() || (sh.indices.empty() && shard_on_space()),
+                "tutti::trainer::fit",
+                "the sampler returned " + std::to_string(sh.indices.size()) + " positions and " +
+                    std::to_string(sh.size()) + " weights in epoch " + std::to_string(e.epoch) +
+                    "; expected one of each per slot");
   TUTTI_EXPECTS(!sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
                 "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
                     " entries for " + std::to_string(sh.size()) +
@@ -69,8 +80,15 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buffers& buf,
-                                                                       const shard& sh) {
-  if (sh.first == 0) {
+                                                                       const run_plan& p,
+                                                                       const epoch_plan& e) {
+  const shard& sh = e.sh;
+  if (shard_on_space()) {
+    if constexpr (sampler_fills_on_space<Sampler, space_type>)
+      m_sampler.fill_on_space(m_space, p.n, m_reducer.world_size(), m_reducer.rank(),
+                              m_options.seed, e.epoch, e.start_pos, buf.slots.data(),
+                              buf.slot_weights.data());
+  } else if (sh.first == 0) {
     copy_from_host(m_space, std::span<const std::uint64_t>(sh.indices),
                    buf.slots.span().first(sh.size()));
   } else {
@@ -80,8 +98,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
     copy_from_host(m_space, std::span<const std::uint64_t>(local),
                    buf.slots.span().first(sh.size()));
   }
-  copy_from_host(m_space, std::span<const float>(sh.weights),
-                 buf.slot_weights.span().first(sh.size()));
+  if (!shard_on_space())
+    copy_from_host(m_space, std::span<const float>(sh.weights),
+                   buf.slot_weights.span().first(sh.size()));
   m_guard.begin_epoch();
   fill(m_space, m_step_loss.span(), 0.f);
   fill(m_space, m_sums.span(), 0.0);
@@ -230,7 +249,7 @@ std::vector<nonfinite_record> trainer<Model, Sampler, Reducer, Schedule, Optimiz
     std::vector<std::pair<int, std::size_t>> at, const run_plan& p, const epoch_plan& e) const {
   std::map<int, shard> others;
   const auto shard_of = [&](int r) -> const shard& {
-    if (r == m_reducer.rank()) return e.sh;
+    if (r == m_reducer.rank() && e.sh.indices.size() == e.sh.size()) return e.sh;
     auto it = others.find(r);
     if (it == others.end())
       it = others.emplace(r, epoch_shard(rows_of(r, p.n), r, e.epoch, e.start_pos)).first;
@@ -273,6 +292,14 @@ shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_shard(
       return m_sampler.shard_from(n, world, rank, m_options.seed, epoch, start_pos);
   }
   return m_sampler.shard(n, world, rank, m_options.seed, epoch);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_on_space() const {
+  if constexpr (!space_type::host_accessible && sampler_fills_on_space<Sampler, space_type>)
+    return !m_options.on_batch;
+  else
+    return false;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
