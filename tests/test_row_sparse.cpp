@@ -456,3 +456,55 @@ TEST_CASE("row-sparse step: one parallel pass visits every value of the selectio
     CHECK(wrong == 0);
   }
 }
+
+namespace {
+
+// MF's row_gradient_finite() after one loss_and_gradient call on `users` (item k for slot k),
+// with zero embeddings and biases, no l2, squared loss, scale 1 and the global bias `g`: each
+// slot adds 2g to its user's and its item's bias gradient, finite on its own.
+struct written_check {
+  bool model_says_finite;
+  bool rows_finite;  // a scan of every touched row of the four row-sparse segments
+};
+written_check check_written(const std::vector<std::int32_t>& users, float g) {
+  const std::size_t n = users.size();
+  mf m({.dim = 4, .l2 = 0.f, .loss = tutti::loss_kind::squared}, 8, static_cast<std::int32_t>(n));
+  std::vector<float> params(m.layout().total(), 0.f), grads(m.layout().total(), 0.f);
+  params[m.layout()[4].offset] = g;  // the global bias
+  std::vector<std::int32_t> items(n);
+  for (std::size_t k = 0; k < n; ++k) items[k] = static_cast<std::int32_t>(k);
+  const std::vector<float> labels(n, 0.f), weights(n, 1.f);
+  float loss = 0;
+  m.loss_and_gradient(params, {users, items, labels, weights}, grads, 1.f, &loss);
+  bool finite = true;
+  for (std::size_t s = 0; s < 4; ++s)
+    for (std::int32_t r : m.touched_rows(s))
+      for (std::size_t c = 0; c < m.layout()[s].cols; ++c)
+        finite =
+            finite &&
+            std::isfinite(
+                grads[m.layout()[s].offset + static_cast<std::size_t>(r) * m.layout()[s].cols + c]);
+  return {m.row_gradient_finite(), finite};
+}
+
+}  // namespace
+
+TEST_CASE("row-sparse step: MF says its rows are finite exactly when they are, as it writes them") {
+  static_assert(tutti::model_checks_row_gradient<mf>);
+  // Three slots of users 0, 1, 2: every bias gradient 3e38, finite.
+  auto c = check_written({0, 1, 2}, 1.5e38f);
+  CHECK(c.rows_finite);
+  CHECK(c.model_says_finite);
+  // Users 0, 0, 1: user 0's bias gradient 3e38 + 3e38 overflows, from finite contributions.
+  c = check_written({0, 0, 1}, 1.5e38f);
+  CHECK_FALSE(c.rows_finite);
+  CHECK_FALSE(c.model_says_finite);
+  // 600 slots of user 0, 1e36 each: every chunk's piece is finite, the chained sum is not.
+  c = check_written(std::vector<std::int32_t>(600, 0), 5e35f);
+  CHECK_FALSE(c.rows_finite);
+  CHECK_FALSE(c.model_says_finite);
+  // The same 600 slots at 1e35 each: 6e37, finite.
+  c = check_written(std::vector<std::int32_t>(600, 0), 5e34f);
+  CHECK(c.rows_finite);
+  CHECK(c.model_says_finite);
+}

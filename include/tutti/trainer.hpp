@@ -508,6 +508,10 @@ class trainer {
   // bucket as it left) only the loss is left to check: on the host `arena_bad` is the buckets'
   // verdict; on a device their kernels have already set the flags.
   void check_finite(std::size_t step, bool arena_checked, bool arena_bad);
+  // Host, row-sparse step: true when the step's touched rows or dense segments hold an infinity
+  // or a NaN; the rows are left to a model that checked them as it wrote them
+  // (`model_checks_row_gradient`) where they hold just what it wrote (one rank, one micro-batch).
+  bool rows_nonfinite() const;
   // The records of (rank, step) pairs of the epoch `e`.
   std::vector<nonfinite_record> make_records(std::vector<std::pair<int, std::size_t>> at,
                                              const run_plan& p, const epoch_plan& e) const;

@@ -114,6 +114,15 @@ concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
   { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
 };
 
+/// Capability: the model checks, as it writes them, the values its last `loss_and_gradient` call
+/// added to the rows of its row-sparse segments; `row_gradient_finite()` true says every one is
+/// finite (false says nothing). The row-sparse step of one rank without accumulation then checks
+/// only the dense segments itself, instead of reading the touched rows again.
+template <class M>
+concept model_checks_row_gradient = requires(const M& m) {
+  { m.row_gradient_finite() } -> std::convertible_to<bool>;
+};
+
 /// Capability: the rows of a segment its last `loss_and_gradient` call touched, in the memory
 /// of the model's space (`segment_rows_on_space`, not `whole`), found there without a copy to
 /// the host. Enables the row-sparse step on a space the host cannot read (a GPU).

@@ -14,11 +14,13 @@
 #pragma once
 
 #include <tutti/config.hpp>
+#include <tutti/detail/finite.hpp>
 
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
+#include <cmath>
 #include <cstddef>  // before the check: it defines __GLIBCXX__ for libstdc++
 #include <type_traits>
 
@@ -75,6 +77,37 @@ inline void add_into(T* sum, const T* x, std::size_t n) {
   }
 #endif
   for (; c < n; ++c) sum[c] += x[c];
+}
+
+/// `add_into(sum, x, n)`, returning nonzero when a value it wrote is an infinity or a NaN (the
+/// bits are `add_into`'s). r·0 is NaN for an infinity or a NaN and ±0 otherwise, so a sum of them
+/// is NaN exactly when a result was not finite; a build that assumes finite math could fold that
+/// away, and checks the bits of each result instead.
+template <class T>
+inline unsigned add_into_checked(T* sum, const T* x, std::size_t n) {
+  std::size_t c = 0;
+  unsigned bad = 0;
+#if TUTTI_HOST_SIMD && !(defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+  if constexpr (std::is_same_v<T, float>) {
+    using V = host_floats;
+    const V zero(0.f);
+    V acc(0.f);
+    for (; c + V::size() <= n; c += V::size()) {
+      const V r = V(sum + c, stdx::element_aligned) + V(x + c, stdx::element_aligned);
+      r.copy_to(sum + c, stdx::element_aligned);
+      acc += r * zero;
+    }
+    for (std::size_t k = 0; k < V::size(); ++k) bad |= finite_value(acc[k]) ? 0u : 1u;
+  }
+#endif
+  for (; c < n; ++c) {
+    sum[c] += x[c];
+    if constexpr (std::is_same_v<T, float>)
+      bad |= finite_value(sum[c]) ? 0u : 1u;
+    else
+      bad |= std::isfinite(sum[c]) ? 0u : 1u;
+  }
+  return bad;
 }
 
 /// x[c] /= d for c in [0, n): vectors of floats on the host (a correctly rounded division per

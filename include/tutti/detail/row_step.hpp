@@ -93,6 +93,9 @@ class row_step {
     m_layout = layout;
     m_sparse = std::move(sparse);
     m_selection.assign(layout.segments().size(), segment_rows{});
+    std::vector<segment_rows> dense(m_selection);
+    for (std::size_t k : m_sparse) dense[k] = segment_rows{false, {}};
+    m_dense_runs.build(m_layout, dense);
   }
 
   /// The selection of `touched[k]` for the k-th row-sparse segment, whole dense segments; its
@@ -115,6 +118,15 @@ class row_step {
   bool any_nonfinite(const Space& space, const float* grads) const {
     std::atomic<unsigned> bad{0};
     m_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
+    return bad.load() != 0;
+  }
+
+  /// True when the dense segments' gradient values hold an infinity or a NaN (the row-sparse
+  /// segments' rows left to a model that checked them as it wrote them).
+  template <class Space>
+  bool any_nonfinite_dense(const Space& space, const float* grads) const {
+    std::atomic<unsigned> bad{0};
+    m_dense_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
     return bad.load() != 0;
   }
 
@@ -186,6 +198,7 @@ class row_step {
   std::vector<std::size_t> m_sparse;
   std::vector<segment_rows> m_selection;
   row_runs m_runs;
+  row_runs m_dense_runs;  // the dense segments alone
   std::vector<std::uint64_t> m_counts, m_all_counts, m_mine, m_all;
   std::vector<std::size_t> m_width;
 };

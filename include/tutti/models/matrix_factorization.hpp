@@ -388,6 +388,13 @@ class matrix_factorization {
     return out;
   }
 
+  /// Host: true when every value the last `loss_and_gradient` call added to the rows of the
+  /// embedding tables and per-row biases is finite, checked as each row's sum was written
+  /// (`tutti::model_checks_row_gradient`); false when one may not be.
+  bool row_gradient_finite() const requires(Space::host_accessible) {
+    return m_users.written_finite() && m_items.written_finite();
+  }
+
   /// `touched_rows` in the memory of the model's space
   /// (`tutti::model_reports_touched_rows_on_space`): found by kernels from the grouping the call
   /// already made, never read back to the host, so a device step does not wait for them. Valid

@@ -422,13 +422,23 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
   m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,
                 arena_bad, [&] {
                   if constexpr (space_type::host_accessible)
-                    return m_row_step ? m_rows.any_nonfinite(m_space, m_grads.data())
+                    return m_row_step ? rows_nonfinite()
                                       : detail::any_nonfinite(m_space, m_grads.data(), unchecked);
                   else
                     return false;
                 });
   if constexpr (!space_type::host_accessible)
     if (m_row_step) check_rows_on_space(step);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_nonfinite() const {
+  if constexpr (model_checks_row_gradient<Model>) {
+    // One rank, one micro-batch: the touched rows hold exactly what the model wrote and checked.
+    if (m_reducer.world_size() == 1 && m_options.accumulation == 1 && m_model.row_gradient_finite())
+      return m_rows.any_nonfinite_dense(m_space, m_grads.data());
+  }
+  return m_rows.any_nonfinite(m_space, m_grads.data());
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

@@ -13,6 +13,7 @@
 
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
+#include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/error.hpp>
@@ -184,7 +185,9 @@ template <class T>
 struct chunk_rows_fn {
   static constexpr std::size_t tile = 64;
   chunk_pieces_fn<T> f;
+  unsigned char* nonfinite;  // [t]: 1 when a value chunk first_chunk + t wrote is not finite
   void operator()(std::size_t t) const {
+    unsigned bad = 0;
     const std::size_t k = f.first_chunk + t;
     const std::size_t begin = k * f.chunk;
     const std::size_t end = begin + f.chunk < f.n ? begin + f.chunk : f.n;
@@ -229,12 +232,14 @@ struct chunk_rows_fn {
           for (std::size_t c = 0; c < w; ++c) out[c] = sum[c];
         } else {
           const std::size_t in_main = c0 < f.dest.split ? std::min(w, f.dest.split - c0) : 0;
-          if (in_main > 0) add_into(f.dest.at(row, c0), sum, in_main);
-          if (in_main < w) add_into(f.dest.at(row, c0 + in_main), sum + in_main, w - in_main);
+          if (in_main > 0) bad |= add_into_checked(f.dest.at(row, c0), sum, in_main);
+          if (in_main < w)
+            bad |= add_into_checked(f.dest.at(row, c0 + in_main), sum + in_main, w - in_main);
         }
         j = e;
       }
     }
+    nonfinite[t] = bad != 0 ? 1 : 0;
   }
 };
 
@@ -429,6 +434,7 @@ class sparse_accumulator {
       m_last = o.m_last;
       m_sum = o.m_sum;
       m_n = 0;
+      m_written_finite = true;
     }
     return *this;
   }
@@ -441,6 +447,7 @@ class sparse_accumulator {
   void group(const Space& space, const std::int32_t* ids, const float* weights, std::size_t n,
              std::int32_t n_rows) {
     m_n = n;
+    m_written_finite = true;
     if (n == 0) return;
     std::int32_t* keys = m_keys.reserve(n);
     std::int32_t* order = m_order.reserve(n);
@@ -540,6 +547,11 @@ class sparse_accumulator {
     m_sum.add_to(space, values, m_order.data(), m_n, dest);
   }
 
+  /// Host: true when every value the scatters since the last `group` wrote (a row's sum added
+  /// to its destination) is finite, checked as each is written, so a caller need not read the
+  /// rows again; false when one may not be. Weight-0 slots are never read.
+  bool written_finite() const noexcept requires(Space::host_accessible) { return m_written_finite; }
+
   /// Writes the distinct row ids of the last grouping's real slots, ascending, to `rows` and
   /// their number to `*count` (memory of `space`, room for the batch's slots), as
   /// `run_starts_on_space` finds them. Nothing is read back to the host, so a device step does
@@ -600,19 +612,41 @@ class sparse_accumulator {
         first,         last,           k0,      row_lo,         row_hi};
     if constexpr (Space::host_accessible) {
       // A thread per chunk, all columns: the work of a chunk is chunk x cols adds.
-      const chunk_rows_fn<T> rows{pieces};
+      m_chunk_nonfinite.resize(k1 - k0);
+      const chunk_rows_fn<T> rows{pieces, m_chunk_nonfinite.data()};
       if ((k1 - k0) * chunk * cols >= Space::serial_below * 16 && k1 - k0 > 1)
         thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), k1 - k0,
                            rows);
       else
         for (std::size_t t = 0; t < k1 - k0; ++t) rows(t);
+      for (unsigned char bad : m_chunk_nonfinite)
+        if (bad != 0) m_written_finite = false;
     } else {
       parallel_for(space, (k1 - k0) * cols, pieces);
     }
-    if (chunks > 1)
-      parallel_for(space, (k1 - k0) * cols,
-                   chain_pieces_fn<T>{m_keys.data(), cols, m_n, chunk, first, last, dest, k0,
-                                      row_lo, row_hi});
+    if (chunks > 1) {
+      const chain_pieces_fn<T> chain{m_keys.data(), cols, m_n, chunk,  first,
+                                     last,          dest, k0,  row_lo, row_hi};
+      parallel_for(space, (k1 - k0) * cols, chain);
+      if constexpr (Space::host_accessible) check_chained(chain, k0, k1);
+    }
+  }
+
+  /// Host: clears `m_written_finite` when a row that `chain` wrote (a run crossing from chunk k
+  /// into the next, k in [k0, k1)) holds a value that is not finite.
+  template <class Chain>
+  void check_chained(const Chain& chain, std::size_t k0, std::size_t k1) {
+    const std::int32_t* keys = m_keys.data();
+    for (std::size_t k = k0; k < k1; ++k) {
+      const std::size_t begin = k * chunk, end = std::min(begin + chunk, m_n);
+      if (end >= m_n) break;
+      const std::int32_t row = keys[end - 1];
+      if (row == padding_key || keys[end] != row || row < chain.row_lo || row >= chain.row_hi)
+        continue;
+      if (begin > 0 && keys[begin - 1] == row) continue;  // chained from an earlier chunk
+      for (std::size_t c = 0; c < chain.cols; ++c)
+        if (!finite_value(static_cast<float>(*chain.dest.at(row, c)))) m_written_finite = false;
+    }
   }
 
   scratch_array<std::int32_t, Space> m_keys;
@@ -625,6 +659,8 @@ class sparse_accumulator {
   scratch_array<T, Space> m_last;
   ordered_sum<T, Space> m_sum;
   std::size_t m_n = 0;
+  std::vector<unsigned char> m_chunk_nonfinite;  // the host's scatter: a flag per chunk
+  bool m_written_finite = true;                  // see `written_finite`
 };
 
 /// Checks the spans handed to a model's `loss_and_gradient` against its arena size.
