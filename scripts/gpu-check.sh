@@ -153,26 +153,18 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 med = lambda v: sorted(v)[len(v) // 2]
 
-c, h = load("train_cuda.json"), load("train_host.json")
-if c and h:
+def cuda_vs_host(name, prefix):  # the final train loss of train_<prefix>{cuda,host}.json, 1e-4
+    c, h = load(f"{prefix}cuda.json"), load(f"{prefix}host.json")
+    if not (c and h):
+        items.append([name, "FAIL", f"no report ({prefix}*.txt)"])
+        return
     lc, lh = c["epochs"][-1]["train_loss"], h["epochs"][-1]["train_loss"]
-    ok = rel(lc, lh) <= 1e-4
-    items.append(["tutti train --space cuda vs host", "PASS" if ok else "FAIL",
+    items.append([name, "PASS" if rel(lc, lh) <= 1e-4 else "FAIL",
                   f"final loss {lc:.6f} vs {lh:.6f} (rel {rel(lc, lh):.1e}, limit 1e-4); "
                   f"{c['seconds']:.2f} s vs {h['seconds']:.2f} s"])
-else:
-    items.append(["tutti train --space cuda vs host", "FAIL", "no report (train_*.txt)"])
 
-c, h = load("train_rows_cuda.json"), load("train_rows_host.json")
-if c and h:
-    lc, lh = c["epochs"][-1]["train_loss"], h["epochs"][-1]["train_loss"]
-    ok = rel(lc, lh) <= 1e-4
-    items.append(["tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host",
-                  "PASS" if ok else "FAIL",
-                  f"final loss {lc:.6f} vs {lh:.6f} (rel {rel(lc, lh):.1e}, limit 1e-4)"])
-else:
-    items.append(["tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host", "FAIL",
-                  "no report (train_rows_*.txt)"])
+cuda_vs_host("tutti train --space cuda vs host", "train_")
+cuda_vs_host("tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host", "train_rows_")
 m = load("train_rows_1m_cuda.json")
 if m:
     e = m["epochs"][-1]

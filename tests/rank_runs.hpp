@@ -20,6 +20,17 @@
 
 namespace tutti_test {
 
+/// Implicit course interactions (6 per learner, seed 23), split 90/10: the data of the
+/// row-sparse step's tests on the host and on a device's path.
+inline tutti::data::split_result implicit_courses(std::int32_t learners, std::int32_t courses) {
+  auto all = tutti::data::synthetic_courses({.learners = learners,
+                                             .courses = courses,
+                                             .interactions_per_learner = 6,
+                                             .implicit = true,
+                                             .seed = 23});
+  return tutti::data::split(all, {.test_fraction = 0.1, .seed = 5});
+}
+
 /// Forwards every reducer member to a `tutti::local_ring`: a test's decorator derives from it
 /// and replaces the members it changes (its own `all_reduce_mean` hides this one).
 class ring_forwarder {

@@ -26,6 +26,7 @@
 namespace {
 
 using tutti_test::count_differing;
+using tutti_test::implicit_courses;
 using tutti_test::rank_run;
 using tutti_test::train_ranks;
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -201,15 +202,6 @@ TEST_CASE("row-sparse optimizers: a selection that does not match the layout is 
 
 namespace {
 
-tutti::data::split_result course_data(std::int32_t learners, std::int32_t courses) {
-  auto all = tutti::data::synthetic_courses({.learners = learners,
-                                             .courses = courses,
-                                             .interactions_per_learner = 6,
-                                             .implicit = true,
-                                             .seed = 23});
-  return tutti::data::split(all, {.test_fraction = 0.1, .seed = 5});
-}
-
 mf make_mf(const tutti::data::interactions& d) {
   return mf({.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, d.n_users(), d.n_items());
 }
@@ -224,7 +216,7 @@ std::vector<rank_run> train_with(int world, const tutti::data::interactions& tra
 }  // namespace
 
 TEST_CASE("row-sparse step: row_sparse_sgd is sgd bit for bit on 1, 2 and 3 ranks") {
-  const auto parts = course_data(900, 300);
+  const auto parts = implicit_courses(900, 300);
   for (int world : {1, 2, 3})
     for (auto policy : {sparse_exchange_policy::off, sparse_exchange_policy::on}) {
       CAPTURE(world);
@@ -252,7 +244,7 @@ using poisoned_mf = tutti_test::poisoned_model<mf>;
 }  // namespace
 
 TEST_CASE("row-sparse step: a skipped non-finite step leaves no trace in the next steps") {
-  const auto parts = course_data(600, 200);
+  const auto parts = implicit_courses(600, 200);
   const tutti::train_options opt{
       .batch = 64, .epochs = 1, .base_lr = 0.1, .seed = 4, .evaluate_each_epoch = false};
   auto run = [&](auto optimizer) {
@@ -275,7 +267,7 @@ TEST_CASE("row-sparse step: a skipped non-finite step leaves no trace in the nex
 TEST_CASE("row-sparse step: lazy Adam leaves a row where its last touch put it") {
   // User 0's only samples are in the first step (contiguous shards, no shuffling); a run on the
   // whole data and a run on that first step alone must end with the same row 0, bit for bit.
-  auto all = course_data(400, 150).train;
+  auto all = implicit_courses(400, 150).train;
   std::vector<std::size_t> order(all.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_partition(order.begin(), order.end(),
@@ -316,7 +308,7 @@ TEST_CASE("row-sparse step: lazy Adam leaves a row where its last touch put it")
 }
 
 TEST_CASE("row-sparse step: W ranks train as one rank at the same global batch (lazy Adam)") {
-  const auto parts = course_data(900, 300);
+  const auto parts = implicit_courses(900, 300);
   const tutti::train_options opt{
       .batch = 96, .epochs = 2, .base_lr = 0.01, .seed = 8, .evaluate_each_epoch = false};
   const auto one = train_with(1, parts.train, opt, tutti::lazy_adam{});
@@ -337,7 +329,7 @@ using silent_mf = tutti_test::silent_model<mf>;
 }  // namespace
 
 TEST_CASE("row-sparse step: refused where it cannot run, with the reason") {
-  const auto parts = course_data(200, 50);
+  const auto parts = implicit_courses(200, 50);
   tutti::train_options opt{.batch = 32, .epochs = 1};
   opt.overlap_reduce = true;
   CHECK_THROWS_WITH_AS(
@@ -386,7 +378,7 @@ static_assert(!tutti::optimizer_fuses_rows<step_rows_only<tutti::lazy_adam>, tut
 
 template <class O>
 void check_fused_pass_matches(O optimizer) {
-  const auto parts = course_data(900, 300);
+  const auto parts = implicit_courses(900, 300);
   const tutti::train_options opt{
       .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
   for (int world : {1, 2}) {

@@ -23,16 +23,8 @@
 namespace {
 
 using tutti_test::count_differing;
+using tutti_test::implicit_courses;
 using tutti_test::opaque_host_space;
-
-tutti::data::split_result course_data(std::int32_t learners, std::int32_t courses) {
-  auto all = tutti::data::synthetic_courses({.learners = learners,
-                                             .courses = courses,
-                                             .interactions_per_learner = 6,
-                                             .implicit = true,
-                                             .seed = 23});
-  return tutti::data::split(all, {.test_fraction = 0.1, .seed = 5});
-}
 
 const tutti::train_options options{
     .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 6, .evaluate_each_epoch = false};
@@ -63,7 +55,7 @@ std::vector<float> train_on(const tutti::data::interactions& d, Optimizer optimi
 
 template <class Optimizer>
 void check_matches_host(Optimizer optimizer) {
-  const auto parts = course_data(600, 200);
+  const auto parts = implicit_courses(600, 200);
   const auto host = train_on<tutti::host_space>(parts.train, optimizer);
   const auto opaque = train_on<opaque_host_space>(parts.train, optimizer);
   const double diff = tutti_test::relative_difference(opaque, host);
@@ -75,7 +67,7 @@ void check_matches_host(Optimizer optimizer) {
 }  // namespace
 
 TEST_CASE("opaque host space: the device path of a dense step gives the host's bits") {
-  const auto parts = course_data(300, 100);
+  const auto parts = implicit_courses(300, 100);
   const auto host = train_on<tutti::host_space>(parts.train, tutti::adam{});
   const auto opaque = train_on<opaque_host_space>(parts.train, tutti::adam{});
   CHECK(tutti_test::relative_difference(host, opaque) < 1e-5);
@@ -149,7 +141,7 @@ using poisoned_mf = tutti_test::poisoned_model<tutti::models::matrix_factorizati
 TEST_CASE("row-sparse step on a device's path: a non-finite step is skipped in the kernels") {
   // The kernels read the step's skip flag: the poisoned step changes nothing (no snapshot to
   // restore), and the NaN row is zeroed with the others, so the run ends as on the host.
-  const auto parts = course_data(600, 200);
+  const auto parts = implicit_courses(600, 200);
   tutti::train_options opt = options;
   opt.epochs = 1;
   const auto host =
@@ -168,7 +160,7 @@ TEST_CASE("row-sparse step on a device's path: a non-finite step is skipped in t
 }
 
 TEST_CASE("row-sparse step on a device's path: refused where it cannot run, with the reason") {
-  const auto parts = course_data(300, 100);
+  const auto parts = implicit_courses(300, 100);
   auto message = [&](auto run) -> std::string {
     try {
       run();
@@ -188,7 +180,7 @@ TEST_CASE("row-sparse step on a device's path: refused where it cannot run, with
 TEST_CASE("device path: a stop request is read every stop_poll_every steps, not every step") {
   // Requested during global step 2 (0-based): the host stops after that step; a device reads
   // the request only after steps 4, 9, ... (stop_poll_every = 5) and stops after step 4.
-  const auto parts = course_data(600, 200);
+  const auto parts = implicit_courses(600, 200);
   auto stopped_after = [&](auto space_tag, std::size_t poll) {
     using space = decltype(space_tag);
     std::atomic<bool> stop{false};
@@ -256,7 +248,7 @@ TEST_CASE(
   // in rank order, so the replicas agree bit for bit, and W ranks at the same global batch end
   // where one rank does, to rounding. A rank that kept only its own rows, or a mean over the
   // wrong rows, ends far from it.
-  const auto parts = course_data(600, 200);
+  const auto parts = implicit_courses(600, 200);
   const auto one = train_opaque_ranks(1, parts.train, tutti::lazy_adam{});
   for (int world : {2, 3}) {
     CAPTURE(world);
@@ -306,7 +298,7 @@ std::vector<float> train_with(Sampler sampler, const tutti::data::interactions& 
 }  // namespace
 
 TEST_CASE("a device's path: the shard written on the space trains to the host-built shard's bits") {
-  const auto parts = course_data(300, 100);
+  const auto parts = implicit_courses(300, 100);
   int fills = 0;
   const auto on_space = train_with(counted_shards{{}, &fills}, parts.train);
   CHECK(fills == static_cast<int>(options.epochs));  // one shard per epoch, written there
