@@ -116,18 +116,14 @@ class row_step {
   /// True when the current selection's gradient values hold an infinity or a NaN.
   template <class Space>
   bool any_nonfinite(const Space& space, const float* grads) const {
-    std::atomic<unsigned> bad{0};
-    m_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
-    return bad.load() != 0;
+    return any_nonfinite_in(space, m_runs, grads);
   }
 
   /// True when the dense segments' gradient values hold an infinity or a NaN (the row-sparse
   /// segments' rows left to a model that checked them as it wrote them).
   template <class Space>
   bool any_nonfinite_dense(const Space& space, const float* grads) const {
-    std::atomic<unsigned> bad{0};
-    m_dense_runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
-    return bad.load() != 0;
+    return any_nonfinite_in(space, m_dense_runs, grads);
   }
 
   /// Σ g² over the current selection's gradient values (the rest of the arena is zero).
@@ -194,6 +190,13 @@ class row_step {
   }
 
  private:
+  template <class Space>
+  bool any_nonfinite_in(const Space& space, const row_runs& runs, const float* grads) const {
+    std::atomic<unsigned> bad{0};
+    runs.for_each(space, nonfinite_run_fn{grads, m_layout.segments().data(), &bad});
+    return bad.load() != 0;
+  }
+
   parameter_layout m_layout;
   std::vector<std::size_t> m_sparse;
   std::vector<segment_rows> m_selection;

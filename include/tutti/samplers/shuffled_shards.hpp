@@ -105,7 +105,7 @@ struct shuffled_shards {
     const std::size_t w = f.world;
     const std::size_t left = n - start;
     // `none`: this rank's own share, no padding; the prefix spans the longest rank's share.
-    const std::size_t longest = tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+    const std::size_t longest = longest_share(left, w);
     tutti::shard out;
     out.weights.resize(slots_of(n, world_size, rank, start));
     for (std::size_t j = 0; j < out.weights.size(); ++j) out.weights[j] = f.weight(j);
@@ -138,10 +138,15 @@ struct shuffled_shards {
     const auto r = static_cast<std::size_t>(rank);
     const std::size_t left = n - start;
     if (tail == tail_policy::none) return left > r ? (left - r + w - 1) / w : 0;
-    return tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+    return longest_share(left, w);
   }
 
  private:
+  /// Slots of the longest rank's share of `left` positions dealt to `w` ranks.
+  std::size_t longest_share(std::size_t left, std::size_t w) const {
+    return tail == tail_policy::drop ? left / w : (left + w - 1) / w;
+  }
+
   detail::shuffled_slot_fn slots(std::size_t n, int world_size, int rank, std::uint64_t seed,
                                  std::uint64_t epoch, std::size_t start) const {
     detail::check_shard_arguments("tutti::shuffled_shards::shard", n, world_size, rank);

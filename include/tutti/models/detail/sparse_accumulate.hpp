@@ -258,15 +258,22 @@ struct chain_pieces_fn {
   std::size_t first_chunk = 0;  // thread t works on chunk first_chunk + t / cols
   std::int32_t row_lo = 0;      // only rows in [row_lo, row_hi) are chained
   std::int32_t row_hi = padding_key;
+  /// The row whose run starts in chunk k and crosses into chunk k + 1 (the row this kernel
+  /// writes for chunk k), or -1 when there is none in [row_lo, row_hi).
+  TUTTI_HOST_DEVICE std::int32_t chained_row(std::size_t k) const {
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    if (end >= n) return -1;
+    const std::int32_t row = keys[end - 1];
+    if (row == padding_key || keys[end] != row || row < row_lo || row >= row_hi) return -1;
+    if (begin > 0 && keys[begin - 1] == row) return -1;  // the run started in an earlier chunk
+    return row;
+  }
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
     const std::size_t k = first_chunk + t / cols;
     const std::size_t c = t % cols;
-    const std::size_t begin = k * chunk;
-    const std::size_t end = begin + chunk < n ? begin + chunk : n;
-    if (end >= n) return;
-    const std::int32_t row = keys[end - 1];
-    if (row == padding_key || keys[end] != row || row < row_lo || row >= row_hi) return;
-    if (begin > 0 && keys[begin - 1] == row) return;  // the run started in an earlier chunk
+    const std::int32_t row = chained_row(k);
+    if (row < 0) return;
     T total = last_piece[k * cols + c];
     for (std::size_t k2 = k + 1;; ++k2) {
       total += first_piece[k2 * cols + c];
@@ -634,16 +641,10 @@ class sparse_accumulator {
 
   /// Host: clears `m_written_finite` when a row that `chain` wrote (a run crossing from chunk k
   /// into the next, k in [k0, k1)) holds a value that is not finite.
-  template <class Chain>
-  void check_chained(const Chain& chain, std::size_t k0, std::size_t k1) {
-    const std::int32_t* keys = m_keys.data();
+  void check_chained(const chain_pieces_fn<T>& chain, std::size_t k0, std::size_t k1) {
     for (std::size_t k = k0; k < k1; ++k) {
-      const std::size_t begin = k * chunk, end = std::min(begin + chunk, m_n);
-      if (end >= m_n) break;
-      const std::int32_t row = keys[end - 1];
-      if (row == padding_key || keys[end] != row || row < chain.row_lo || row >= chain.row_hi)
-        continue;
-      if (begin > 0 && keys[begin - 1] == row) continue;  // chained from an earlier chunk
+      const std::int32_t row = chain.chained_row(k);
+      if (row < 0) continue;
       for (std::size_t c = 0; c < chain.cols; ++c)
         if (!finite_value(static_cast<float>(*chain.dest.at(row, c)))) m_written_finite = false;
     }
