@@ -10,7 +10,8 @@
 #      GPUs where there are two), and the rest;
 #   3. `tutti train --space cuda` against `--space host` from the same seed (final loss), with
 #      Adam and with the row-sparse step (lazy Adam), and that step at 1,000,000 learners and on
-#      the 8 GB-class model (30,000,000 learners, dim 64);
+#      the 8 GB-class model (30,000,000 learners, dim 64); the step replayed from a CUDA Graph
+#      against every kernel launched one by one (same checksum, samples/s of both);
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
 #   5. the package's cuda and nccl consumer programs (examples/consumer-components);
 #   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree), and
@@ -93,9 +94,17 @@ if [[ -x build-gpu/tutti ]]; then
     build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
       --json "${out}/train_rows_${space}.json" >"${out}/train_rows_${space}.txt" 2>&1
   done
+  # The steady step replayed from a CUDA Graph (the default) against every kernel launched one by
+  # one: the same parameters, bit for bit, and the samples/s of both.
   build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
-    --learners 1000000 --courses 5000 --dim 64 --epochs 2 \
-    --json "${out}/train_rows_1m_cuda.json" >"${out}/train_rows_1m_cuda.txt" 2>&1
+    --step-graphs off --json "${out}/train_rows_nograph_cuda.json" \
+    >"${out}/train_rows_nograph_cuda.txt" 2>&1
+  for graphs in on off; do
+    suffix=$([[ ${graphs} == on ]] && echo "" || echo "_nograph")
+    build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
+      --learners 1000000 --courses 5000 --dim 64 --epochs 2 --step-graphs "${graphs}" \
+      --json "${out}/train_rows_1m${suffix}_cuda.json" >"${out}/train_rows_1m${suffix}_cuda.txt" 2>&1
+  done
   # The 8 GB-class model (30,000,000 learners x dim 64: 7.8 GB of parameters, 31 GB with the
   # gradient and lazy Adam's moments) on one GPU, one epoch; bounded so the check stays short.
   timeout 300 build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet \
@@ -174,6 +183,25 @@ if m:
 else:
     items.append(["row-sparse step on cuda, 1,000,000 learners", "FAIL",
                   "no report (train_rows_1m_cuda.txt)"])
+
+def graph_vs_kernels(name, graph, kernels):  # same checksum, replays taken, samples/s of both
+    g, k = load(graph), load(kernels)
+    if not (g and k):
+        items.append([name, "FAIL", f"no report ({graph}, {kernels})"])
+        return
+    rate = lambda r: r["epochs"][-1]["weighted_samples"] / r["epochs"][-1]["step_seconds"] / 1e6
+    ok = (g["parameters_checksum"] == k["parameters_checksum"] and g.get("replayed_steps", 0) > 0
+          and not g.get("step_graph_refused"))
+    items.append([name, "PASS" if ok else "FAIL",
+                  f"checksum {g['parameters_checksum']} vs {k['parameters_checksum']}, "
+                  f"{g.get('replayed_steps', 0)} steps replayed"
+                  + (f", refused: {g['step_graph_refused']}" if g.get("step_graph_refused") else "")
+                  + f"; {rate(g):.2f} vs {rate(k):.2f} M samples/s ({rate(g) / rate(k):.2f}x)"])
+
+graph_vs_kernels("row-sparse step from a CUDA Graph vs kernel by kernel (4,000 learners)",
+                 "train_rows_cuda.json", "train_rows_nograph_cuda.json")
+graph_vs_kernels("row-sparse step from a CUDA Graph vs kernel by kernel (1,000,000 learners)",
+                 "train_rows_1m_cuda.json", "train_rows_1m_nograph_cuda.json")
 
 m = load("train_rows_30m_cuda.json")
 if m:

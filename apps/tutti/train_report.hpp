@@ -100,6 +100,8 @@ struct train_report {
   std::size_t skipped_steps = 0;
   std::string space;
   std::string parameters_checksum;  // 16 hex digits
+  std::size_t replayed_steps = 0;   // steps replayed from a CUDA Graph
+  std::string step_graph_refused;   // why the device refused to record the step; empty: did not
   std::size_t resumed_from_step = 0, checkpoints_written = 0;
   std::string last_checkpoint;
   double seconds = 0;
@@ -307,6 +309,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
        {"skipped_steps", r.skipped_steps},
        {"space", r.space},
        {"parameters_checksum", r.parameters_checksum},
+       {"replayed_steps", r.replayed_steps},
        {"resumed_from_step", r.resumed_from_step},
        {"checkpoints_written", r.checkpoints_written},
        {"last_checkpoint", r.last_checkpoint},
@@ -317,6 +320,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
   if (r.ledger) j["ledger"] = *r.ledger;
   if (r.omp_threads) j["omp_threads"] = *r.omp_threads;
   if (!r.omp_wait_policy.empty()) j["omp_wait_policy"] = r.omp_wait_policy;
+  if (!r.step_graph_refused.empty()) j["step_graph_refused"] = r.step_graph_refused;
 }
 
 /// Reads a report; what the planner needs must be there (the rank-0 phases, the epochs' steps,
@@ -345,6 +349,8 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
   r.skipped_steps = report_get_or<std::size_t>(j, "skipped_steps", 0);
   r.space = report_get_or<std::string>(j, "space", "host");
   r.parameters_checksum = report_get_or<std::string>(j, "parameters_checksum", "");
+  r.replayed_steps = report_get_or<std::size_t>(j, "replayed_steps", 0);
+  r.step_graph_refused = report_get_or<std::string>(j, "step_graph_refused", "");
   r.resumed_from_step = report_get_or<std::size_t>(j, "resumed_from_step", 0);
   r.checkpoints_written = report_get_or<std::size_t>(j, "checkpoints_written", 0);
   r.last_checkpoint = report_get_or<std::string>(j, "last_checkpoint", "");

@@ -35,6 +35,7 @@
 #include <tutti/trainer/run_settings.hpp>
 #include <tutti/trainer/sparse_exchange.hpp>
 #include <tutti/trainer/step_kernels.hpp>
+#include <tutti/trainer/step_replay.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -172,6 +173,7 @@ class trainer {
     fit_result result = begin_result(plan);
     ledger book;
     step_clock timer(m_space);
+    m_replay.begin_fit(m_options.step_graphs);
     overlap pipeline;
     if (m_options.overlap_reduce) start_overlap(pipeline, plan.guarded, result);
     rank_means run(static_cast<std::size_t>(m_reducer.world_size()));
@@ -194,15 +196,8 @@ class trainer {
         m_noise_step = plan_noise_step(global_step, s.global_real, plan.split, step - ep.step_base,
                                        s.count, plan.micro_batch);
         m_noise_small = 0;
-        begin_gradient(pipeline, m_guard.local_entry(step));
-        timer.mark(account::data);
-        compute_gradient(plan, buf, s, pipeline, timer);
-        finish_gradient(plan, step, pipeline, timer);
-        const reduced r = reduce_step(plan, global_step, pipeline, timer, result);
-        const bool skip = commit_step(step, s.weight, timer);
         const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
-        if (skip) stop_if_nonfinite(plan, ep, step);
-        update(plan, step, skip, lr, global_step, timer);
+        const reduced r = run_step(plan, buf, ep, s, global_step, lr, pipeline, timer, result);
         log_step(plan, ep, s, global_step, lr, log, fit_start, timer);
         end_step(plan, ep, s, global_step, r.stop, timer, result);
         timer.end_step(r.bytes, book);
@@ -213,6 +208,7 @@ class trainer {
       if (reached_target(result, fit_start)) break;
     }
     m_global_step = global_step;
+    m_replay.end_fit();
     finish_result(plan, book, run, result);
     result.seconds = seconds_since(fit_start);
     return result;
@@ -382,6 +378,24 @@ class trainer {
   // caller which samples it takes.
   void announce_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
                      std::size_t global_step);
+  // One step from the gradient to the update: its kernels one by one (`take_step`), or on a
+  // space that records them, the steady step's record replayed (trainer/replayed_step.hpp).
+  reduced run_step(const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
+                   std::size_t global_step, double lr, overlap& pipeline, step_clock& timer,
+                   fit_result& result);
+  reduced take_step(const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
+                    std::size_t global_step, double lr, overlap& pipeline, step_clock& timer,
+                    fit_result& result);
+  // Whether this step may be recorded and replayed: a space that records, the row-sparse step
+  // of one rank with an optimizer and a model that allow it, no host read in the step (the stop
+  // request's poll, the noise scale's measure, the measured wait) and one full micro-batch.
+  bool replayable(const run_plan& p, const step_slots& s, std::size_t global_step,
+                  const overlap& pipeline) const;
+  // Device spaces: the step's first slot, its index and the optimizer's values into the space's
+  // memory (`detail::step_values`), where the step's kernels read them.
+  void write_step_values(const step_slots& s, double lr, std::uint64_t t);
+  // The factor on this rank's gradient: world size ÷ real samples of the global step.
+  float gradient_scale(const step_slots& s) const;
   // A zero gradient arena, no touched rows, and the overlapped reduction's buckets ready.
   void begin_gradient(overlap& pipeline, float* step_local_flag);
   // This rank's gradient of the step. Each rank scales by W / (real samples in the global
@@ -604,6 +618,12 @@ class trainer {
   // step's entry of the local finite flags (device).
   bool m_bucket_nonfinite = false;
   float* m_step_local_flag = nullptr;
+  // Device spaces: what changes from step to step, where the step's kernels read it; and the
+  // steady step's record on a space that replays it.
+  using row_values_type = typename detail::row_values_of<Optimizer, space_type>::type;
+  buffer<detail::step_values<row_values_type>, space_type> m_values{
+      space_type::host_accessible ? 0 : 1, m_space};
+  detail::step_replay<space_type> m_replay;
 };
 
 }  // namespace tutti
@@ -613,5 +633,6 @@ class trainer {
 #include <tutti/trainer/checkpointing.hpp>
 #include <tutti/trainer/epoch.hpp>
 #include <tutti/trainer/noise_probe.hpp>
+#include <tutti/trainer/replayed_step.hpp>
 #include <tutti/trainer/setup.hpp>
 #include <tutti/trainer/step.hpp>

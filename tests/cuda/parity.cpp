@@ -272,3 +272,34 @@ TEST_CASE("cuda space: the shuffled shard written on the device is shard_from's,
           CHECK(tutti::to_host_vector(space, weights.span()) == whole.weights);
         }
 }
+
+TEST_CASE(
+    "cuda space: the row-sparse step replayed from a CUDA Graph gives the bits of the step "
+    "run kernel by kernel") {
+  // The same kernels either way: replayed, they read the step's slots, log entry and rate from
+  // device memory; a value frozen at capture would move the parameters.
+  auto all = tutti::data::synthetic_courses(
+      {.learners = 400, .courses = 80, .interactions_per_learner = 15, .implicit = true});
+  const auto parts = tutti::data::split(all, {.test_fraction = 0.1, .seed = 2});
+  using model = tutti::models::matrix_factorization<tutti::cuda_space>;
+  using schedule = tutti::warmup<tutti::cosine>;
+  auto run = [&](bool graphs, std::vector<float>& params) {
+    tutti::trainer<model, tutti::shuffled_shards, tutti::single_rank, schedule, tutti::lazy_adam> t(
+        model({.dim = 16, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
+              parts.train.n_items()),
+        {}, {}, schedule{.warmup_steps = 4}, tutti::lazy_adam{},
+        {.batch = 512, .epochs = 2, .base_lr = 0.02, .seed = 9, .step_graphs = graphs});
+    auto r = t.fit(parts.train, parts.test);
+    params = t.parameters_on_host();
+    return r;
+  };
+  std::vector<float> one_by_one, replayed;
+  const auto a = run(false, one_by_one);
+  const auto b = run(true, replayed);
+  CHECK(a.replayed_steps == 0);
+  INFO("refused: " << b.step_graph_refused);
+  CHECK(b.step_graph_refused.empty());
+  CHECK(b.replayed_steps == 2 * (parts.train.size() / 512) - 1);
+  CHECK(b.parameters_checksum == a.parameters_checksum);
+  CHECK(replayed == one_by_one);
+}

@@ -83,6 +83,7 @@ struct train_config {
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
   std::string export_dir;               // --export: rank 0 writes the trained model here
+  std::string step_graphs = "on";       // --space cuda: the steady step replayed as a CUDA Graph
 };
 
 /// The communication thread's nice value `--comm-nice` asks for (nullopt: inherit).

@@ -148,6 +148,8 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .skipped_steps = r.skipped_steps,
                    .space = c.space,
                    .parameters_checksum = {},
+                   .replayed_steps = r.replayed_steps,
+                   .step_graph_refused = r.step_graph_refused,
                    .resumed_from_step = r.resumed_from_step,
                    .checkpoints_written = r.checkpoints_written,
                    .last_checkpoint = r.last_checkpoint,

@@ -132,6 +132,12 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
   app.add_option("--space", c.space, "execution space: host, or cuda (GPU build)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
+  app.add_option("--step-graphs", c.step_graphs,
+                 "--space cuda, one rank, a row-sparse optimizer: on (the steady step is recorded "
+                 "once as a CUDA Graph and replayed, one launch a step; the same kernels, the same "
+                 "parameters) or off (every kernel launched one by one)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--accumulation", c.accumulation,
                  "gradient accumulation: compute each rank's batch as this many micro-batches, "
                  "reduced once per step")

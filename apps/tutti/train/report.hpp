@@ -130,6 +130,14 @@ inline void print_outcome(const train_config& c, const fit_result& r, const base
       "time per phase on rank 0: data %.2fs  compute %.2fs  reduce %.2fs  optimizer %.2fs"
       "  (total %.1f s)\n",
       r.phases.data, r.phases.compute, r.phases.reduce, r.phases.optimizer, seconds);
+  if (r.replayed_steps > 0)
+    std::printf("%zu steps replayed from a CUDA Graph (charged to compute whole)\n",
+                r.replayed_steps);
+  if (!r.step_graph_refused.empty())
+    std::printf(
+        "the device refused to record the step as a graph, every step ran kernel by "
+        "kernel: %s\n",
+        r.step_graph_refused.c_str());
 }
 
 /// The projection of the measured step to 1, 2, 4 and 8 devices on `--link`, at the measured

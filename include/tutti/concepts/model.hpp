@@ -131,6 +131,17 @@ concept model_reports_touched_rows_on_space = requires(const M& m, std::size_t s
   { m.touched_rows_on_space(segment) } -> std::convertible_to<segment_rows_on_space>;
 };
 
+/// Capability: `M::repeats_its_kernels` is true: once a `loss_and_gradient` call has seen a batch
+/// of some size, every later call with a batch of that size (in the same memory) enqueues the
+/// same kernels with the same arguments, allocates nothing that outlives the call and reads
+/// nothing back to the host. Its device step can then be recorded once and replayed
+/// (`tutti::space_captures_steps`); a model that draws per call (dropout) or sizes its work from
+/// the data on the host must not say so.
+template <class M>
+concept model_repeats_its_kernels = requires {
+  requires M::repeats_its_kernels;
+};
+
 /// Capability: which segments are row-sparse (otherwise: those of kind embedding).
 template <class M>
 concept model_names_row_sparse = requires(const M& m, std::size_t segment) {

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
+#include <utility>
 
 namespace tutti {
 namespace detail {
@@ -85,6 +87,29 @@ concept optimizer_steps_rows_on_space = requires(const O& o, const Space& space,
                                                  float lr, std::uint64_t t) {
   { o.row_sparse() } -> std::convertible_to<bool>;
   o.step_rows_on_space(space, layout, p, g, state, rows, skip, lr, t);
+};
+
+/// What `row_step_values` returns: the optimizer's values of one row-sparse step.
+template <class O>
+using row_step_values_t = decltype(std::declval<const O&>().row_step_values(
+    std::declval<const parameter_layout&>(), std::span<float>{}, std::span<const float>{},
+    std::span<float>{}, 0.f, std::uint64_t{}));
+
+/// Capability: the row-sparse step on a space the host cannot read, with what changes from step
+/// to step (the rate, the bias corrections of step t) read from the space's memory.
+/// `row_step_values(layout, params, grads, state, lr, step)` checks the step and returns those
+/// values as one trivially copyable object (host code); the trainer copies it into the space,
+/// and `step_rows_on_space(..., skip, values)` runs the kernels of `step_rows_on_space(..., skip,
+/// lr, step)`, which read `*values` there. Every kernel of such a step has the same arguments at
+/// every step, so a trainer can replay the step from a graph (`tutti::space_captures_steps`).
+template <class O, class Space>
+concept optimizer_steps_rows_from_memory = optimizer_steps_rows_on_space<O, Space> &&
+    requires(const O& o, const Space& space, const parameter_layout& layout, std::span<float> p,
+             std::span<const float> g, std::span<float> state, row_selection_on_space rows,
+             const float* skip) {
+  requires std::is_trivially_copyable_v<row_step_values_t<O>>;
+  o.step_rows_on_space(space, layout, p, g, state, rows, skip,
+                       static_cast<const row_step_values_t<O>*>(nullptr));
 };
 
 namespace detail {

@@ -399,8 +399,11 @@ class step_clock {
     m_wait_in_reduce = 0;
     m_background = 0;
   }
+  /// While paused, marks charge nothing (a step being recorded as a graph runs nothing).
+  void pause(bool paused) noexcept { m_paused = paused; }
   /// Charges the time since the previous mark to `a`.
   void mark(account a) {
+    if (m_paused) return;
     const auto now = std::chrono::steady_clock::now();
     const double d = std::chrono::duration<double>(now - m_last).count();
     m_step[a] += d;
@@ -439,6 +442,7 @@ class step_clock {
   double m_background = 0;
   std::function<void(const span&)> m_trace;
   std::chrono::steady_clock::time_point m_origin;
+  bool m_paused = false;
 };
 
 #if defined(TUTTI_HAS_CUDA)
@@ -484,8 +488,11 @@ class step_clock<cuda_space> {
     m_open.acc.step = step;
     m_open.first_mark = m_marks_recorded;
   }
+  /// While paused, marks record nothing: a stream being captured into a graph takes no event.
+  void pause(bool paused) noexcept { m_paused = paused; }
   /// Charges the stream time since the previous mark to `a`.
   void mark(account a) {
+    if (m_paused) return;
     const std::uint64_t e = record();
     m_marks.push_back({e, a});
     ++m_marks_recorded;
@@ -567,6 +574,7 @@ class step_clock<cuda_space> {
   std::deque<step_rec> m_steps;  // ended steps not yet resolved
   step_rec m_open;
   ledger* m_into = nullptr;
+  bool m_paused = false;
 };
 #endif
 

@@ -364,6 +364,11 @@ class matrix_factorization {
     m_users.scatter_add_ready(m_space, uc, d + 1, d, g, m_off.user_embedding, m_n_users, ready);
   }
 
+  /// `tutti::model_repeats_its_kernels`: a call's kernels and their arguments depend on the
+  /// batch's size and the memory it is in, not on its values; the scratch arrays grow at the
+  /// first call of a size and are kept.
+  static constexpr bool repeats_its_kernels = true;
+
   /// True for the segments whose gradient is zero outside the rows a batch reads: both
   /// embedding tables and both per-row bias vectors (segments 0 to 3); false for the global
   /// bias. The trainer's sparse exchange sends only those rows of these segments.

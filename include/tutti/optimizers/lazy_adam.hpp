@@ -72,19 +72,37 @@ struct lazy_adam {
                                            layout, params, grads, state, rows, skip, lr, step);
   }
 
+  /// The same step with Adam's kernel of the step, `*values`, in the space's memory
+  /// (`tutti::optimizer_steps_rows_from_memory`).
+  template <execution_space Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout,
+                          std::span<float> /*params*/, std::span<const float> /*grads*/,
+                          std::span<float> /*state*/, row_selection_on_space rows,
+                          const float* skip, const detail::adam_kernel* values) const {
+    detail::elementwise_step_rows_at("tutti::lazy_adam::step_rows_on_space", space, layout, rows,
+                                     skip, values);
+  }
+
+  /// Adam's element kernel of step `step` (1-based) over the arena, checked.
+  detail::adam_kernel row_step_values(const parameter_layout& /*layout*/, std::span<float> params,
+                                      std::span<const float> grads, std::span<float> state,
+                                      float lr, std::uint64_t step) const {
+    const adam a = dense();
+    a.validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::lazy_adam", n, grads.size(), state.size(), state_size(n),
+                                 lr);
+    detail::check_one_based_step("tutti::lazy_adam", step);
+    return a.make_kernel(params, grads, state, lr, step);
+  }
+
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
   template <class Use>
   void with_row_update(const parameter_layout& layout, std::span<float> params,
                        std::span<const float> grads, std::span<float> state, float lr,
                        std::uint64_t step, Use&& use) const {
-    const adam a = dense();
-    a.validate();
-    const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::lazy_adam::with_row_update", n, grads.size(), state.size(),
-                                 state_size(n), lr);
-    detail::check_one_based_step("tutti::lazy_adam::with_row_update", step);
     use(detail::elementwise_rows_fn<detail::adam_kernel>{
-        a.make_kernel(params, grads, state, lr, step), layout.segments().data()});
+        row_step_values(layout, params, grads, state, lr, step), layout.segments().data()});
   }
 };
 

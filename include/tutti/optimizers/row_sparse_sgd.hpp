@@ -65,19 +65,37 @@ struct row_sparse_sgd {
                                            step);
   }
 
+  /// The same step with SGD's kernel of the step, `*values`, in the space's memory
+  /// (`tutti::optimizer_steps_rows_from_memory`).
+  template <execution_space Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout,
+                          std::span<float> /*params*/, std::span<const float> /*grads*/,
+                          std::span<float> /*state*/, row_selection_on_space rows,
+                          const float* skip, const detail::sgd_kernel* values) const {
+    detail::elementwise_step_rows_at("tutti::row_sparse_sgd::step_rows_on_space", space, layout,
+                                     rows, skip, values);
+  }
+
+  /// SGD's element kernel of a step at rate `lr` over the arena, checked.
+  detail::sgd_kernel row_step_values(const parameter_layout& /*layout*/, std::span<float> params,
+                                     std::span<const float> grads, std::span<float> state, float lr,
+                                     std::uint64_t /*step*/) const {
+    validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::row_sparse_sgd", n, grads.size(), state.size(),
+                                 state_size(n), lr);
+    return detail::sgd_kernel{
+        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
+        weight_decay,  nesterov};
+  }
+
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
   template <class Use>
   void with_row_update(const parameter_layout& layout, std::span<float> params,
                        std::span<const float> grads, std::span<float> state, float lr,
-                       std::uint64_t /*step*/, Use&& use) const {
-    validate();
-    const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::row_sparse_sgd::with_row_update", n, grads.size(),
-                                 state.size(), state_size(n), lr);
-    const detail::sgd_kernel kernel{
-        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
-        weight_decay,  nesterov};
-    use(detail::elementwise_rows_fn<detail::sgd_kernel>{kernel, layout.segments().data()});
+                       std::uint64_t step, Use&& use) const {
+    use(detail::elementwise_rows_fn<detail::sgd_kernel>{
+        row_step_values(layout, params, grads, state, lr, step), layout.segments().data()});
   }
 };
 

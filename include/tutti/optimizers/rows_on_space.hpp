@@ -57,6 +57,20 @@ struct row_values_fn {
   }
 };
 
+/// Row function: as `row_values_fn`, with the element kernel read from the space's memory (an
+/// optimizer's `row_step_values`), so the same kernel serves every step.
+template <class Kernel>
+struct row_values_at_fn {
+  const Kernel* kernel;
+  std::size_t offset;
+  std::size_t cols;
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
+    const Kernel k = *kernel;
+    const std::size_t lo = offset + r * cols;
+    for (std::size_t c = 0; c < cols; ++c) k(lo + c);
+  }
+};
+
 /// Checks a selection on the space against the layout; `fn` names the caller.
 inline void check_rows_on_space(const char* fn, const parameter_layout& layout,
                                 row_selection_on_space rows) {
@@ -100,6 +114,19 @@ void elementwise_step_rows_on_space(const O& o, const char* fn, const Space& spa
       const segment& s = layout.segments()[k];
       return row_values_fn<kernel_t>{kernel, s.offset, s.cols};
     });
+  });
+}
+
+/// `step_rows_on_space` of an element-wise optimizer whose element kernel `*kernel` is in the
+/// space's memory (`tutti::optimizer_steps_rows_from_memory`); `fn` names the caller.
+template <class Kernel, class Space>
+void elementwise_step_rows_at(const char* fn, const Space& space, const parameter_layout& layout,
+                              row_selection_on_space rows, const float* skip,
+                              const Kernel* kernel) {
+  check_rows_on_space(fn, layout, rows);
+  for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+    const segment& s = layout.segments()[k];
+    return row_values_at_fn<Kernel>{kernel, s.offset, s.cols};
   });
 }
 

@@ -71,6 +71,24 @@ struct rowwise_adagrad_any_row_fn {
   }
 };
 
+/// What changes from step to step in row-wise Adagrad (`rowwise_adagrad::row_step_values`).
+struct rowwise_adagrad_values {
+  float lr;
+  float eps;
+};
+
+/// `rowwise_adagrad_any_row_fn` with the rate read from the space's memory.
+struct rowwise_adagrad_any_row_at_fn {
+  rowwise_adagrad_any_row_fn fn;  // its rate is not read
+  const rowwise_adagrad_values* values;
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
+    rowwise_adagrad_any_row_fn f = fn;
+    f.row.lr = values->lr;
+    f.row.eps = values->eps;
+    f(r);
+  }
+};
+
 struct rowwise_adagrad_run_fn {
   float* p;
   const float* g;
@@ -202,6 +220,40 @@ struct rowwise_adagrad {
             s.kind == segment_kind::embedding};
       });
     });
+  }
+
+  /// The same step with the rate in the space's memory, `*values`
+  /// (`tutti::optimizer_steps_rows_from_memory`).
+  template <execution_space Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout,
+                          std::span<float> params, std::span<const float> grads,
+                          std::span<float> state, row_selection_on_space rows, const float* skip,
+                          const detail::rowwise_adagrad_values* values) const {
+    detail::check_rows_on_space("tutti::rowwise_adagrad::step_rows_on_space", layout, rows);
+    const std::vector<std::size_t> at = state_offsets(layout);
+    detail::for_each_row_on_space(space, layout, rows, skip, [&](std::size_t k) {
+      const segment& s = layout.segments()[k];
+      const detail::rowwise_adagrad_row_fn row{params.data() + s.offset,
+                                               grads.data() + s.offset,
+                                               state.data() + at[k],
+                                               s.cols,
+                                               0.f,
+                                               eps};
+      return detail::rowwise_adagrad_any_row_at_fn{{row, s.kind == segment_kind::embedding},
+                                                   values};
+    });
+  }
+
+  /// The rate of a step, checked against the arenas.
+  detail::rowwise_adagrad_values row_step_values(const parameter_layout& layout,
+                                                 std::span<float> params,
+                                                 std::span<const float> grads,
+                                                 std::span<float> state, float lr,
+                                                 std::uint64_t /*step*/) const {
+    validate();
+    detail::check_optimizer_step("tutti::rowwise_adagrad", params.size(), grads.size(),
+                                 state.size(), state_size(layout), lr);
+    return {lr, eps};
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).

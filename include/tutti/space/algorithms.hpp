@@ -23,10 +23,15 @@
 
 namespace tutti {
 
-/// Calls `f(i)` for every i in [0, n) on `space`, in parallel and in no particular order.
+/// Calls `f(i)` for every i in [0, n) on `space`, in parallel and in no particular order. A space
+/// with a member `launch(n, f)` runs the loop itself (an instrumented space).
 template <execution_space Space, class F>
 void parallel_for(const Space& space, std::size_t n, F f) {
   if (n == 0) return;
+  if constexpr (requires { space.launch(n, f); }) {
+    space.launch(n, f);
+    return;
+  }
   // A fork-join costs microseconds, and far more when the cores are shared: small loops run
   // serially on spaces that say where that pays off.
   if constexpr (requires { Space::serial_below; }) {

@@ -18,7 +18,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 namespace tutti {
 
@@ -78,6 +80,27 @@ inline void retain_pool_memory() {
   (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
 }
 }  // namespace detail
+
+/// An instantiated CUDA Graph (`cudaGraphExec_t`), owned: what `cuda_space::capture` recorded.
+class cuda_step_graph {
+ public:
+  cuda_step_graph() = default;
+  explicit cuda_step_graph(cudaGraphExec_t exec) noexcept : m_exec(exec) {}
+  cuda_step_graph(cuda_step_graph&& o) noexcept : m_exec(std::exchange(o.m_exec, nullptr)) {}
+  cuda_step_graph& operator=(cuda_step_graph&& o) noexcept {
+    std::swap(m_exec, o.m_exec);
+    return *this;
+  }
+  cuda_step_graph(const cuda_step_graph&) = delete;
+  cuda_step_graph& operator=(const cuda_step_graph&) = delete;
+  ~cuda_step_graph() {
+    if (m_exec != nullptr) (void)cudaGraphExecDestroy(m_exec);
+  }
+  cudaGraphExec_t get() const noexcept { return m_exec; }
+
+ private:
+  cudaGraphExec_t m_exec = nullptr;
+};
 
 /// Execution space of one CUDA device: kernels run on the stream this instance carries.
 ///
@@ -140,6 +163,36 @@ class cuda_space {
   }
   /// Waits for all work enqueued on the stream; surfaces asynchronous kernel errors.
   void fence() const { TUTTI_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+
+  /// The graph `capture` returns (`tutti::space_captures_steps`).
+  using step_graph = cuda_step_graph;
+
+  /// Records what `enqueue` puts on the stream as a CUDA Graph and instantiates it; nothing runs.
+  /// Throws `tutti::cuda_error` (the stream is left out of capture) when `enqueue` does what a
+  /// capture refuses: a synchronisation, a copy from pageable host memory, another stream's work.
+  step_graph capture(const std::function<void()>& enqueue) const {
+    TUTTI_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      (void)cudaStreamEndCapture(m_stream, &graph);
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw;
+    }
+    TUTTI_CUDA_CHECK(cudaStreamEndCapture(m_stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    detail::cuda_check(made, "cudaGraphInstantiate(&exec, graph, 0)", __FILE__, __LINE__);
+    return step_graph(exec);
+  }
+
+  /// Runs a captured graph on this instance's stream, ordered after its earlier work.
+  void replay(const step_graph& graph) const {
+    TUTTI_CUDA_CHECK(cudaGraphLaunch(graph.get(), m_stream));
+  }
 
   friend bool operator==(const cuda_space& a, const cuda_space& b) noexcept {
     return a.m_stream == b.m_stream;

@@ -5,6 +5,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <functional>
 
 namespace tutti {
 
@@ -21,6 +22,19 @@ concept execution_space = std::copy_constructible<S> &&
   s.copy_to_host(p, cp, n);
   s.copy(p, cp, n);
   s.fence();
+};
+
+/// Capability of a space: it records the work a function enqueues as a graph and replays it
+/// (`tutti::cuda_space`: a CUDA Graph). `capture(enqueue)` runs `enqueue` with the space
+/// recording instead of running: no kernel runs, and nothing in `enqueue` may wait for the
+/// space or copy host memory to it. `replay(graph)` runs the recorded work again, with the
+/// arguments its kernels had when it was recorded: what changes between replays must be read
+/// from the space's memory. A trainer replays its steady steps this way (docs/spaces.md).
+template <class S>
+concept space_captures_steps = execution_space<S> &&
+    requires(const S& s, const std::function<void()>& enqueue, const typename S::step_graph& g) {
+  { s.capture(enqueue) } -> std::same_as<typename S::step_graph>;
+  s.replay(g);
 };
 
 }  // namespace tutti

@@ -209,6 +209,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const 
   result.ledger.ranks =
       make_rank_table(run.step, run.work, run.wait, m_options.slow_rank_threshold);
   result.parameters_checksum = replica_checksum();
+  result.replayed_steps = m_replay.replays();
+  result.step_graph_refused = m_replay.refused();
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

@@ -12,6 +12,7 @@
 #include <tutti/trainer/step_kernels.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -24,11 +25,16 @@ namespace tutti::detail {
 /// optimizer; a device cannot without synchronising, so it `protect`s (snapshots) parameters
 /// and state before the update and `revert`s them when the flag is set. At the epoch's end
 /// `skips` reads the logs.
+///
+/// On a device the step in progress keeps both flags at a fixed place (`local_entry`,
+/// `skip_flag`) and `commit`'s kernel copies them into the logs at the step's index, which it
+/// reads from the space's memory: every kernel of a step then has the same arguments at every
+/// step, so a step can be replayed from a graph.
 template <class Space>
 class finite_guard {
  public:
   finite_guard(nonfinite_policy policy, const Space& space)
-      : m_policy(policy), m_space(space), m_sticky(1, space) {}
+      : m_policy(policy), m_space(space), m_sticky(1, space), m_now(2, space) {}
 
   /// Whether steps are checked at all (`nonfinite_policy::off` checks nothing).
   bool on() const noexcept { return m_policy != nonfinite_policy::off; }
@@ -57,7 +63,11 @@ class finite_guard {
   /// for kernels that check it themselves; null when nothing is checked.
   const float* skip_flag(std::size_t step) const noexcept {
     if (!on()) return nullptr;
-    return sticky_skips() ? m_sticky.data() : m_global.data() + step;
+    if (sticky_skips()) return m_sticky.data();
+    if constexpr (Space::host_accessible)
+      return m_global.data() + step;
+    else
+      return m_now.data() + 1;
   }
 
   /// A new epoch: no step flagged.
@@ -65,10 +75,17 @@ class finite_guard {
     fill(m_space, m_local.span(), 0.f);
     fill(m_space, m_global.span(), 0.f);
     fill(m_space, m_sticky.span(), 0.f);
+    fill(m_space, m_now.span(), 0.f);
   }
 
-  /// This rank's entry of step `step`'s log (memory of the space).
-  float* local_entry(std::size_t step) noexcept { return m_local.data() + step; }
+  /// This rank's entry of step `step`'s log (memory of the space); on a device, the flag of the
+  /// step in progress, which `commit` logs.
+  float* local_entry(std::size_t step) noexcept {
+    if constexpr (Space::host_accessible)
+      return m_local.data() + step;
+    else
+      return m_now.data();
+  }
 
   /// Sets this rank's flag `*flag` and its log entry of `step` from the step's loss and the
   /// first `unchecked` values of the gradient `g`. On the host `arena_bad` is a verdict on the
@@ -90,16 +107,25 @@ class finite_guard {
   }
 
   /// After the reduction: logs the reduced flag `*flag` of `step`, adds the step's loss and
-  /// `weight` to `sums` when the step is applied, and zeroes the loss for the next one. Returns
-  /// whether the host skips the step (a device always answers false).
-  bool commit(std::size_t step, const float* flag, float* loss, double* sums, double weight) {
-    parallel_for(m_space, 1,
-                 guard_commit_fn{flag, m_global.data() + step, m_sticky.data(), sticky_skips(),
-                                 loss, sums, weight});
-    if constexpr (Space::host_accessible)
+  /// `weight` to `sums` when the step is applied, and zeroes the loss for the next one. A device
+  /// logs at `*entry` (the step's index, memory of the space). Returns whether the host skips the
+  /// step (a device always answers false).
+  bool commit(std::size_t step, const float* flag, float* loss, double* sums, double weight,
+              const std::uint64_t* entry) {
+    if constexpr (Space::host_accessible) {
+      (void)entry;
+      parallel_for(m_space, 1,
+                   guard_commit_fn{flag, m_global.data() + step, m_sticky.data(), sticky_skips(),
+                                   loss, sums, weight});
       return on() && !(*flag == 0.f);
-    else
+    } else {
+      const guard_commit_fn commit{
+          flag, m_now.data() + 1, m_sticky.data(), sticky_skips(), loss, sums, weight};
+      parallel_for(
+          m_space, 1,
+          guard_commit_logged_fn{commit, m_now.data(), m_local.data(), m_global.data(), entry});
       return false;
+    }
   }
 
   /// Device spaces: the snapshot of the parameters and optimizer state before the update.
@@ -117,7 +143,7 @@ class finite_guard {
   /// Device spaces: reverts the update of `step` from the snapshot when it is to be skipped.
   void revert(std::size_t step, std::span<float> params, std::span<float> state) {
     if constexpr (!Space::host_accessible) {
-      const float* skip = sticky_skips() ? m_sticky.data() : m_global.data() + step;
+      const float* skip = skip_flag(step);
       parallel_for(m_space, params.size() + state.size(),
                    guard_restore_fn{skip, params.data(), m_snapshot.data(), params.size(),
                                     state.data(), m_snapshot.data() + params.size()});
@@ -143,6 +169,7 @@ class finite_guard {
   buffer<float, Space> m_global;    // the reduced flag per step: some rank was not finite
   buffer<float, Space> m_sticky;    // set once a step of the epoch was non-finite
   buffer<float, Space> m_snapshot;  // device spaces: parameters and state before the update
+  buffer<float, Space> m_now;       // device spaces: the step in progress, this rank's, reduced
 };
 
 }  // namespace tutti::detail

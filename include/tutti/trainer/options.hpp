@@ -301,6 +301,11 @@ struct train_options {
   const std::atomic<bool>* stop = nullptr;
   /// Device spaces: global steps between reads of the stop request, at least 1.
   std::size_t stop_poll_every = 16;
+  /// A device space that records work as a graph (`tutti::space_captures_steps`, a CUDA Graph):
+  /// the row-sparse step of one rank is recorded once and replayed, one launch a step, where
+  /// its shape repeats (docs/trainer.md#steps-replayed-from-a-graph). The same kernels run
+  /// either way, so the parameters are the same bits; false runs every step's kernels one by one.
+  bool step_graphs = true;
 };
 
 /// Result of `trainer::fit`.
@@ -345,6 +350,11 @@ struct fit_result {
   /// The overlapped reduction's communication thread's nice value (read back from the thread
   /// as it started), or nullopt without one (no `overlap_reduce`, or a device reducer).
   std::optional<int> comm_thread_nice;
+  /// Steps replayed from a recorded graph (`train_options::step_graphs`); 0 where none was.
+  std::size_t replayed_steps = 0;
+  /// Why the space refused to record the step (then every step ran its kernels one by one);
+  /// empty when it did not refuse.
+  std::string step_graph_refused;
 };
 
 namespace detail {

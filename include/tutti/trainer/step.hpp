@@ -45,16 +45,23 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
                                                                              const step_slots& s,
                                                                              overlap& pipeline,
                                                                              step_clock& timer) {
-  const float scale =
-      s.global_real > 0 ? static_cast<float>(double(m_reducer.world_size()) / double(s.global_real))
-                        : 0.f;
+  const float scale = gradient_scale(s);
   for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
     const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
-    parallel_for(
-        m_space, mb_count,
-        detail::gather_batch_fn<float>{buf.slots.data() + mb, buf.slot_weights.data() + mb,
-                                       buf.records.data(), buf.b_users.data(), buf.b_items.data(),
-                                       buf.b_labels.data(), buf.b_weights.data(), mb_count});
+    const detail::gather_batch_fn<float> gather{buf.slots.data() + mb, buf.slot_weights.data() + mb,
+                                                buf.records.data(),    buf.b_users.data(),
+                                                buf.b_items.data(),    buf.b_labels.data(),
+                                                buf.b_weights.data(),  mb_count};
+    if constexpr (space_type::host_accessible) {
+      parallel_for(m_space, mb_count, gather);
+    } else {  // the step's first slot from the space's memory (see detail::step_values)
+      detail::gather_batch_fn<float> at_zero = gather;
+      at_zero.slots -= s.begin;
+      at_zero.slot_weights -= s.begin;
+      parallel_for(
+          m_space, mb_count,
+          detail::gather_batch_at_fn<float>{at_zero, detail::first_slot_at(m_values.data())});
+    }
     batch_view batch{{buf.b_users.data(), mb_count},
                      {buf.b_items.data(), mb_count},
                      {buf.b_labels.data(), mb_count},
@@ -169,8 +176,10 @@ template <class Model, class Sampler, class Reducer, class Schedule, class Optim
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(std::size_t step,
                                                                         double step_weight,
                                                                         step_clock& timer) {
+  const std::uint64_t* entry = nullptr;  // a device logs at the index in the space's memory
+  if constexpr (!space_type::host_accessible) entry = detail::entry_at(m_values.data());
   const bool skip = m_guard.commit(step, m_grads.data() + m_params.size(), m_step_loss.data(),
-                                   m_sums.data(), step_weight);
+                                   m_sums.data(), step_weight, entry);
   if constexpr (!space_type::host_accessible)
     if (!m_row_step) m_guard.protect(m_params.span(), m_state.span());
   if (!skip) add_noise_measurement();  // a device waits for the flags, on measured steps only
@@ -360,7 +369,15 @@ template <class Model, class Sampler, class Reducer, class Schedule, class Optim
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows_on_space(std::size_t step,
                                                                                  double lr,
                                                                                  std::uint64_t t) {
-  if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type>) {
+  if constexpr (optimizer_steps_rows_from_memory<Optimizer, space_type>) {
+    // The kernels read the step's skip flag, and the rate of step t (written by
+    // write_step_values), from the space's memory: the host never waits for them.
+    (void)lr, (void)t;
+    m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
+                                   std::span<const float>(m_grads.first(m_params.size())),
+                                   m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
+                                   detail::optimizer_values_at(m_values.data()));
+  } else if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type>) {
     // The kernels read the step's skip flag themselves, so the host never waits for it.
     m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
                                    std::span<const float>(m_grads.first(m_params.size())),

@@ -48,6 +48,20 @@ struct gather_batch_fn {
   }
 };
 
+/// `gather_batch_fn` at the step's first slot, read from the space's memory: a step replayed from
+/// a graph gathers the current step's slots.
+template <class T>
+struct gather_batch_at_fn {
+  gather_batch_fn<T> base;     // at slot 0 of the shard
+  const std::uint64_t* first;  // the step's first slot
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    gather_batch_fn<T> f = base;
+    f.slots += *first;
+    f.slot_weights += *first;
+    f(i);
+  }
+};
+
 struct bit_or_fn {
   TUTTI_HOST_DEVICE unsigned operator()(unsigned a, unsigned b) const { return a | b; }
 };
@@ -119,6 +133,23 @@ struct guard_commit_fn {
       sums[1] += step_weight;
     }
     *step_loss = 0.f;
+  }
+};
+
+// The guard's commit on a device space: as `guard_commit_fn` on the step's flags, which sit at a
+// fixed place, then logs both at the step's entry, read from the space's memory (a step
+// replayed from a graph logs where the current step belongs), and clears this rank's flag.
+struct guard_commit_logged_fn {
+  guard_commit_fn commit;      // global_log: the reduced flag of the step in progress
+  float* local_now;            // this rank's flag of the step in progress
+  float* local_log;            // the epoch's logs, one entry per step
+  float* global_log;           //
+  const std::uint64_t* entry;  // the step's index in the epoch
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    commit(i);
+    local_log[*entry] = *local_now;
+    global_log[*entry] = *commit.global_log;
+    *local_now = 0.f;
   }
 };
 
