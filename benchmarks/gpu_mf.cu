@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,25 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
   if (!f) throw tutti::error("cannot write " + path);
 }
 
+// Rows of the two tables a step touches, summed over the steps of epoch `epoch`'s batch order:
+// what lazy Adam reads and writes besides the batch (each touched row once per step).
+double touched_rows_in_epoch(const tutti::data::interactions& data, std::uint64_t seed,
+                             std::size_t epoch, std::size_t batch) {
+  const auto order = tutti::shuffled_shards{}.shard(data.size(), 1, 0, seed, epoch).indices;
+  std::vector<std::size_t> user_seen(static_cast<std::size_t>(data.n_users()), SIZE_MAX);
+  std::vector<std::size_t> item_seen(static_cast<std::size_t>(data.n_items()), SIZE_MAX);
+  double rows = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t step = k / batch;
+    auto& u = user_seen[static_cast<std::size_t>(data.users[order[k]])];
+    auto& i = item_seen[static_cast<std::size_t>(data.items[order[k]])];
+    rows += (u != step) + (i != step);
+    u = step;
+    i = step;
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +101,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{2}, std::size_t{100}))
       ->capture_default_str();
   app.add_option("--lr", lr, "Adam learning rate")->capture_default_str();
+  std::string optimizer = "adam";
+  app.add_option("--optimizer", optimizer,
+                 "adam (dense: every value each step, as PyTorch eager's Adam), or lazy-adam "
+                 "(the row-sparse step: the touched rows only, replayed as a CUDA Graph, as "
+                 "PyTorch's sparse embeddings + SparseAdam)")
+      ->check(CLI::IsMember({"adam", "lazy-adam"}))
+      ->capture_default_str();
   app.add_option("--out", out, "directory for the PyTorch twin's inputs (data, init, order)");
   app.add_option("--json", json, "write a JSON report");
   CLI11_PARSE(app, argc, argv);
@@ -113,14 +140,22 @@ int main(int argc, char** argv) {
     model_t model({.dim = dim, .l2 = l2, .loss = tutti::loss_kind::logistic}, data.n_users(),
                   data.n_items(), space);
     const std::uint64_t seed = 7;
-    tutti::trainer<model_t, tutti::shuffled_shards, tutti::single_rank, tutti::constant,
-                   tutti::adam>
-        t(model, {}, {}, {}, {},
-          {.batch = batch,
-           .epochs = epochs,
-           .base_lr = lr,
-           .seed = seed,
-           .evaluate_each_epoch = false});
+    const tutti::train_options options{.batch = batch,
+                                       .epochs = epochs,
+                                       .base_lr = lr,
+                                       .seed = seed,
+                                       .evaluate_each_epoch = false};
+    // The trainer of either optimizer: its initial parameters, then its run.
+    auto train = [&](auto opt, std::vector<float>& init) {
+      tutti::trainer<model_t, tutti::shuffled_shards, tutti::single_rank, tutti::constant,
+                     decltype(opt)>
+          t(model, {}, {}, {}, opt, options);
+      init = t.parameters_on_host();
+      return t.fit(data, none);
+    };
+    std::vector<float> init;
+    const bool lazy = optimizer == "lazy-adam";
+    auto r = lazy ? train(tutti::lazy_adam{}, init) : train(tutti::adam{}, init);
 
     if (!out.empty()) {
       // The PyTorch twin starts from these exact parameters and visits the same batches.
@@ -128,7 +163,7 @@ int main(int argc, char** argv) {
       write_raw(out + "/users.i32", data.users);
       write_raw(out + "/items.i32", data.items);
       write_raw(out + "/labels.f32", data.labels);
-      write_raw(out + "/init.f32", t.parameters_on_host());
+      write_raw(out + "/init.f32", init);
       for (std::size_t e = 0; e < epochs; ++e)
         write_raw(out + "/order" + std::to_string(e) + ".u64",
                   tutti::shuffled_shards{}.shard(data.size(), 1, 0, seed, e).indices);
@@ -148,25 +183,31 @@ int main(int argc, char** argv) {
       std::ofstream(out + "/meta.json") << meta.dump(2) << '\n';
     }
 
-    auto r = t.fit(data, none);
     // The bytes a step must move at least: the batch (ids, label), each sample's two embedding
-    // rows and biases read and their gradients written, and Adam's dense pass over the arena
-    // (read p, g, m, v; write p, m, v).
+    // rows and biases read and their gradients written, and the optimizer's pass: Adam's over the
+    // arena (read p, g, m, v; write p, m, v), lazy Adam's over the rows the step touched (the
+    // same seven, and the gradient row zeroed).
     const double arena = double(model.layout().total());
     const double per_sample = 12.0 + 2.0 * 2.0 * (dim + 1) * 4.0;
     const std::size_t steps = r.epochs.front().steps;
-    const double min_bytes_per_epoch =
-        double(data.size()) * per_sample + double(steps) * arena * 7 * 4;
+    auto min_bytes = [&](std::size_t epoch) {
+      const double optimizer_bytes =
+          lazy ? touched_rows_in_epoch(data, seed, epoch, batch) * (dim + 1) * 8 * 4
+               : double(steps) * arena * 7 * 4;
+      return double(data.size()) * per_sample + optimizer_bytes;
+    };
 
     std::printf(
         "tutti_bench_gpu_mf on %s: %zu interactions, %d users, %d items, dim %d, batch %zu,"
-        " Adam lr %g\n",
-        prop.name, data.size(), data.n_users(), data.n_items(), dim, batch, lr);
+        " %s lr %g%s\n",
+        prop.name, data.size(), data.n_users(), data.n_items(), dim, batch,
+        lazy ? "lazy Adam" : "Adam", lr, lazy ? " (the row-sparse step)" : "");
     std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
     std::printf("%6s  %10s  %12s  %14s  %10s  %9s  %10s\n", "epoch", "seconds", "train loss",
                 "samples/s", "GB/s", "roofline", "host data s");
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& e : r.epochs) {
+      const double min_bytes_per_epoch = min_bytes(e.epoch - 1);
       const double gbs = min_bytes_per_epoch / e.seconds / 1e9;
       std::printf("%6zu  %10.4f  %12.6f  %14.0f  %10.0f  %8.1f%%  %10.4f%s\n", e.epoch, e.seconds,
                   e.train_loss, e.samples_per_second, gbs, 100 * gbs / copy_gbs, e.phases.data,
@@ -185,6 +226,9 @@ int main(int argc, char** argv) {
     if (!json.empty()) {
       nlohmann::json j;
       j["benchmark"] = "gpu_mf";
+      j["optimizer"] = optimizer;
+      j["replayed_steps"] = r.replayed_steps;
+      if (!r.step_graph_refused.empty()) j["step_graph_refused"] = r.step_graph_refused;
       j["gpu"] = prop.name;
       j["copy_gbs"] = copy_gbs;
       j["rows"] = data.size();
