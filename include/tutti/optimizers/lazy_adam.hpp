@@ -101,8 +101,7 @@ struct lazy_adam {
   void with_row_update(const parameter_layout& layout, std::span<float> params,
                        std::span<const float> grads, std::span<float> state, float lr,
                        std::uint64_t step, Use&& use) const {
-    use(detail::elementwise_rows_fn<detail::adam_kernel>{
-        row_step_values(layout, params, grads, state, lr, step), layout.segments().data()});
+    detail::elementwise_row_update(*this, layout, params, grads, state, lr, step, use);
   }
 };
 
