@@ -98,16 +98,30 @@ gpu_build() {
   esac
 }
 
-# Builds every missing target, in parallel; each one's output goes to "$1/build-<target>.txt".
+# A digest of the sources the binaries are built from (what git tracks under include, apps,
+# benchmarks, tests/cuda and examples/consumer-components, and this script), by content, so a
+# copy of the tree on another machine has the same one.
+gpu_source_digest() {
+  (cd "${gpu_root}" && find include apps benchmarks tests/cuda examples/consumer-components \
+    scripts/gpu-build.sh -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.cu' -o \
+    -name '*.h' -o -name '*.sh' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum |
+    cut -d' ' -f1)
+}
+
+# Builds every missing or stale target (one whose sources changed since it was built), in parallel; each one's output goes to "$1/build-<target>.txt".
 # Returns non-zero when any build failed.
 gpu_build_missing() {
-  local logs="$1" target status=0
+  local logs="$1" target status=0 digest
   local pids=() names=()
   mkdir -p "${logs}" "${gpu_dir}"
+  digest="$(gpu_source_digest)"
   for target in cuda_tests bench_gpu_mf tutti consumer_cuda consumer_nccl; do
-    [[ -x "${gpu_dir}/${target}" ]] && continue
+    # A binary built from other sources than these is stale: built again.
+    [[ -x "${gpu_dir}/${target}" && "$(cat "${gpu_dir}/${target}.source" 2>/dev/null)" == "${digest}" ]] &&
+      continue
     echo "== building build-gpu/${target}"
-    gpu_build "${target}" >"${logs}/build-${target}.txt" 2>&1 &
+    { gpu_build "${target}" && echo "${digest}" >"${gpu_dir}/${target}.source"; } \
+      >"${logs}/build-${target}.txt" 2>&1 &
     pids+=($!)
     names+=("${target}")
   done

@@ -4,7 +4,8 @@
 # PyTorch, but no Debian -dev packages and no network. It needs build-gpu/ from
 # scripts/gpu-prebuild.sh (the headers and libraries such a machine lacks, and usually the
 # binaries): carry it along. Then:
-#   1. builds what is missing (scripts/gpu-build.sh, the same lines as the prebuild, in parallel);
+#   1. builds what is missing or stale (scripts/gpu-build.sh, the same lines as the prebuild, in
+#      parallel; a binary whose sources changed since it was built is stale);
 #   2. runs every CUDA test case once, in groups: host ≡ cuda parity for every model and
 #      optimizer, checkpoint resume on cuda, nccl_ring (one rank, the overlapped path, and across
 #      GPUs where there are two), and the rest;

@@ -11,7 +11,8 @@
 #   build-gpu/cuda_tests, bench_gpu_mf, tutti, consumer_cuda, consumer_nccl
 #                        built by scripts/gpu-build.sh from those alone
 # Carry build-gpu (gitignored; with the source tree well under 64 MiB) and run
-# `bash scripts/gpu-check.sh` there; it rebuilds any binary that is missing from the same
+# `bash scripts/gpu-check.sh` there; it rebuilds any binary that is missing, or stale (built from
+# other sources), from the same
 # headers and libraries. scripts/gpu-selfcontained.sh proves that on this machine.
 #
 #   bash scripts/gpu-prebuild.sh [--no-binaries]
