@@ -74,7 +74,6 @@ struct rowwise_adagrad_any_row_fn {
 /// What changes from step to step in row-wise Adagrad (`rowwise_adagrad::row_step_values`).
 struct rowwise_adagrad_values {
   float lr;
-  float eps;
 };
 
 /// `rowwise_adagrad_any_row_fn` with the rate read from the space's memory.
@@ -84,7 +83,6 @@ struct rowwise_adagrad_any_row_at_fn {
   TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
     rowwise_adagrad_any_row_fn f = fn;
     f.row.lr = values->lr;
-    f.row.eps = values->eps;
     f(r);
   }
 };
@@ -253,7 +251,7 @@ struct rowwise_adagrad {
     validate();
     detail::check_optimizer_step("tutti::rowwise_adagrad", params.size(), grads.size(),
                                  state.size(), state_size(layout), lr);
-    return {lr, eps};
+    return {lr};
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).

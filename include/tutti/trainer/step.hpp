@@ -48,20 +48,20 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
   const float scale = gradient_scale(s);
   for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
     const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
-    const detail::gather_batch_fn<float> gather{buf.slots.data() + mb, buf.slot_weights.data() + mb,
-                                                buf.records.data(),    buf.b_users.data(),
-                                                buf.b_items.data(),    buf.b_labels.data(),
-                                                buf.b_weights.data(),  mb_count};
-    if constexpr (space_type::host_accessible) {
+    // A device reads the step's first slot from the space's memory (see detail::step_values):
+    // its gather starts at the micro-batch's place in the step.
+    const std::size_t from = space_type::host_accessible ? mb : mb - s.begin;
+    const detail::gather_batch_fn<float> gather{
+        buf.slots.data() + from, buf.slot_weights.data() + from,
+        buf.records.data(),      buf.b_users.data(),
+        buf.b_items.data(),      buf.b_labels.data(),
+        buf.b_weights.data(),    mb_count};
+    if constexpr (space_type::host_accessible)
       parallel_for(m_space, mb_count, gather);
-    } else {  // the step's first slot from the space's memory (see detail::step_values)
-      detail::gather_batch_fn<float> at_zero = gather;
-      at_zero.slots -= s.begin;
-      at_zero.slot_weights -= s.begin;
+    else
       parallel_for(
           m_space, mb_count,
-          detail::gather_batch_at_fn<float>{at_zero, detail::first_slot_at(m_values.data())});
-    }
+          detail::gather_batch_at_fn<float>{gather, detail::first_slot_at(m_values.data())});
     batch_view batch{{buf.b_users.data(), mb_count},
                      {buf.b_items.data(), mb_count},
                      {buf.b_labels.data(), mb_count},

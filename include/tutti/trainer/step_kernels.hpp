@@ -52,7 +52,7 @@ struct gather_batch_fn {
 /// a graph gathers the current step's slots.
 template <class T>
 struct gather_batch_at_fn {
-  gather_batch_fn<T> base;     // at slot 0 of the shard
+  gather_batch_fn<T> base;     // from the step's first slot
   const std::uint64_t* first;  // the step's first slot
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
     gather_batch_fn<T> f = base;
