@@ -9,6 +9,7 @@ set -euo pipefail
 packages=(cmake g++ make doctest-dev libcli11-dev nlohmann-json3-dev clang-format
   libsodium-dev pkg-config zlib1g-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
+  python3 python3-numpy ninja-build
   "$@")
 
 # Thrust/CUB ship with the CUDA toolkit's CCCL; Debian's packages stand in where it is absent.

@@ -12,7 +12,10 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 
 bash "${root}/scripts/deps.sh"
 
-cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release
+# Ninja (deps.sh installs it) for a new build folder; one configured before keeps its generator.
+generator=()
+[[ -f "${build}/CMakeCache.txt" ]] || generator=(-G Ninja)
+cmake -S "${root}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
 cmake --build "${build}" -j "${jobs}"
 cd "${build}"
 log="$(mktemp)"

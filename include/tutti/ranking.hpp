@@ -16,6 +16,7 @@
 #include <tutti/error.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
+#include <tutti/space/host.hpp>
 #include <tutti/space/traits.hpp>
 
 #include <cmath>
@@ -182,6 +183,22 @@ ranking_result evaluate_ranking(Model& model, std::span<const float> params,
   using space_type = std::remove_cvref_t<decltype(model.space())>;
   return evaluate_ranking(model, params, ranking_lists_on<space_type>(model.space(), candidates),
                           k);
+}
+
+/// HR@K and NDCG@K of the popularity baseline on `candidates`: every candidate scored by how
+/// often `train` holds its item, the recommender that knows nothing of the learner. A tie with
+/// the held-out item counts against it (as `ranking_metrics` ranks every tie).
+inline ranking_result popularity_ranking(const data::interactions& train,
+                                         const data::ranking_candidates& candidates,
+                                         std::size_t k) {
+  std::vector<float> count(static_cast<std::size_t>(train.n_items()), 0.f);
+  for (const std::int32_t i : train.items) count[static_cast<std::size_t>(i)] += 1.f;
+  std::vector<float> scores(candidates.items.size());
+  for (std::size_t j = 0; j < scores.size(); ++j)
+    scores[j] = count[static_cast<std::size_t>(candidates.items[j])];
+  return ranking_metrics(host_space{}, std::span<const float>(scores),
+                         std::span<const std::uint32_t>(candidates.negatives), candidates.width(),
+                         k);
 }
 
 }  // namespace tutti

@@ -140,6 +140,7 @@ class trainer {
         m_sums(2, m_space) {
     detail::check_train_options(m_options, m_reducer.world_size());
     detail::check_target_loss(m_options, m_model.loss());
+    detail::check_negatives_loss(m_options, m_model.loss());
     plan_sparse_exchange();
     plan_row_step();
     check_overlap_options();
@@ -301,6 +302,13 @@ class trainer {
     buffer<float, space_type> slot_weights;
     buffer<std::int32_t, space_type> b_users, b_items;
     buffer<float, space_type> b_labels, b_weights;
+    // Sampled negatives (train_options::negatives): each learner's courses, the popularity
+    // sampler's cumulative weights, the epoch's key of the draws; empty without negatives.
+    buffer<std::uint64_t, space_type> taken_offsets;
+    buffer<std::int32_t, space_type> taken;
+    buffer<std::uint64_t, space_type> cumulative;
+    buffer<std::uint64_t, space_type> epoch_key;
+    std::int32_t n_items = 0;  // the courses negatives are drawn from
   };
 
   // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and
@@ -408,6 +416,10 @@ class trainer {
   // The model's loss and gradient of one micro-batch; with `report`, it tells the overlapped
   // reduction which values are final as backward makes them so.
   void backward(const batch_view& batch, float scale, bool report, overlap& pipeline);
+  // Gathers `count` slots of `gather` into the batch buffers, each followed by its sampled
+  // negatives (train_options::negatives); returns the rows gathered.
+  std::size_t gather_rows(step_buffers& buf, const detail::gather_batch_fn<float>& gather,
+                          std::size_t count);
   // After backward: the wait for the buckets still in flight, the rows to step, the noise
   // scale's small-batch norm and the finite check (each bucket was checked as it left).
   void finish_gradient(const run_plan& p, std::size_t step, overlap& pipeline, step_clock& timer);

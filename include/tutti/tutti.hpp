@@ -8,6 +8,7 @@
 #include <tutti/concepts.hpp>
 #include <tutti/config.hpp>
 #include <tutti/data/csv.hpp>
+#include <tutti/data/feedback.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/leave_one_out.hpp>
 #include <tutti/data/split.hpp>

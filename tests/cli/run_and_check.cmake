@@ -327,21 +327,18 @@ function(export_train dir)
         --export ${dir})
 endfunction()
 
-# A python3 that imports numpy (the first of python3 on the PATH and /usr/bin/python3), or "".
+# Debian's python3 when it imports numpy, or "". scripts/deps.sh installs both (python3,
+# python3-numpy); only that interpreter is asked, so a numpy installed by hand into another
+# python3 on the PATH cannot hide a package missing from deps.sh's list.
 function(numpy_python out)
   set(python "")
-  foreach(candidate python3 /usr/bin/python3)
-    find_program(found NAMES ${candidate} NO_CACHE)
-    if(found)
-      execute_process(COMMAND ${found} -c "import numpy" RESULT_VARIABLE rc OUTPUT_QUIET
-                      ERROR_QUIET)
-      if(rc EQUAL 0)
-        set(python ${found})
-        break()
-      endif()
+  if(EXISTS /usr/bin/python3)
+    execute_process(COMMAND /usr/bin/python3 -c "import numpy" RESULT_VARIABLE rc OUTPUT_QUIET
+                    ERROR_QUIET)
+    if(rc EQUAL 0)
+      set(python /usr/bin/python3)
     endif()
-    unset(found)
-  endforeach()
+  endif()
   set(${out} "${python}" PARENT_SCOPE)
 endfunction()
 

@@ -45,6 +45,10 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
                 : p.split.even() ? e.first_step + (e.epoch_slots + local_batch - 1) / local_batch
                                  : e.first_step + p.split.steps_to_cover(e.real);
   load_shard(buf, p, e);
+  if (m_options.negatives.per_positive > 0) {  // read by the gather from the space's memory
+    const std::uint64_t key = detail::negative_epoch_key(m_options.seed, epoch);
+    copy_from_host(m_space, std::span<const std::uint64_t>(&key, 1), buf.epoch_key.span());
+  }
   e.before_resume = resumed ? resumed->samples_in_epoch : 0;
   if (resumed && m_reducer.rank() == 0) {
     // The epoch's loss so far travels with rank 0 into the epoch's sums.

@@ -21,6 +21,13 @@
 
 namespace tutti::detail {
 
+/// True when `labels` hold one value only (an AUC needs positives and negatives).
+inline bool one_class(std::span<const float> labels) {
+  for (const float l : labels)
+    if (l != labels.front()) return false;
+  return true;
+}
+
 /// The model's predictions with parameters `params` for every row of `rows`, in the space's
 /// memory.
 template <class Model, class Space>
@@ -43,6 +50,8 @@ eval_result evaluate_on_rank0(Model& model, const Space& space, std::span<const 
   eval_result r;
   if (test.size() == 0) return r;
   const bool squared = model.loss() == loss_kind::squared;
+  // A log's held-out rows are all positives: no AUC to compute (ranking metrics rank them).
+  if (!squared && one_class(test.labels)) return r;
   r.metric = squared ? metric_name::rmse : metric_name::auc;
   double value[1] = {0.0};
   if (reducer.rank() == 0) {
@@ -98,6 +107,7 @@ eval_result evaluate_across_ranks(Model& model, const Space& space, std::span<co
       scores.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w >> 32)));
       labels.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(w)));
     }
+  if (one_class(labels)) return r;  // every rank's rows alike
   r.metric = metric_name::auc;
   r.value = auc(scores, labels);
   return r;

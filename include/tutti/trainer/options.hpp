@@ -12,6 +12,7 @@
 #include <tutti/ranking.hpp>
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/trainer/errors.hpp>
+#include <tutti/trainer/negatives.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -228,6 +229,13 @@ struct train_options {
   /// step; the update is that of the whole batch (up to the order of float sums), with a
   /// K-times smaller batch working set. 1: no accumulation.
   std::size_t accumulation = 1;
+  /// Negatives sampled in the step (docs/implicit.md): each positive of a batch is followed by
+  /// `negatives.per_positive` courses its learner did not take, drawn from (seed, epoch, the
+  /// positive's dataset position, k), with label 0 and the positive's weight, so 1 rank and W
+  /// ranks draw the same ones and a resumed run draws what the uninterrupted one did. Needs a
+  /// model with the logistic loss. The loss and the gradient of a slot then cover the positive
+  /// and its negatives; samples are still counted as positives.
+  negative_options negatives{};
   /// Sparse embedding exchange (docs/trainer.md#sparse-embedding-exchange): for the segments a
   /// model reports as row-sparse, each rank sends the rows its step touched (ids and values,
   /// one `all_gather`), every rank sums them in rank order and divides by W; the rest of the
@@ -425,6 +433,18 @@ inline void check_target_loss(const train_options& o, loss_kind loss) {
                     (o.target->metric == m::rmse ? "RMSE" : "AUC") + ", but the model's loss is " +
                     (squared ? "squared (evaluated by RMSE)" : "logistic (evaluated by AUC)") +
                     "; expected a target that matches the loss");
+}
+
+/// Refuses sampled negatives for a model whose loss cannot learn from them: a negative is a 0
+/// label, which only the logistic loss reads as "not taken".
+inline void check_negatives_loss(const train_options& o, loss_kind loss) {
+  if (o.negatives.per_positive == 0) return;
+  TUTTI_EXPECTS(loss == loss_kind::logistic, "tutti::trainer",
+                "negatives.per_positive is " + std::to_string(o.negatives.per_positive) +
+                    " but the model's loss is squared; expected a model with the logistic loss "
+                    "(sampled negatives are 0 labels beside each positive's 1)");
+  TUTTI_EXPECTS(o.negatives.max_draws >= 1, "tutti::trainer",
+                "negatives.max_draws is 0; expected at least one draw per negative");
 }
 
 }  // namespace detail

@@ -42,6 +42,18 @@ struct run_shape {
   int world_size = 1;
 };
 
+/// The negatives a run samples, as text ("none", or "K uniform" / "K popularity^alpha").
+inline std::string negatives_text(const negative_options& n) {
+  if (n.per_positive == 0) return "none";
+  std::string t = std::to_string(n.per_positive) + " " + to_string(n.sampler);
+  if (n.sampler == negative_sampler::popularity) {
+    char a[32];
+    std::snprintf(a, sizeof a, "^%.9g", double(n.alpha));
+    t += a;
+  }
+  return t + " draws " + std::to_string(n.max_draws);
+}
+
 /// The one list of the settings that define a run: the options and shapes that change the
 /// result (recorded by a checkpoint, in this order), the caller's `run_config`, and the options
 /// that change which collectives run or when (which every rank must share, and a resume may
@@ -68,6 +80,7 @@ inline std::vector<run_setting> run_settings(const train_options& o, const run_s
       {"seed", num(o.seed), record},  // agreed on by itself, to be named in the error
       {"nonfinite", num(static_cast<int>(o.nonfinite)), both},
       {"accumulation", num(o.accumulation), both},
+      {"negatives", negatives_text(o.negatives), both},
       {"parameter_layout", hex(s.layout_digest), record},
       {"optimizer_state_floats", num(s.optimizer_state_floats), record},
       {"train_rows", num(s.train_rows), record},

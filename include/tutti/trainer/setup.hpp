@@ -49,13 +49,28 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
   std::vector<detail::sample_record> records(train.size());
   for (std::size_t i = 0; i < records.size(); ++i)
     records[i] = {train.users[i], train.items[i], train.labels[i]};
-  return {make_buffer(m_space, std::span<const detail::sample_record>(records)),
-          buffer<std::uint64_t, space_type>(p.slots, m_space),
-          buffer<float, space_type>(p.slots, m_space),
-          buffer<std::int32_t, space_type>(mb, m_space),
-          buffer<std::int32_t, space_type>(mb, m_space),
-          buffer<float, space_type>(mb, m_space),
-          buffer<float, space_type>(mb, m_space)};
+  // With K negatives a slot gathers 1 + K rows.
+  const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
+  step_buffers buf{make_buffer(m_space, std::span<const detail::sample_record>(records)),
+                   buffer<std::uint64_t, space_type>(p.slots, m_space),
+                   buffer<float, space_type>(p.slots, m_space),
+                   buffer<std::int32_t, space_type>(rows, m_space),
+                   buffer<std::int32_t, space_type>(rows, m_space),
+                   buffer<float, space_type>(rows, m_space),
+                   buffer<float, space_type>(rows, m_space),
+                   buffer<std::uint64_t, space_type>(0, m_space),
+                   buffer<std::int32_t, space_type>(0, m_space),
+                   buffer<std::uint64_t, space_type>(0, m_space),
+                   buffer<std::uint64_t, space_type>(1, m_space)};
+  buf.n_items = train.n_items();
+  if (m_options.negatives.per_positive > 0) {
+    const detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
+    buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
+    buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
+    if (!t.cumulative.empty())
+      buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
+  }
+  return buf;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

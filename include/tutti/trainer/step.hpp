@@ -56,16 +56,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
         buf.records.data(),      buf.b_users.data(),
         buf.b_items.data(),      buf.b_labels.data(),
         buf.b_weights.data(),    mb_count};
-    if constexpr (space_type::host_accessible)
-      parallel_for(m_space, mb_count, gather);
-    else
-      parallel_for(
-          m_space, mb_count,
-          detail::gather_batch_at_fn<float>{gather, detail::first_slot_at(m_values.data())});
-    batch_view batch{{buf.b_users.data(), mb_count},
-                     {buf.b_items.data(), mb_count},
-                     {buf.b_labels.data(), mb_count},
-                     {buf.b_weights.data(), mb_count}};
+    const std::size_t rows = gather_rows(buf, gather, mb_count);
+    batch_view batch{{buf.b_users.data(), rows},
+                     {buf.b_items.data(), rows},
+                     {buf.b_labels.data(), rows},
+                     {buf.b_weights.data(), rows}};
     timer.mark(account::data);
     // Only the last micro-batch's values are final for the overlapped reduction.
     if (s.global_real > 0) {
@@ -86,6 +81,32 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
       timer.mark(account::guard);
     }
   }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
+    step_buffers& buf, const detail::gather_batch_fn<float>& gather, std::size_t count) {
+  // A device reads the step's first slot from the space's memory (see detail::step_values).
+  const std::uint64_t* first = nullptr;
+  if constexpr (!space_type::host_accessible) first = detail::first_slot_at(m_values.data());
+  const negative_options& neg = m_options.negatives;
+  if (neg.per_positive > 0) {
+    const detail::negative_draw draw{buf.taken_offsets.data(),
+                                     buf.taken.data(),
+                                     buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
+                                     buf.n_items,
+                                     neg.per_positive,
+                                     neg.max_draws};
+    parallel_for(
+        m_space, count,
+        detail::gather_with_negatives_fn<float>{gather, first, buf.epoch_key.data(), draw});
+    return count * (std::size_t(neg.per_positive) + 1);
+  }
+  if constexpr (space_type::host_accessible)
+    parallel_for(m_space, count, gather);
+  else
+    parallel_for(m_space, count, detail::gather_batch_at_fn<float>{gather, first});
+  return count;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

@@ -10,6 +10,7 @@
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/space/algorithms.hpp>
+#include <tutti/trainer/negatives.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +60,38 @@ struct gather_batch_at_fn {
     f.slots += *first;
     f.slot_weights += *first;
     f(i);
+  }
+};
+
+/// The batch gather with negatives: slot i's positive goes to out[i·(1 + K)] as `gather_batch_fn`
+/// writes it, and its K negatives (label 0, the positive's weight, so a padded slot's are padding
+/// too) to the K places after it. The epoch's key is read from the space's memory (a replayed
+/// step draws the current epoch's negatives).
+template <class T>
+struct gather_with_negatives_fn {
+  gather_batch_fn<T> base;     // writes n·(1 + K) values
+  const std::uint64_t* first;  // the step's first slot in the space's memory, or null (0)
+  const std::uint64_t* epoch_key;
+  negative_draw draw;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t from = first != nullptr ? static_cast<std::size_t>(*first) : 0;
+    const std::uint64_t pos = base.slots[from + i];
+    const sample_record r = base.records[pos];
+    const float w = base.slot_weights[from + i];
+    const std::size_t k1 = std::size_t(draw.per_positive) + 1;
+    const std::size_t o = i * k1;
+    base.out_users[o] = r.user;
+    base.out_items[o] = r.item;
+    base.out_labels[o] = r.label;
+    base.out_weights[o] = w;
+    const std::uint64_t key = *epoch_key;
+    for (std::uint32_t k = 0; k < draw.per_positive; ++k) {
+      base.out_users[o + 1 + k] = r.user;
+      // A padded slot's negatives are never read; its ids stay valid all the same.
+      base.out_items[o + 1 + k] = w != 0.f ? draw(key, r.user, pos, k) : r.item;
+      base.out_labels[o + 1 + k] = 0.f;
+      base.out_weights[o + 1 + k] = w;
+    }
   }
 };
 

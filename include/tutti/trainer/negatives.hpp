@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file trainer/negatives.hpp
+/// @brief Negatives sampled in the step: a platform's log holds positives only, and each
+/// positive of a batch is followed by K courses its learner has not taken, drawn by a
+/// counter-based generator keyed by (seed, epoch, dataset position, k) so the draw does not
+/// depend on the rank count, the batch split or a resume point.
+#pragma once
+
+#include <tutti/config.hpp>
+#include <tutti/data/interactions.hpp>
+#include <tutti/detail/random.hpp>
+#include <tutti/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tutti {
+
+/// How the negatives of a positive are drawn (`negative_options::sampler`).
+enum class negative_sampler : std::uint8_t {
+  uniform,     ///< every course alike
+  popularity,  ///< course c with probability ∝ count(c)^alpha (word2vec's 0.75 by default)
+};
+
+/// The name `tutti train --negative-sampler` spells: "uniform" or "popularity".
+constexpr const char* to_string(negative_sampler s) noexcept {
+  return s == negative_sampler::popularity ? "popularity" : "uniform";
+}
+
+/// Negatives sampled in the step (`train_options::negatives`); `per_positive = 0` trains on the
+/// rows as they are.
+struct negative_options {
+  /// K: negatives drawn for each positive (0: none).
+  std::uint32_t per_positive = 0;
+  /// The distribution they are drawn from.
+  negative_sampler sampler = negative_sampler::uniform;
+  /// The exponent of the popularity sampler (0 is uniform, 1 proportional to the counts).
+  float alpha = 0.75f;
+  /// Draws per negative before one of the learner's own courses is kept: each draw that lands on
+  /// a course the learner took is drawn again, up to this many times (a learner who took nearly
+  /// every course keeps the last draw; `negative_collisions` counts how often that can happen).
+  std::uint32_t max_draws = 32;
+};
+
+}  // namespace tutti
+
+namespace tutti::detail {
+
+/// What the step's negative draw reads, built once per fit on the host from the training rows:
+/// each learner's courses (sorted, unique; CSR by learner) and, for the popularity sampler, the
+/// cumulative weights of the courses scaled to 2^32.
+struct negative_tables {
+  std::vector<std::uint64_t> offsets;     // n_users + 1
+  std::vector<std::int32_t> taken;        // offsets.back() courses, sorted per learner
+  std::vector<std::uint64_t> cumulative;  // n_items, popularity only: the last is 2^32
+};
+
+/// The tables of `train` for `o` (`o.per_positive > 0`). Throws `tutti::invalid_argument` for an
+/// alpha that is not finite or below 0.
+inline negative_tables make_negative_tables(const data::interactions& train,
+                                            const negative_options& o) {
+  TUTTI_EXPECTS(std::isfinite(o.alpha) && o.alpha >= 0.f, "tutti::trainer",
+                "negatives.alpha is " + std::to_string(o.alpha) + "; expected a finite value >= 0");
+  TUTTI_EXPECTS(o.max_draws >= 1, "tutti::trainer",
+                "negatives.max_draws is 0; expected at least one draw per negative");
+  const auto nu = static_cast<std::size_t>(train.n_users());
+  const auto ni = static_cast<std::size_t>(train.n_items());
+  negative_tables t;
+  t.offsets.assign(nu + 1, 0);
+  for (const std::int32_t u : train.users) ++t.offsets[static_cast<std::size_t>(u) + 1];
+  for (std::size_t u = 0; u < nu; ++u) t.offsets[u + 1] += t.offsets[u];
+  t.taken.resize(train.size());
+  std::vector<std::uint64_t> next(t.offsets.begin(), t.offsets.end() - 1);
+  for (std::size_t r = 0; r < train.size(); ++r)
+    t.taken[next[static_cast<std::size_t>(train.users[r])]++] = train.items[r];
+  // Sort and deduplicate each learner's list in place, then close the gaps.
+  std::uint64_t out = 0;
+  for (std::size_t u = 0; u < nu; ++u) {
+    const auto b = t.taken.begin() + static_cast<std::ptrdiff_t>(t.offsets[u]);
+    const auto e = t.taken.begin() + static_cast<std::ptrdiff_t>(t.offsets[u + 1]);
+    std::sort(b, e);
+    const auto last = std::unique(b, e);
+    t.offsets[u] = out;
+    for (auto it = b; it != last; ++it) t.taken[out++] = *it;
+  }
+  t.offsets[nu] = out;
+  t.taken.resize(out);
+  if (o.sampler == negative_sampler::popularity) {
+    std::vector<double> count(ni, 0.0);
+    for (const std::int32_t i : train.items) count[static_cast<std::size_t>(i)] += 1.0;
+    double total = 0;
+    for (double& c : count) total += (c = c > 0 ? std::pow(c, double(o.alpha)) : 0.0);
+    t.cumulative.resize(ni);
+    double run = 0;
+    for (std::size_t i = 0; i < ni; ++i) {
+      run += count[i];
+      t.cumulative[i] = static_cast<std::uint64_t>(std::ldexp(run / total, 32));
+    }
+    t.cumulative[ni - 1] = std::uint64_t(1) << 32;
+  }
+  return t;
+}
+
+/// Learners of `t` for whom a negative may be one of their own courses: those who took more
+/// than `share` of the `n_items` courses (with `max_draws` uniform draws a negative is their own
+/// with probability share^max_draws).
+inline std::size_t crowded_learners(const negative_tables& t, std::int32_t n_items, double share) {
+  std::size_t n = 0;
+  for (std::size_t u = 0; u + 1 < t.offsets.size(); ++u)
+    n += double(t.offsets[u + 1] - t.offsets[u]) > share * double(n_items);
+  return n;
+}
+
+/// The k-th negative of the positive at dataset position `pos` of learner `user` in the epoch
+/// whose key is `epoch_key`: a course drawn from the sampler, drawn again while the learner took
+/// it (up to `max_draws`). The same on every space and rank.
+struct negative_draw {
+  const std::uint64_t* offsets;
+  const std::int32_t* taken;
+  const std::uint64_t* cumulative;  // null: uniform
+  std::int32_t n_items;
+  std::uint32_t per_positive;
+  std::uint32_t max_draws;
+
+  TUTTI_HOST_DEVICE std::int32_t candidate(std::uint64_t bits) const {
+    const std::uint64_t r = bits >> 32;  // 32 random bits
+    if (cumulative == nullptr)
+      return static_cast<std::int32_t>((r * static_cast<std::uint64_t>(n_items)) >> 32);
+    // The first course whose cumulative weight exceeds r (cumulative[n_items - 1] = 2^32 > r).
+    std::int32_t lo = 0, hi = n_items - 1;
+    while (lo < hi) {
+      const std::int32_t mid = lo + (hi - lo) / 2;
+      if (cumulative[mid] > r)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  }
+
+  TUTTI_HOST_DEVICE bool took(std::int32_t user, std::int32_t item) const {
+    std::uint64_t lo = offsets[user], hi = offsets[user + 1];
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (taken[mid] < item)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo < offsets[user + 1] && taken[lo] == item;
+  }
+
+  TUTTI_HOST_DEVICE std::int32_t operator()(std::uint64_t epoch_key, std::int32_t user,
+                                            std::uint64_t pos, std::uint32_t k) const {
+    const std::uint64_t base = (pos * per_positive + k) * max_draws;
+    std::int32_t item = 0;
+    for (std::uint32_t d = 0; d < max_draws; ++d) {
+      item = candidate(hash2(epoch_key, base + d));
+      if (!took(user, item)) break;
+    }
+    return item;
+  }
+};
+
+/// The key of an epoch's draws: every rank derives the same one from (seed, epoch).
+inline std::uint64_t negative_epoch_key(std::uint64_t seed, std::size_t epoch) {
+  return hash2(seed ^ 0x6e65676174697665ULL, epoch);  // "negative"
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+// Interaction logs and sampled negatives: a log read as positives, each learner's courses and the
+// popularity weights the draw reads, a draw that never returns a learner's own course and follows
+// its distribution, and the trainer with negatives: 1 rank = W ranks, resumed = uninterrupted,
+// every positive once an epoch, and a model that ranks where positives alone learn popularity.
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include "rank_runs.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+using tutti_test::relative_difference;
+
+namespace {
+
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+using tutti::data::interactions;
+
+// `rows` as (user, item) pairs over `users` x `items`, every label 1.
+interactions log_of(std::int32_t users, std::int32_t items,
+                    const std::vector<std::pair<std::int32_t, std::int32_t>>& rows) {
+  interactions d;
+  for (std::int32_t u = 0; u < users; ++u) d.user_ids.push_back(u + 1);
+  for (std::int32_t i = 0; i < items; ++i) d.item_ids.push_back(i + 1);
+  for (auto [u, i] : rows) {
+    d.users.push_back(u);
+    d.items.push_back(i);
+    d.labels.push_back(1.f);
+  }
+  d.implicit = true;
+  return d;
+}
+
+// The synthetic courses as a platform logs them: positives only.
+interactions positive_log(std::int32_t learners, std::int32_t courses, std::uint64_t seed) {
+  return tutti::data::synthetic_courses({.learners = learners,
+                                         .courses = courses,
+                                         .interactions_per_learner = 12,
+                                         .implicit = true,
+                                         .negatives_per_positive = 0,
+                                         .seed = seed});
+}
+
+tutti::detail::negative_draw draw_of(const tutti::detail::negative_tables& t, std::int32_t items,
+                                     const tutti::negative_options& o) {
+  return {
+      t.offsets.data(), t.taken.data(), t.cumulative.empty() ? nullptr : t.cumulative.data(), items,
+      o.per_positive,   o.max_draws};
+}
+
+mf logistic_mf(const interactions& d, std::int32_t dim = 8) {
+  return mf({.dim = dim, .l2 = 1e-4f, .loss = tutti::loss_kind::logistic}, d.n_users(),
+            d.n_items());
+}
+
+struct outcome {
+  std::vector<float> params;
+  tutti::fit_result result;
+  bool interrupted = false;
+};
+
+// Trains `world` ranks of MF with Adam on `train`; `hook(rank, global step)` after each step.
+outcome train(int world, const interactions& train, const interactions& test,
+              tutti::train_options opt, std::int32_t dim = 8,
+              const std::function<void(int, std::size_t)>& hook = {}) {
+  outcome out;
+  std::mutex mu;
+  auto body = [&](auto reducer) {
+    tutti::train_options o = opt;
+    const int rank = reducer.rank();
+    if (hook)
+      o.on_step = [&, rank](const tutti::step_progress& p) {
+        hook(rank, p.global_step);
+      };
+    tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), tutti::constant, tutti::adam> t(
+        logistic_mf(train, dim), {}, reducer, {}, {}, o);
+    try {
+      auto r = t.fit(train, test);
+      if (rank == 0) {
+        std::lock_guard lock(mu);
+        out.params = t.parameters_on_host();
+        out.result = std::move(r);
+      }
+    } catch (const tutti::interrupted_error&) {
+      std::lock_guard lock(mu);
+      out.interrupted = true;
+    }
+  };
+  if (world == 1)
+    body(tutti::single_rank{});
+  else
+    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a log read as positives: labels above the bar kept as 1, a repeated pair once or each") {
+  interactions d = log_of(3, 4, {{0, 1}, {1, 2}, {0, 1}, {2, 3}, {1, 0}, {0, 1}});
+  d.labels = {1.f, 0.f, 1.f, 2.f, 1.f, 3.f};
+  tutti::data::positive_counts c;
+  const interactions once = tutti::data::as_positives(d, {}, &c);
+  CHECK(once.users == std::vector<std::int32_t>{0, 2, 1});
+  CHECK(once.items == std::vector<std::int32_t>{1, 3, 0});
+  CHECK(once.labels == std::vector<float>{1.f, 1.f, 1.f});
+  CHECK(once.implicit);
+  CHECK(c.rows == 6);
+  CHECK(c.kept == 3);
+  CHECK(c.not_positive == 1);
+  CHECK(c.repeated == 2);
+  const interactions each =
+      tutti::data::as_positives(d, {.repeats = tutti::data::repeated_pairs::each}, &c);
+  CHECK(each.size() == 5);
+  CHECK(c.repeated == 0);
+  CHECK(each.n_users() == 3);  // the index spaces are kept whole
+  CHECK(each.n_items() == 4);
+  CHECK(tutti::data::labels_all_equal(each));
+  CHECK_FALSE(tutti::data::labels_all_equal(d));
+}
+
+TEST_CASE("negative tables: each learner's courses sorted and unique; popularity sums to 2^32") {
+  const interactions d = log_of(3, 5, {{2, 4}, {0, 3}, {0, 1}, {2, 0}, {0, 3}, {2, 4}, {2, 2}});
+  const auto t = tutti::detail::make_negative_tables(
+      d, {.per_positive = 2, .sampler = tutti::negative_sampler::popularity, .alpha = 1.f});
+  CHECK(t.offsets == std::vector<std::uint64_t>{0, 2, 2, 5});
+  CHECK(t.taken == std::vector<std::int32_t>{1, 3, 0, 2, 4});
+  // Counts 1, 1, 1, 2, 2 of 7 rows, alpha 1.
+  REQUIRE(t.cumulative.size() == 5);
+  CHECK(t.cumulative.back() == std::uint64_t(1) << 32);
+  CHECK(std::fabs(double(t.cumulative[2]) - std::ldexp(3.0 / 7.0, 32)) <= 1.0);
+  const auto step = [&](std::size_t i) {
+    return double(t.cumulative[i] - t.cumulative[i - 1]);
+  };
+  CHECK(std::fabs(step(3) - step(4)) <= 1.0);
+  CHECK(std::fabs(step(3) - 2 * step(2)) <= 2.0);
+  CHECK_THROWS_WITH_AS(tutti::detail::make_negative_tables(d, {.per_positive = 1, .alpha = -1.f}),
+                       doctest::Contains("alpha is -1"), tutti::invalid_argument);
+}
+
+TEST_CASE("a sampled negative is never its learner's course, and uniform over the others") {
+  // Learner u took courses u, u + 1, ..., u + 9 of 40 (mod 40): 30 left for each.
+  std::vector<std::pair<std::int32_t, std::int32_t>> rows;
+  for (std::int32_t u = 0; u < 8; ++u)
+    for (std::int32_t j = 0; j < 10; ++j) rows.emplace_back(u, (u + j) % 40);
+  const interactions d = log_of(8, 40, rows);
+  const tutti::negative_options o{.per_positive = 4};
+  const auto t = tutti::detail::make_negative_tables(d, o);
+  const auto draw = draw_of(t, 40, o);
+  const std::uint64_t key = tutti::detail::negative_epoch_key(7, 0);
+  std::map<std::int32_t, int> seen;  // learner 3's negatives
+  for (std::int32_t u = 0; u < 8; ++u)
+    for (std::uint64_t pos = 0; pos < 3000; ++pos)
+      for (std::uint32_t k = 0; k < 4; ++k) {
+        const std::int32_t item = draw(key, u, pos, k);
+        REQUIRE(item >= 0);
+        REQUIRE(item < 40);
+        const std::int32_t offset = (item - u + 40) % 40;
+        REQUIRE(offset >= 10);  // not one of u's courses
+        if (u == 3) ++seen[item];
+      }
+  // 12,000 draws over 30 courses: 400 expected each (a standard deviation of ~20).
+  CHECK(seen.size() == 30);
+  for (auto [item, n] : seen) {
+    CAPTURE(item);
+    CHECK(n > 300);
+    CHECK(n < 500);
+  }
+  // A function of (key, learner, position, k) alone, and another epoch draws others.
+  CHECK(draw(key, 5, 123, 2) == draw(key, 5, 123, 2));
+  int same = 0;
+  const std::uint64_t next = tutti::detail::negative_epoch_key(7, 1);
+  for (std::uint64_t pos = 0; pos < 200; ++pos)
+    same += draw(key, 0, pos, 0) == draw(next, 0, pos, 0);
+  CHECK(same < 30);  // 1 in 30 by chance: ~7 of 200
+}
+
+TEST_CASE("the popularity sampler draws a course in proportion to its count^alpha") {
+  // Learner 0 took nothing; the others' rows give course c the count c + 1 (c < 6).
+  std::vector<std::pair<std::int32_t, std::int32_t>> rows;
+  for (std::int32_t c = 0; c < 6; ++c)
+    for (std::int32_t n = 0; n <= c; ++n) rows.emplace_back(1 + n, c);
+  const interactions d = log_of(7, 6, rows);
+  const tutti::negative_options o{
+      .per_positive = 1, .sampler = tutti::negative_sampler::popularity, .alpha = 0.75f};
+  const auto t = tutti::detail::make_negative_tables(d, o);
+  const auto draw = draw_of(t, 6, o);
+  std::vector<double> got(6, 0.0);
+  const int n = 60000;
+  for (int pos = 0; pos < n; ++pos) got[std::size_t(draw(99, 0, std::uint64_t(pos), 0))] += 1.0;
+  double total = 0;
+  for (int c = 0; c < 6; ++c) total += std::pow(c + 1.0, 0.75);
+  for (int c = 0; c < 6; ++c) {
+    CAPTURE(c);
+    const double expected = std::pow(c + 1.0, 0.75) / total;
+    CHECK(got[std::size_t(c)] / n == doctest::Approx(expected).epsilon(0.06));
+  }
+}
+
+TEST_CASE("with sampled negatives W ranks train to the parameters of 1 rank, each positive once") {
+  const auto parts =
+      tutti::data::split(positive_log(240, 50, 4), {.test_fraction = 0.1, .seed = 1});
+  const tutti::train_options opt{.batch = 240,
+                                 .epochs = 2,
+                                 .base_lr = 0.01,
+                                 .seed = 5,
+                                 .evaluate_each_epoch = false,
+                                 .negatives = {.per_positive = 3}};
+  REQUIRE(parts.train.size() % 240 != 0);  // a padded last step
+  const outcome one = train(1, parts.train, parts.test, opt);
+  for (int world : {2, 4}) {
+    CAPTURE(world);
+    const outcome many = train(world, parts.train, parts.test, opt);
+    CHECK(relative_difference(many.params, one.params) <= 1e-5);
+    CHECK(many.result.epochs.back().train_loss ==
+          doctest::Approx(one.result.epochs.back().train_loss).epsilon(1e-5));
+    // Samples are the positives: every training row once an epoch, the negatives beside them.
+    CHECK(many.result.epochs.front().weighted_samples == double(parts.train.size()));
+  }
+  // The negatives change what is learnt: without them the same run ends elsewhere.
+  tutti::train_options none = opt;
+  none.negatives = {};
+  CHECK(relative_difference(train(1, parts.train, parts.test, none).params, one.params) > 1e-2);
+}
+
+TEST_CASE(
+    "with sampled negatives a run stopped and resumed ends bitwise equal to an unbroken one") {
+  const auto parts =
+      tutti::data::split(positive_log(200, 40, 6), {.test_fraction = 0.1, .seed = 2});
+  const tutti::train_options opt{
+      .batch = 120,
+      .epochs = 2,
+      .base_lr = 0.02,
+      .seed = 8,
+      .evaluate_each_epoch = false,
+      .negatives = {.per_positive = 2, .sampler = tutti::negative_sampler::popularity}};
+  const std::size_t spe = (parts.train.size() + 119) / 120;
+  const outcome whole = train(2, parts.train, parts.test, opt);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tutti-negatives-resume-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::atomic<bool> stop{false};
+  tutti::train_options first = opt;
+  first.checkpoint_dir = dir.string();
+  first.stop = &stop;
+  const outcome broken = train(2, parts.train, parts.test, first, 8, [&](int rank, std::size_t s) {
+    if (rank == 0 && s == spe + 1) stop = true;  // in the second epoch: its own key
+  });
+  REQUIRE(broken.interrupted);
+  const auto found = tutti::find_latest_checkpoint(dir);
+  REQUIRE(found);
+  tutti::train_options again = opt;
+  again.resume = &found->state;
+  const outcome rest = train(2, parts.train, parts.test, again);
+  CHECK(rest.params == whole.params);
+  // Another number of negatives is another run: refused, named.
+  tutti::train_options other = again;
+  other.negatives.per_positive = 3;
+  CHECK_THROWS_WITH(train(2, parts.train, parts.test, other), doctest::Contains("negatives"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("positives alone learn popularity; with sampled negatives the model ranks above it") {
+  const interactions log = positive_log(600, 120, 12);
+  const auto parts = tutti::data::leave_one_out(log);
+  const auto lists = std::make_shared<const tutti::data::ranking_candidates>(
+      tutti::data::sample_candidates(parts.train, parts.test, {.negatives = 99}));
+  const tutti::ranking_result popular = tutti::popularity_ranking(parts.train, *lists, 10);
+  tutti::train_options opt{
+      .batch = 512, .epochs = 12, .base_lr = 0.01, .seed = 3, .ranking = lists};
+  const outcome alone = train(1, parts.train, parts.test, opt, 16);
+  opt.negatives = {.per_positive = 4};
+  const outcome sampled = train(1, parts.train, parts.test, opt, 16);
+  REQUIRE(alone.result.ranking);
+  REQUIRE(sampled.result.ranking);
+  const double hr_alone = alone.result.ranking->hit_rate;
+  const double hr_sampled = sampled.result.ranking->hit_rate;
+  MESSAGE("HR@10: popularity ", popular.hit_rate, ", positives alone ", hr_alone,
+          ", 4 sampled negatives ", hr_sampled);
+  CHECK(hr_alone < popular.hit_rate + 0.03);
+  CHECK(hr_sampled > popular.hit_rate + 0.05);
+  CHECK(sampled.result.ranking->ndcg > alone.result.ranking->ndcg);
+}
+
+TEST_CASE("sampled negatives with the squared loss are refused, named") {
+  const interactions d = positive_log(20, 10, 1);
+  tutti::train_options opt{.negatives = {.per_positive = 2}};
+  using trainer = tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank>;
+  CHECK_THROWS_WITH_AS(
+      trainer(mf({.dim = 4, .loss = tutti::loss_kind::squared}, d.n_users(), d.n_items()), {}, {},
+              {}, {}, opt),
+      doctest::Contains("negatives.per_positive is 2 but the model's loss is squared"),
+      tutti::invalid_argument);
+}
