@@ -130,7 +130,7 @@ TEST_CASE("a log read as positives: labels above the bar kept as 1, a repeated p
   CHECK_FALSE(tutti::data::labels_all_equal(d));
 }
 
-TEST_CASE("negative tables: each learner's courses sorted and unique; popularity sums to 2^32") {
+TEST_CASE("negative tables: each learner's courses sorted and unique, popularity summing to 2^32") {
   const interactions d = log_of(3, 5, {{2, 4}, {0, 3}, {0, 1}, {2, 0}, {0, 3}, {2, 4}, {2, 2}});
   const auto t = tutti::detail::make_negative_tables(
       d, {.per_positive = 2, .sampler = tutti::negative_sampler::popularity, .alpha = 1.f});
@@ -271,7 +271,7 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("positives alone learn popularity; with sampled negatives the model ranks above it") {
+TEST_CASE("positives alone learn popularity, with sampled negatives the model ranks above it") {
   const interactions log = positive_log(600, 120, 12);
   const auto parts = tutti::data::leave_one_out(log);
   const auto lists = std::make_shared<const tutti::data::ranking_candidates>(
