@@ -28,11 +28,14 @@ if [[ $# -gt 0 && ( "$1" == asan || "$1" == tsan ) ]]; then
   shift
 fi
 
-# Configures and builds tutti_tests in "${base}-$1" with the sanitizer flags "$2".
+# Configures and builds tutti_tests in "${base}-$1" with the sanitizer flags "$2", from the test
+# files "$3" (a ;-list of names; empty: every one).
 build_job() {
-  local dir="${base}-$1" flags="$2" extra=()
+  local dir="${base}-$1" flags="$2" files="${3:-}" extra=() generator=()
   read -r -a extra <<<"${TUTTI_SANITIZE_CMAKE_ARGS:-}"
-  cmake -S "${root}" -B "${dir}" -DCMAKE_BUILD_TYPE= \
+  [[ -f "${dir}/CMakeCache.txt" ]] || generator=(-G Ninja)
+  cmake -S "${root}" -B "${dir}" "${generator[@]}" -DCMAKE_BUILD_TYPE= \
+    -DTUTTI_TEST_FILES="${files}" \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer ${flags}" \
     -DCMAKE_EXE_LINKER_FLAGS="${flags}" \
     -DTUTTI_BUILD_EXAMPLES=OFF -DTUTTI_BUILD_BENCHMARKS=OFF -DTUTTI_ENABLE_CUDA=OFF \
@@ -60,12 +63,13 @@ SUPP
 }
 
 run_tsan() {
-  build_job tsan "-fsanitize=thread" || return 1
   # The threaded tests: every test file that runs ranks as threads (run_local, local_ring,
-  # run_comm_group or std::thread), so a new one joins this job by itself.
-  local files
-  files=$(grep -l -E 'run_local|local_ring|run_comm_group|std::thread' "${root}"/tests/test_*.cpp |
-    sed 's|.*/|*|' | paste -sd, -)
+  # run_comm_group or std::thread), so a new one joins this job by itself. Only they are built.
+  local names files
+  names=$(grep -l -E 'run_local|local_ring|run_comm_group|std::thread' "${root}"/tests/test_*.cpp |
+    sed 's|.*/||')
+  files=$(sed 's|^|*|' <<<"${names}" | paste -sd, -)
+  build_job tsan "-fsanitize=thread" "$(paste -sd';' - <<<"${names}")" || return 1
   echo "== sanitize: tsan runs ${files}"
   # libgomp is not built with ThreadSanitizer, so TSan cannot see the barrier that ends an
   # OpenMP parallel region: with 2 OpenMP threads it reports ~100 "races" between a worker's

@@ -4,6 +4,7 @@
 /// edit is reported at its file and line; coverage faults are found per epoch.
 #include <doctest/doctest.h>
 
+#include "scratch_dir.hpp"
 #include "skip.hpp"
 
 #if __has_include(<sodium.h>)
@@ -30,17 +31,8 @@ using tutti::data::audit_log;
 using tutti::data::audit_report;
 using lines_t = std::vector<std::string>;
 
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "tutti-audit-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct scratch_dir : tutti_test::scratch_dir {
+  scratch_dir() : tutti_test::scratch_dir("tutti-audit") {}
 };
 
 constexpr std::uint64_t rows = 1000;

@@ -10,6 +10,7 @@
 
 #include "../fuzz/checkpoint_fuzz.hpp"
 #include "../fuzz/csv_fuzz.hpp"
+#include "scratch_dir.hpp"
 #include "skip.hpp"
 #if __has_include(<sodium.h>)
 #include "../fuzz/sealed_fuzz.hpp"
@@ -46,18 +47,8 @@ std::string read_all(const std::string& path) {
 }
 
 /// A scratch folder of its own per test, removed at the end.
-struct scratch {
-  fs::path dir;
-  explicit scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("tutti_clean_" + name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& file) const { return (dir / file).string(); }
+struct scratch : tutti_test::scratch_dir {
+  explicit scratch(const std::string& name) : tutti_test::scratch_dir("tutti-clean-" + name) {}
 };
 
 /// Line `n` (1-based) of `text`, without its "\n" or "\r\n".

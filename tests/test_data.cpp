@@ -3,6 +3,7 @@
 /// @brief Tests of the CSV/TSV loader, the synthetic course data and the train/test split.
 #include <doctest/doctest.h>
 
+#include "scratch_dir.hpp"
 #include "skip.hpp"
 
 #include <tutti/data/csv.hpp>
@@ -168,14 +169,14 @@ TEST_CASE("load_csv accepts CRLF, a UTF-8 BOM, and blank lines at the end") {
   std::string crlf = "\xEF\xBB\xBF";
   for (char c : plain) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
   crlf += "\r\n\n  \r\n";
-  const auto path = std::filesystem::temp_directory_path() / "tutti_test_data_crlf_bom.csv";
+  const tutti_test::scratch_dir tmp("tutti-data-crlf");
+  const auto path = tmp.path / "crlf_bom.csv";
   {
     std::ofstream out(path, std::ios::binary);
     out << crlf;
   }
   interactions a = tutti::data::load_csv(sample_csv, {.timestamp_col = "timestamp"});
   interactions b = tutti::data::load_csv(path.string(), {.timestamp_col = "timestamp"});
-  std::filesystem::remove(path);
   CHECK(b.size() == 20);
   CHECK(a.digest() == b.digest());
   CHECK(a.user_ids == b.user_ids);

@@ -4,6 +4,8 @@
 /// the planner's verdicts and JSON, the report's series, and the allreduce benchmark's fit.
 #include <doctest/doctest.h>
 
+#include "scratch_dir.hpp"
+
 #include <tutti/bench/allreduce.hpp>
 #include <tutti/launch.hpp>
 #include <tutti/plan/cost_model.hpp>
@@ -605,15 +607,14 @@ TEST_CASE("report: the page's series are the projection's numbers") {
   CHECK(s.at("measured-efficiency")[1].second == doctest::Approx(0.95));
   CHECK(s.at("measured-step-compute").at(0).second == doctest::Approx(1.0));
 
-  const auto dir = std::filesystem::temp_directory_path() / "tutti_test_ledger_report";
-  std::filesystem::remove_all(dir);
+  const tutti_test::scratch_dir tmp("tutti-ledger-report");
+  const auto dir = tmp.path / "report";
   const std::string path = tutti::write_report(dir.string(), in);
   std::ifstream f(path);
   REQUIRE(f);
   std::stringstream buf;
   buf << f.rdbuf();
   CHECK(buf.str() == html);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("allreduce bench: the alpha-beta fit recovers a known link, and local_ring is measured") {

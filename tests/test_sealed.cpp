@@ -3,6 +3,7 @@
 /// @brief Tests of sealed shards: round trips, every kind of tampering, key files and key scoping.
 #include <doctest/doctest.h>
 
+#include "scratch_dir.hpp"
 #include "skip.hpp"
 
 #if __has_include(<sodium.h>)
@@ -30,18 +31,8 @@ using tutti::data::key_kind;
 using tutti::data::sealed_error;
 using tutti::data::secret_key;
 
-/// A fresh directory under /tmp, removed with everything in it at the end of the scope.
-struct scratch_dir {
-  fs::path path;
-  scratch_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "tutti-sealed-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct scratch_dir : tutti_test::scratch_dir {
+  scratch_dir() : tutti_test::scratch_dir("tutti-sealed") {}
 };
 
 /// A dataset with timestamps, repeated users and items, and labels that are not integers.

@@ -184,6 +184,13 @@ TEST_CASE("the run settings: one list gives the agreement digest and the checkpo
                                           "reference_batch", "seed", "nonfinite", "accumulation",
                                           "parameter_layout", "optimizer_state_floats",
                                           "train_rows", "train_digest", "world_size", "model"});
+  // Sampled negatives are recorded after the accumulation, and change the record.
+  auto sampling = o;
+  sampling.negatives.per_positive = 4;
+  const auto with_negatives = tutti::detail::checkpoint_settings(sampling, shape);
+  REQUIRE(with_negatives.size() == recorded.size() + 1);
+  CHECK(with_negatives[8].first == "negatives");
+  CHECK(with_negatives != recorded);
   // Settings a resume may change are not recorded, but ranks must share them.
   auto other = o;
   other.overlap_reduce = true;

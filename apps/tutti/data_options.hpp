@@ -23,7 +23,8 @@ struct data_file_options {
   std::string user_col = "userId";
   std::string item_col = "movieId";
   std::string label_col = "rating";
-  std::string timestamp_col;  // empty: none
+  bool label_col_given = false;  // --label-col was on the command line
+  std::string timestamp_col;     // empty: none
   bool implicit = false;
   std::string ids = "auto";  // auto, integer or name
   bool clean = false;        // set bad rows aside instead of stopping at the first
@@ -64,7 +65,11 @@ inline void add_data_file_options(CLI::App& app, data_file_options& o,
   app.add_option("--data", o.path, data_help)->check(CLI::ExistingFile);
   app.add_option("--user-col", o.user_col, "name of the user id column")->capture_default_str();
   app.add_option("--item-col", o.item_col, "name of the item id column")->capture_default_str();
-  app.add_option("--label-col", o.label_col, "name of the label column")->capture_default_str();
+  app.add_option("--label-col", o.label_col,
+                 "name of the label column (with --feedback implicit: optional, rows whose "
+                 "label is above 0 are the positives)")
+      ->each([&o](const std::string&) { o.label_col_given = true; })
+      ->capture_default_str();
   app.add_option("--timestamp-col", o.timestamp_col, "name of an optional timestamp column");
   app.add_flag("--implicit", o.implicit, "labels are implicit 0/1 feedback (logistic loss, AUC)");
   add_ids_option(app, o.ids);

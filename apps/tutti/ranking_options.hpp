@@ -26,7 +26,7 @@ namespace tutti::cli {
 /// What `--holdout`, `--negatives`, `--top-k` and `--target` said.
 struct ranking_config {
   std::string holdout = "random";  // random: --test-fraction of the pairs; last: leave-one-out
-  std::size_t negatives = 100;     // sampled items ranked against each held-out one
+  std::size_t negatives = 99;      // sampled items ranked with each held-out one (NCF: 100 in all)
   std::size_t top_k = 10;          // K of HR@K and NDCG@K
   bool top_k_given = false;
   std::string target;  // e.g. hr@10=0.6; empty: none

@@ -4,6 +4,7 @@
 // line (options.hpp), the data (data.hpp), the ranks (ranks.hpp) and the reports (report.hpp,
 // json_report.hpp).
 #include "command.hpp"
+#include "train/eval_lists.hpp"
 #include "train/json_report.hpp"
 #include "train/options.hpp"
 #include "train/ranks.hpp"
@@ -108,6 +109,19 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
     std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
                 d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
                 implicit ? "implicit 0/1" : "rating");
+  if (d.positives)
+    std::printf(
+        "  a log of positives: %zu of %zu rows kept (%zu repeated pairs counted once, %zu "
+        "labels not above 0 dropped)\n",
+        d.positives->kept, d.positives->rows, d.positives->repeated, d.positives->not_positive);
+  if (const std::size_t k = sampled_negatives_of(c); k > 0)
+    std::printf(
+        "  %zu negatives sampled per positive in each step (%s%s), not taken by its "
+        "learner\n",
+        k, c.negative_sampler.c_str(),
+        c.negative_sampler == "popularity"
+            ? (" count^" + std::to_string(c.negative_alpha).substr(0, 4)).c_str()
+            : "");
   std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
               c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
               c.schedule.c_str());
@@ -167,7 +181,7 @@ void write_trace(const train_config& c, const trace_recorder& trace, int rank) {
 void report_run(const train_config& c, const detail::loaded_data& d, const detail::run_output& out,
                 double seconds) {
   const fit_result& r = out.result;
-  const detail::baseline_score baseline = detail::baseline_of(c, d.all.implicit, out.stats);
+  const detail::baseline_score baseline = detail::baseline_of(c, d, out.stats);
   detail::print_outcome(c, r, baseline, seconds);
   const projection proj = detail::project_run(c, r, out.stats);
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
@@ -196,6 +210,7 @@ int train_and_report(const train_config& c, int rank, bool append_log) {
   if (!c.resume.empty()) d.resume = find_resume(c, leader);
   install_stop_handlers();
   if (!c.quiet && leader) print_header(c, d);
+  if (!c.lists_out.empty() && leader) detail::write_eval_lists(c.lists_out, d);
 
   std::optional<std::ofstream> log_file;
   std::optional<json_lines_log> log;

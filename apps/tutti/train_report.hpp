@@ -40,6 +40,10 @@ struct report_dataset {
   bool rank_local_shards = false;
   std::int32_t users = 0, items = 0;
   bool implicit = false;
+  // --feedback implicit: {rows, kept, repeated, not_positive} of reading the log as positives,
+  // and {per_positive, sampler, alpha} of the negatives drawn in each step; else null.
+  nlohmann::json positives;
+  nlohmann::json sampled_negatives;
 };
 
 /// One epoch.
@@ -157,12 +161,19 @@ inline void from_json(const nlohmann::json& j, report_phases& p) {
 }
 
 inline void to_json(nlohmann::json& j, const report_dataset& d) {
-  j = {{"source", d.source},       {"rows_read", d.rows_read},
-       {"rows_used", d.rows_used}, {"rows_rejected", d.rows_rejected},
-       {"rejected", d.rejected},   {"train_rows", d.train_rows},
-       {"test_rows", d.test_rows}, {"rank_local_shards", d.rank_local_shards},
-       {"users", d.users},         {"items", d.items},
-       {"implicit", d.implicit}};
+  j = {{"source", d.source},
+       {"rows_read", d.rows_read},
+       {"rows_used", d.rows_used},
+       {"rows_rejected", d.rows_rejected},
+       {"rejected", d.rejected},
+       {"train_rows", d.train_rows},
+       {"test_rows", d.test_rows},
+       {"rank_local_shards", d.rank_local_shards},
+       {"users", d.users},
+       {"items", d.items},
+       {"implicit", d.implicit},
+       {"positives", d.positives},
+       {"sampled_negatives", d.sampled_negatives}};
 }
 
 inline void from_json(const nlohmann::json& j, report_dataset& d) {
@@ -179,6 +190,8 @@ inline void from_json(const nlohmann::json& j, report_dataset& d) {
   d.users = report_get_or<std::int32_t>(j, "users", 0);
   d.items = report_get_or<std::int32_t>(j, "items", 0);
   d.implicit = report_get_or<bool>(j, "implicit", false);
+  d.positives = j.value("positives", nlohmann::json(nullptr));
+  d.sampled_negatives = j.value("sampled_negatives", nlohmann::json(nullptr));
 }
 
 inline void to_json(nlohmann::json& j, const report_epoch& e) {

@@ -24,6 +24,14 @@ struct train_config {
   bool synthetic_ratings = false;
   std::uint64_t data_seed = 42;
   double test_fraction = 0.1;
+  // implicit: a platform's log, every row (or every row whose --label-col is above 0) one
+  // positive, trained with sampled negatives; labels: the file's labels as they are.
+  std::string feedback = "labels";
+  std::string repeats = "once";  // --feedback implicit: a repeated (learner, course) pair
+  std::size_t sampled_negatives = 0;
+  bool sampled_negatives_given = false;
+  std::string negative_sampler = "uniform";
+  float negative_alpha = 0.75f;
   ranking_config ranking;                // --holdout, --negatives, --top-k, --target
   std::optional<quality_target> target;  // --target, parsed
 
@@ -83,8 +91,26 @@ struct train_config {
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
   std::string export_dir;               // --export: rank 0 writes the trained model here
+  std::string lists_out;                // --lists-out: the training rows and ranking lists
   std::string step_graphs = "on";       // --space cuda: the steady step replayed as a CUDA Graph
 };
+
+/// Negatives sampled per positive when --sampled-negatives is not given: 4 for a log of
+/// positives (`--feedback implicit`; the NCF paper's choice, and the best of 1, 2, 4 and 8 on
+/// the logs of docs/implicit.md), none otherwise.
+inline std::size_t sampled_negatives_of(const train_config& c) {
+  if (c.sampled_negatives_given) return c.sampled_negatives;
+  return c.feedback == "implicit" ? 4 : 0;
+}
+
+/// The trainer's negatives as `--sampled-negatives`, `--negative-sampler` and `--negative-alpha`
+/// say.
+inline negative_options negatives_of(const train_config& c) {
+  return {.per_positive = static_cast<std::uint32_t>(sampled_negatives_of(c)),
+          .sampler = c.negative_sampler == "popularity" ? negative_sampler::popularity
+                                                        : negative_sampler::uniform,
+          .alpha = c.negative_alpha};
+}
 
 /// The communication thread's nice value `--comm-nice` asks for (nullopt: inherit).
 inline std::optional<int> opt_comm_nice(const train_config& c) {

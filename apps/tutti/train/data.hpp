@@ -39,7 +39,22 @@ struct loaded_data {
   std::optional<checkpoint_state> resume;  // the checkpoint `--resume` continues from
   // --holdout last: the ranking lists of the held-out rows; else none.
   std::shared_ptr<const data::ranking_candidates> lists;
+  // --feedback implicit: what reading the rows as positives kept and dropped.
+  std::optional<data::positive_counts> positives;
 };
+
+/// Refuses implicit labels that are all one value trained without sampled negatives: the model
+/// would learn to predict that value everywhere (its item biases learn popularity, nothing more).
+inline void check_not_degenerate(const train_config& c, const loaded_data& d) {
+  if (!d.all.implicit || !data::labels_all_equal(d.all) || sampled_negatives_of(c) > 0) return;
+  tutti::detail::throw_invalid(
+      "tutti train",
+      "every one of the " + std::to_string(d.all.size()) + " labels of " + d.source + " is " +
+          std::to_string(static_cast<int>(d.all.labels.front())) +
+          ": trained as they are, a model learns to predict that everywhere (its course biases "
+          "learn popularity, nothing more); expected --feedback implicit (every row a positive, "
+          "negatives sampled in each step) or --sampled-negatives K");
+}
 
 /// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
 inline std::string key_file_of(const std::string& pattern, int rank) {
@@ -97,19 +112,35 @@ inline loaded_data load(const train_config& c, int rank) {
         "that found it (Debian's libsodium-dev)");
 #endif
   } else if (c.file.path.empty()) {
-    d.all = data::synthetic_courses({.learners = c.learners,
-                                     .courses = c.courses,
-                                     .implicit = !c.synthetic_ratings,
-                                     .seed = c.data_seed});
+    data::synthetic_options o{.learners = c.learners,
+                              .courses = c.courses,
+                              .implicit = !c.synthetic_ratings,
+                              .seed = c.data_seed};
+    if (c.feedback == "implicit") o.negatives_per_positive = 0;  // as a platform logs them
+    d.all = data::synthetic_courses(o);
     d.source = "synthetic courses (" + std::to_string(c.learners) + " learners, " +
                std::to_string(c.courses) + " courses, " +
                (c.synthetic_ratings ? "ratings" : "implicit") + ")";
   } else {
-    loaded_file file = load_data_file(c.file);
+    data_file_options f = c.file;
+    if (c.feedback == "implicit" && !f.label_col_given) f.label_col.clear();  // a log: no labels
+    loaded_file file = load_data_file(f);
     d.all = std::move(file.rows);
     d.cleaning = std::move(file.cleaning);
     d.source = c.file.path;
   }
+  if (c.feedback == "implicit") {
+    data::positive_counts counts;
+    d.all = data::as_positives(
+        d.all,
+        {.repeats = c.repeats == "each" ? data::repeated_pairs::each : data::repeated_pairs::once},
+        &counts);
+    d.positives = counts;
+    TUTTI_EXPECTS(d.all.size() > 0, "tutti train",
+                  d.source + " holds no positive row (" + std::to_string(counts.rows) +
+                      " rows, none with a label above 0); expected a log of what learners did");
+  }
+  check_not_degenerate(c, d);
   detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
   if (c.ranking.holdout == "last") {
     d.parts = data::leave_one_out(d.all, {.seed = c.seed});

@@ -24,7 +24,19 @@
 namespace tutti::cli::detail {
 
 /// The rows the run read, used and trained on.
-inline report_dataset dataset_of(const loaded_data& d, const data_stats& stats) {
+inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
+                                 const data_stats& stats) {
+  nlohmann::json positives, negatives;
+  if (d.positives)
+    positives = {{"rows", d.positives->rows},
+                 {"kept", d.positives->kept},
+                 {"repeated", d.positives->repeated},
+                 {"not_positive", d.positives->not_positive}};
+  if (const negative_options n = negatives_of(c); n.per_positive > 0)
+    negatives = {{"per_positive", n.per_positive},
+                 {"sampler", c.negative_sampler},
+                 {"alpha", c.negative_sampler == "popularity" ? nlohmann::json(n.alpha)
+                                                              : nlohmann::json(nullptr)}};
   return {.source = d.source,
           .rows_read = d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows,
           .rows_used = stats.train_rows + stats.test_rows,
@@ -35,7 +47,9 @@ inline report_dataset dataset_of(const loaded_data& d, const data_stats& stats) 
           .rank_local_shards = d.rank_local,
           .users = d.all.n_users(),
           .items = d.all.n_items(),
-          .implicit = d.all.implicit};
+          .implicit = d.all.implicit,
+          .positives = std::move(positives),
+          .sampled_negatives = std::move(negatives)};
 }
 
 inline report_phases phases_of(const phase_seconds& p) {
@@ -128,7 +142,7 @@ struct run_summary {
 /// The report of a run.
 inline train_report report_of(const train_config& c, const run_summary& s) {
   const fit_result& r = s.result;
-  train_report rep{.dataset = dataset_of(s.data, s.stats),
+  train_report rep{.dataset = dataset_of(c, s.data, s.stats),
                    .model = c.model,
                    .world_size = r.world_size,
                    .shared_arena = s.shared_arena,
@@ -161,7 +175,12 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
   if (r.ranking) {
     rep.ranking = to_json(*r.ranking);
     rep.ranking["negatives"] = c.ranking.negatives;
+    rep.ranking["sampled_per_list"] = s.baseline.candidates;
     rep.ranking["random_hit_rate"] = s.baseline.random_hit_rate;
+    if (s.baseline.popularity_hit_rate) {
+      rep.ranking["popularity_hit_rate"] = *s.baseline.popularity_hit_rate;
+      rep.ranking["popularity_ndcg"] = *s.baseline.popularity_ndcg;
+    }
   }
   if (c.target) rep.target = to_json(*c.target, r.target);
   char sum[17];

@@ -13,6 +13,32 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
   add_data_file_options(app, c.file,
                         "CSV/TSV file with a header line (default: synthetic courses)");
   add_cleaning_options(app, c.file, "train");
+  app.add_option("--feedback", c.feedback,
+                 "labels (train on the file's labels as they are) or implicit (a log of what "
+                 "learners did: every row one positive, or every row whose --label-col is above "
+                 "0; the label column is optional; trained with --sampled-negatives, evaluated "
+                 "by ranking)")
+      ->check(CLI::IsMember({"labels", "implicit"}))
+      ->capture_default_str();
+  app.add_option("--repeats", c.repeats,
+                 "--feedback implicit: a (learner, course) pair logged more than once counts "
+                 "once, or each time")
+      ->check(CLI::IsMember({"once", "each"}))
+      ->capture_default_str();
+  app.add_option("--sampled-negatives", c.sampled_negatives,
+                 "courses drawn in each step for every positive among those its learner did "
+                 "not take, trained as 0 labels (default 4 with --feedback implicit, else 0)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1000}))
+      ->each([&c](const std::string&) { c.sampled_negatives_given = true; });
+  app.add_option("--negative-sampler", c.negative_sampler,
+                 "the distribution --sampled-negatives are drawn from: uniform, or popularity "
+                 "(a course in proportion to its count^--negative-alpha)")
+      ->check(CLI::IsMember({"uniform", "popularity"}))
+      ->capture_default_str();
+  app.add_option("--negative-alpha", c.negative_alpha,
+                 "--negative-sampler popularity: the exponent of the counts (0 is uniform)")
+      ->check(CLI::Range(0.0, 4.0))
+      ->capture_default_str();
   app.add_option("--learners", c.learners, "synthetic data: learners")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
@@ -253,6 +279,9 @@ inline void add_train_output_options(CLI::App& app, train_config& c) {
   app.add_option("--price", c.price, "price per device-hour in the printed projection")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--lists-out", c.lists_out,
+                 "--holdout last: write the training rows and the ranking lists to this "
+                 "directory as CSV (train.csv, lists.csv), for a peer to rank the same lists");
   app.add_option("--export", c.export_dir,
                  "after training, write the model's factors, biases and source ids as .npy "
                  "files with model.json to this directory (new, empty, or a previous export; "

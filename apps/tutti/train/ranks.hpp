@@ -72,6 +72,7 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
           {"layers", c.model == "ncf" ? layers : std::string("-")},
           {"l2", num(c.l2)},
           {"labels", d.all.implicit ? "implicit" : "ratings"},
+          {"feedback", c.feedback == "implicit" ? "implicit, repeats " + c.repeats : c.feedback},
           {"optimizer", c.optimizer},
           {"momentum", num(c.momentum)},
           {"weight_decay", num(c.weight_decay)},
@@ -113,6 +114,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.resume = leader.resume ? &*leader.resume : nullptr;
   opt.stop = &stop_requested;
   opt.accumulation = c.accumulation;
+  opt.negatives = negatives_of(c);
   opt.noise_scale_every = c.noise_every;
   opt.noise_scale_decay = c.noise_decay;
   opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
@@ -155,9 +157,13 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
 #endif
     if (r != 0 || quiet) return;
     bar.clear();
+    // Where the test rows have no metric of their own (a log's held-out positives), the
+    // ranking's HR@K stands in the test column.
+    const bool ranked = e.eval.metric == metric_name::none && e.ranking;
+    const std::string metric = ranked ? "hr@" + std::to_string(e.ranking->k) : e.eval.metric;
     std::printf("%6zu  %12.5f  %8s %-8.4f  %12.0f  %9.2f  %9s%s\n", e.epoch, e.train_loss,
-                e.eval.metric, e.eval.value, e.samples_per_second, e.seconds,
-                detail::noise_cell(e.noise_scale).c_str(),
+                metric.c_str(), ranked ? e.ranking->hit_rate : e.eval.value, e.samples_per_second,
+                e.seconds, detail::noise_cell(e.noise_scale).c_str(),
                 detail::ranking_cells(e.ranking).c_str());
     std::fflush(stdout);
   };

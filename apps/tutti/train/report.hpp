@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,16 +28,40 @@ struct baseline_score {
   const char* name;  // "random scores" (AUC) or "global mean" (RMSE)
   double value;
   double random_hit_rate;  // HR@K of a random ranking of each list
+  double candidates = 0;   // sampled courses per list, on average (a list holds what there is)
+  std::optional<double> popularity_hit_rate;  // HR@K of ranking by training counts
+  std::optional<double> popularity_ndcg;
 };
 
-/// The trivial model of `c`'s labels: random scores on implicit data, the training mean on
-/// ratings. A model scoring at random ranks the held-out course among N + 1 with chance K / (N +
-/// 1).
-inline baseline_score baseline_of(const train_config& c, bool implicit, const data_stats& stats) {
-  return {
+/// The trivial models of `d`'s labels: random scores on implicit data, the training mean on
+/// ratings; with ranking lists, a random ranking (a list of n sampled courses ranks the held-out
+/// one in the top K with chance min(1, K / (n + 1)), averaged over the lists as they were drawn)
+/// and the popularity ranking (where this process holds the whole training set).
+inline baseline_score baseline_of(const train_config& c, const loaded_data& d,
+                                  const data_stats& stats) {
+  const bool implicit = d.all.implicit;
+  baseline_score b{
       .name = implicit ? "random scores" : "global mean",
       .value = implicit ? 0.5 : stats.baseline,
-      .random_hit_rate = std::min(1.0, double(c.ranking.top_k) / double(c.ranking.negatives + 1))};
+      .random_hit_rate = std::min(1.0, double(c.ranking.top_k) / double(c.ranking.negatives + 1)),
+      .candidates = double(c.ranking.negatives),
+      .popularity_hit_rate = std::nullopt,
+      .popularity_ndcg = std::nullopt};
+  if (d.lists && d.lists->size() > 0) {
+    double hit = 0, sampled = 0;
+    for (const std::uint32_t n : d.lists->negatives) {
+      hit += std::min(1.0, double(c.ranking.top_k) / double(n + 1));
+      sampled += double(n);
+    }
+    b.random_hit_rate = hit / double(d.lists->size());
+    b.candidates = sampled / double(d.lists->size());
+    if (!d.rank_local) {
+      const ranking_result p = popularity_ranking(d.parts.train, *d.lists, c.ranking.top_k);
+      b.popularity_hit_rate = p.hit_rate;
+      b.popularity_ndcg = p.ndcg;
+    }
+  }
+  return b;
 }
 
 inline nlohmann::json to_json(const eval_result& e) {
@@ -110,19 +135,26 @@ inline void print_outcome(const train_config& c, const fit_result& r, const base
     if (r.eval.metric != metric_name::none || !r.ranking)
       std::printf("%s %.5f (%s: %.5f), ", r.eval.metric, r.eval.value, b.name, b.value);
     if (r.ranking)
-      std::printf("hr@%zu %.5f ndcg@%zu %.5f (random: hr %.5f), ", r.ranking->k,
-                  r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, b.random_hit_rate);
+      std::printf("hr@%zu %.5f ndcg@%zu %.5f (random: hr %.5f%s), ", r.ranking->k,
+                  r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, b.random_hit_rate,
+                  b.popularity_hit_rate
+                      ? ("; popularity: hr " + std::to_string(*b.popularity_hit_rate)).c_str()
+                      : "");
     std::printf("final train loss %.6f, %.1f s\n", r.epochs.back().train_loss, seconds);
     return;
   }
   if (r.eval.metric != metric_name::none || !r.ranking)
     std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, b.name, b.value);
-  if (r.ranking)
+  if (r.ranking) {
     std::printf(
-        "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %zu sampled courses each "
-        "(random scores: hr %.5f)\n",
+        "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %.0f sampled courses each "
+        "(random scores: hr %.5f",
         r.ranking->k, r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, r.ranking->lists,
-        c.ranking.negatives, b.random_hit_rate);
+        b.candidates, b.random_hit_rate);
+    if (b.popularity_hit_rate)
+      std::printf("; popularity: hr %.5f ndcg %.5f", *b.popularity_hit_rate, *b.popularity_ndcg);
+    std::printf(")\n");
+  }
   if (c.target)
     std::printf("%s\n", target_sentence(c.ranking, *c.target, r.target, r.epochs.size()).c_str());
   std::printf("%s\n", noise_sentence(r, c.batch).c_str());

@@ -54,7 +54,9 @@ enum class id_format : unsigned char {
 struct csv_options {
   std::string user_col = "userId";   ///< header name of the user id column
   std::string item_col = "movieId";  ///< header name of the item id column
-  std::string label_col = "rating";  ///< header name of the label column
+  /// Header name of the label column; empty: none, every row a positive (label 1), as a
+  /// platform's log of enrolments or clicks holds them.
+  std::string label_col = "rating";
   /// Header name of the timestamp column; empty: none; "auto": `timestamp` when present.
   std::string timestamp_col = "";
   char delimiter = 0;                    ///< field separator; 0: '\t' for a `.tsv` file, else ','
@@ -203,8 +205,8 @@ inline char csv_check_options(const data::csv_options& opt, const std::string& s
   TUTTI_EXPECTS(delim != '"', fn,
                 "the delimiter is '\"', the quote character; expected a field separator such as "
                 "',' or '\\t'");
-  TUTTI_EXPECTS(!opt.user_col.empty() && !opt.item_col.empty() && !opt.label_col.empty(), fn,
-                "a user, item or label column name is empty; expected the header names to read");
+  TUTTI_EXPECTS(!opt.user_col.empty() && !opt.item_col.empty(), fn,
+                "a user or item column name is empty; expected the header names to read");
   return delim;
 }
 
@@ -466,7 +468,7 @@ inline csv_layout csv_read_header(std::string_view text, const data::csv_options
   };
   lay.user_at = find_column(opt.user_col, true);
   lay.item_at = find_column(opt.item_col, true);
-  lay.label_at = find_column(opt.label_col, true);
+  lay.label_at = opt.label_col.empty() ? n_cols : find_column(opt.label_col, true);
   lay.time_at = n_cols;
   lay.time_name = opt.timestamp_col;
   if (opt.timestamp_col == "auto") {
@@ -525,6 +527,23 @@ inline csv_fault csv_parse_id(bool names, std::size_t at, csv_scratch& sc, char 
 
 /// Reads one line (without its terminator) into `row`; `sc` is scratch space and keeps the
 /// split fields for the caller's message. The one tokenizer of both the strict and the cleaning
+/// Parses a label field into `label`: a finite number (0 or 1 when `implicit`).
+inline csv_fault csv_parse_label(std::string_view field, char delim, bool implicit, double& out) {
+  std::string_view ls = csv_trim_field(field, delim);
+  if (ls.empty()) return csv_fault::empty_field;
+  std::string_view lnum = csv_skip_plus(ls);
+  double label = 0;
+  auto [lend, lec] = std::from_chars(lnum.data(), lnum.data() + lnum.size(), label);
+  const bool whole = lend == lnum.data() + lnum.size();
+  if (lec == std::errc::result_out_of_range && whole) return csv_fault::non_finite_label;
+  if (lec != std::errc{} || !whole) return csv_fault::not_number;
+  if (!std::isfinite(label) || std::fabs(label) > std::numeric_limits<float>::max())
+    return csv_fault::non_finite_label;
+  if (implicit && label != 0.0 && label != 1.0) return csv_fault::implicit_label;
+  out = label;
+  return csv_fault::none;
+}
+
 /// loader, so they cannot disagree about what a well-formed row is.
 inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay, bool implicit,
                                     csv_scratch& sc, csv_row& row) {
@@ -546,20 +565,12 @@ inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay
       f != csv_fault::none)
     return {f, csv_role::item, lay.item_at};
 
-  std::string_view ls = csv_trim_field(fields[lay.label_at], lay.delim);
-  if (ls.empty()) return {csv_fault::empty_field, csv_role::label, lay.label_at};
-  std::string_view lnum = csv_skip_plus(ls);
-  double label = 0;
-  auto [lend, lec] = std::from_chars(lnum.data(), lnum.data() + lnum.size(), label);
-  const bool whole = lend == lnum.data() + lnum.size();
-  if (lec == std::errc::result_out_of_range && whole)
-    return {csv_fault::non_finite_label, csv_role::label, lay.label_at};
-  if (lec != std::errc{} || !whole) return {csv_fault::not_number, csv_role::label, lay.label_at};
-  if (!std::isfinite(label) || std::fabs(label) > std::numeric_limits<float>::max())
-    return {csv_fault::non_finite_label, csv_role::label, lay.label_at};
-  if (implicit && label != 0.0 && label != 1.0)
-    return {csv_fault::implicit_label, csv_role::label, lay.label_at};
-  row.label = label;
+  if (lay.label_at == lay.n_cols) {  // no label column: a log of positives
+    row.label = 1.0;
+  } else if (auto f = csv_parse_label(fields[lay.label_at], lay.delim, implicit, row.label);
+             f != csv_fault::none) {
+    return {f, csv_role::label, lay.label_at};
+  }
 
   row.time = 0;
   if (lay.with_time())

@@ -80,12 +80,15 @@ inline std::vector<run_setting> run_settings(const train_options& o, const run_s
       {"seed", num(o.seed), record},  // agreed on by itself, to be named in the error
       {"nonfinite", num(static_cast<int>(o.nonfinite)), both},
       {"accumulation", num(o.accumulation), both},
-      {"negatives", negatives_text(o.negatives), both},
       {"parameter_layout", hex(s.layout_digest), record},
       {"optimizer_state_floats", num(s.optimizer_state_floats), record},
       {"train_rows", num(s.train_rows), record},
       {"train_digest", hex(s.train_digest), record},
       {"world_size", num(s.world_size), record}};
+  // Only a run that samples negatives records them: the record of one that does not is the
+  // record checkpoints written before sampled negatives existed compare against.
+  if (o.negatives.per_positive > 0)
+    list.insert(list.begin() + 8, run_setting{"negatives", negatives_text(o.negatives), both});
   for (const auto& [name, value] : o.run_config) list.push_back({name, value, record});
   list.push_back({"replica_check_every", num(o.replica_check_every), agree});
   list.push_back({"rebroadcast_on_mismatch", num(int(o.rebroadcast_on_mismatch)), agree});
