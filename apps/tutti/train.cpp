@@ -304,6 +304,7 @@ int run_train_mpi(train_config c) {
 /// Runs `tutti train`; returns the process exit code.
 int run_train(train_config& c) {
   if (!c.lr_given) c.lr = default_lr(c.optimizer);
+  apply_feedback_defaults(c);
   c.target = detail::parse_target(c.ranking);
   if (c.reducer == "mpi") {
 #if TUTTI_HAS_MPI

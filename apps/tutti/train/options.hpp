@@ -101,11 +101,14 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
       ->delimiter(',')
       ->check(CLI::Range(std::size_t{1}, std::size_t{65536}))
       ->capture_default_str();
-  app.add_option("--l2", c.l2, "L2 regularisation")
+  app.add_option("--l2", c.l2, "L2 regularisation (0.003 with --feedback implicit)")
       ->check(CLI::NonNegativeNumber)
+      ->each([&c](const std::string&) { c.l2_given = true; })
       ->capture_default_str();
-  app.add_option("--epochs", c.epochs, "passes over the training data")
+  app.add_option("--epochs", c.epochs,
+                 "passes over the training data (20 with --feedback implicit)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->each([&c](const std::string&) { c.epochs_given = true; })
       ->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
