@@ -10,7 +10,8 @@
 #
 # Build folders: ${TUTTI_BUILD_DIR:-build}-asan and -tsan (examples, benchmarks and CUDA off;
 # only tutti_tests is built). -O1 keeps the suite's run time near the plain build's while the
-# reports keep usable stacks; TUTTI_SANITIZE_JOBS sets the build's parallelism (default 2).
+# reports keep usable stacks; TUTTI_SANITIZE_JOBS sets the build's parallelism (default 2), and
+# the run's: the cases are split into 2 x that many ranges, that many run at once.
 # Extra arguments after the job name go to the test executable (e.g. -tc='local_ring*');
 # TUTTI_SANITIZE_CMAKE_ARGS adds configure options to both builds.
 # Exits non-zero on any sanitizer report or failing test, and prints each job's time.
@@ -43,6 +44,43 @@ build_job() {
   cmake --build "${dir}" --target tutti_tests -j "${jobs}" || return 1
 }
 
+# Runs the doctest executable "$1" with the arguments after it as 2 x ${jobs} processes, ${jobs}
+# at a time: each runs a contiguous range of the cases that pass the arguments' filters
+# (doctest's --first/--last), so every case runs once and the cores are kept busy. Each shard's
+# output is printed when all have ended; fails when any shard failed.
+run_sharded() {
+  local exe="$1"
+  shift
+  local total
+  total=$("${exe}" --count "$@" | sed -nE 's/.*test cases passing the current filters: ([0-9]+).*/\1/p')
+  [[ -n "${total}" && "${total}" -gt 0 ]] || {
+    echo "sanitize: no test case of ${exe} passes the filters $*" >&2
+    return 1
+  }
+  local shards=$((2 * jobs)) dir k first last status=0
+  local size=$(((total + shards - 1) / shards))
+  dir="$(mktemp -d)"
+  for ((k = 0; k < shards; ++k)); do
+    first=$((k * size + 1))
+    last=$(((k + 1) * size))
+    ((first <= total)) || break
+    while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+    (
+      "${exe}" "$@" --first="${first}" --last="${last}" >"${dir}/${k}.log" 2>&1
+      echo $? >"${dir}/${k}.rc"
+    ) &
+  done
+  wait
+  echo "== sanitize: ${total} cases in ${k} shards of up to ${size}"
+  for ((first = 0; first < k; ++first)); do
+    echo "== sanitize: shard $((first + 1)) of ${k}"
+    cat "${dir}/${first}.log"
+    [[ "$(cat "${dir}/${first}.rc" 2>/dev/null)" == 0 ]] || status=1
+  done
+  rm -rf "${dir}"
+  return "${status}"
+}
+
 run_asan() {
   build_job asan "-fsanitize=address,undefined" || return 1
   # Thrust's `thrust::reference` and system dispatch bind references to null pointers of empty
@@ -56,10 +94,10 @@ run_asan() {
 null:*/thrust/*
 SUPP
   # OMP_WAIT_POLICY=passive as in ctest (tests/CMakeLists.txt): ranks as threads on shared cores.
-  env ASAN_OPTIONS="detect_leaks=1:strict_init_order=1:check_initialization_order=1" \
+  ASAN_OPTIONS="detect_leaks=1:strict_init_order=1:check_initialization_order=1" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=${supp}" \
     OMP_WAIT_POLICY=passive \
-    "${base}-asan/tests/tutti_tests" "$@"
+    run_sharded "${base}-asan/tests/tutti_tests" "$@"
 }
 
 run_tsan() {
@@ -79,9 +117,9 @@ run_tsan() {
   # collectives, which TSan does see, so what it reports is tutti's.
   # Cases that set the OpenMP thread count themselves (to prove results do not depend on it)
   # would bring back those uninstrumented workers; they are left to the ASan job.
-  env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
     OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
-    "${base}-tsan/tests/tutti_tests" --source-file="${files}" \
+    run_sharded "${base}-tsan/tests/tutti_tests" --source-file="${files}" \
     --test-case-exclude="*OpenMP thread count*" "$@"
 }
 
