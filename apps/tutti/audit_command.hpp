@@ -3,6 +3,8 @@
 // coverage; prints a summary and exits 1 on any problem. See docs/security.md.
 #pragma once
 
+#include "json_output.hpp"
+
 #include <tutti/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -111,9 +113,7 @@ class audit_command {
                              {"exactly_once", e.exactly_once}});
     for (const auto& p : rep.problems)
       j["problems"].push_back({{"file", p.file}, {"line", p.line}, {"what", p.what}});
-    std::ofstream out(m_cfg.json);
-    out << j.dump(2) << "\n";
-    if (!out) throw error("tutti audit verify: cannot write '" + m_cfg.json + "'");
+    write_json_file(m_cfg.json, j, "tutti audit verify --json");
   }
 #endif
 

@@ -32,12 +32,14 @@ struct data_file_options {
   std::optional<double> label_min, label_max;
   std::string duplicates = "keep_first";
   double max_rejected_share = 0.05;
+  bool cleaning_given = false;  // --duplicates or --max-rejected-share was on the command line
 
-  /// True when any cleaning option departs from its default: the file is then read by
-  /// `load_csv_clean`, which sets bad rows aside, rather than by `load_csv`, which stops at one.
+  /// True when any cleaning option was given (even at its default value): the file is then read
+  /// by `load_csv_clean`, which sets bad rows aside, rather than by `load_csv`, which stops at
+  /// one.
   bool cleaning() const {
-    return clean || !quarantine.empty() || label_min || label_max || duplicates != "keep_first" ||
-           max_rejected_share != 0.05;
+    return clean || !quarantine.empty() || label_min || label_max || cleaning_given ||
+           duplicates != "keep_first" || max_rejected_share != 0.05;
   }
 };
 
@@ -87,12 +89,14 @@ inline void add_cleaning_options(CLI::App& app, data_file_options& o, const std:
   app.add_option("--label-min", o.label_min, "smallest valid label, e.g. 1 (implies --clean)");
   app.add_option("--label-max", o.label_max, "largest valid label, e.g. 5 (implies --clean)");
   app.add_option("--duplicates", o.duplicates,
-                 "repeated (user, item) pairs: keep_first, keep_last or average")
+                 "repeated (user, item) pairs: keep_first, keep_last or average (implies --clean)")
       ->check(CLI::IsMember({"keep_first", "keep_last", "average"}))
+      ->each([&o](const std::string&) { o.cleaning_given = true; })
       ->capture_default_str();
   app.add_option("--max-rejected-share", o.max_rejected_share,
                  "refuse to " + refuse + " when more than this share of rows is rejected")
       ->check(CLI::Range(0.0, 1.0))
+      ->each([&o](const std::string&) { o.cleaning_given = true; })
       ->capture_default_str();
 }
 

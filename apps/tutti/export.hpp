@@ -3,10 +3,13 @@
 // source ids, plus model.json describing them (docs/data.md#from-an-export-file-to-a-learners-
 // top-10). `tutti recommend` and examples/python/load_export.py read it.
 //
-// DIR may be new, empty, or hold a previous export (a model.json with "format": "tutti-export"),
-// which is replaced; anything else is refused before training starts, so a run never ends by
-// failing to save its result or by mixing its files with someone else's.
+// DIR may be new, empty, or hold a previous export (a model.json with "format": "tutti-export",
+// or only the files of one that stopped part way), which is replaced; anything else is refused
+// before training starts, so a run never ends by failing to save its result or by mixing its files
+// with someone else's.
 #pragma once
+
+#include "json_output.hpp"
 
 #include <tutti/error.hpp>
 #include <tutti/models/mf_export.hpp>
@@ -35,6 +38,22 @@ inline bool holds_export(const std::filesystem::path& dir) {
   if (!in) return false;
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   return j.is_object() && j.value("format", std::string()) == export_format;
+}
+
+/// True when every entry of `dir` is a file an export writes (its .npy files, model.json, or a
+/// temporary of one of them): what an export that stopped part way (a full disk) leaves, which
+/// the next export replaces.
+inline bool holds_only_export_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string base = name.substr(0, name.find(".tmp-"));
+    bool known = base == "model.json";
+    for (const char* f : models::mf_export_files) known = known || base == f;
+    for (const char* f : models::mf_export_name_files) known = known || base == f;
+    if (!known || !e.is_regular_file(ec)) return false;
+  }
+  return !ec;
 }
 
 /// Creates `dir` when missing and checks that files can be written in it.
@@ -69,7 +88,9 @@ void check_export(const Config& c) {
   if (std::filesystem::exists(dir, ec)) {
     TUTTI_EXPECTS(std::filesystem::is_directory(dir, ec), "tutti train",
                   "--export " + c.export_dir + " exists and is not a directory");
-    TUTTI_EXPECTS(std::filesystem::is_empty(dir, ec) || detail::holds_export(dir), "tutti train",
+    TUTTI_EXPECTS(std::filesystem::is_empty(dir, ec) || detail::holds_export(dir) ||
+                      detail::holds_only_export_files(dir),
+                  "tutti train",
                   "--export " + c.export_dir +
                       " is not empty and holds no previous export (model.json); expected a new "
                       "or empty directory, or one written by --export, which is replaced");
@@ -169,10 +190,8 @@ void write_export(const Config& c, const Data& d, const Trainer& t) {
   const models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
   std::filesystem::remove(dir / "model.json");
   models::write_mf_export(dir, e);
-  std::ofstream out(dir / "model.json");
-  out << detail::export_manifest(c, d, e).dump(2) << '\n';
-  out.close();
-  if (!out) throw error("tutti train: cannot write '" + (dir / "model.json").string() + "'");
+  write_json_file((dir / "model.json").string(), detail::export_manifest(c, d, e),
+                  "tutti train --export");
   if (!c.quiet)
     std::printf(
         "export: %s (model.json and %zu .npy files; tutti recommend --model %s --user ID)\n",

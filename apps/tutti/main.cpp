@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,6 +19,9 @@
 #include <string>
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG instead of killing the process,
+  // so the writer removes its temporary file and the error names the file it could not write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"tutti: data-parallel training that keeps the books"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tutti 0.1.0");

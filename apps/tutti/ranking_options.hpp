@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -27,7 +28,10 @@ namespace tutti::cli {
 struct ranking_config {
   std::string holdout = "random";  // random: --test-fraction of the pairs; last: leave-one-out
   std::size_t negatives = 99;      // sampled items ranked with each held-out one (NCF: 100 in all)
-  std::size_t top_k = 10;          // K of HR@K and NDCG@K
+  // sampled: --negatives courses per list; full: every course the learner did not take, so HR@K
+  // is Recall@K of the full ranking (one held-out course per learner)
+  std::string eval = "sampled";
+  std::size_t top_k = 10;  // K of HR@K and NDCG@K
   bool top_k_given = false;
   std::string target;  // e.g. hr@10=0.6; empty: none
 };
@@ -103,11 +107,27 @@ inline void check_ranking(const ranking_config& r, const std::optional<quality_t
                 "positives, which have no AUC; expected --target hr@K=V or ndcg@K=V");
 }
 
-/// The leave-one-out lists of `parts` (held-out rows in `test`).
+/// The largest candidate lists `--eval full` builds (learners x courses x 4 bytes).
+inline constexpr double full_lists_max_bytes = 4.0 * (1u << 30);
+
+/// The leave-one-out lists of `parts` (held-out rows in `test`): `r.negatives` sampled courses
+/// per learner, or under `--eval full` every course the learner did not take.
 inline std::shared_ptr<const data::ranking_candidates> ranking_lists(
     const ranking_config& r, const data::split_result& parts, std::uint64_t seed) {
+  std::size_t negatives = r.negatives;
+  if (r.eval == "full") {
+    const auto courses = static_cast<std::size_t>(parts.train.n_items());
+    negatives = std::max<std::size_t>(1, courses - 1);
+    const double bytes = 4.0 * double(parts.test.size()) * double(negatives + 1);
+    TUTTI_EXPECTS(bytes <= full_lists_max_bytes, "tutti train",
+                  "--eval full: " + std::to_string(parts.test.size()) + " learners x " +
+                      std::to_string(courses) + " courses need " +
+                      std::to_string(bytes / double(1u << 30)) +
+                      " GiB of candidate lists; expected at most 4 GiB (or --eval sampled "
+                      "with --negatives N)");
+  }
   return std::make_shared<const data::ranking_candidates>(
-      data::sample_candidates(parts.train, parts.test, {.negatives = r.negatives, .seed = seed}));
+      data::sample_candidates(parts.train, parts.test, {.negatives = negatives, .seed = seed}));
 }
 
 /// " hr@10 0.6123  ndcg@10 0.3456" for an epoch line, or "".

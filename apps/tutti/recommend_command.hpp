@@ -4,6 +4,7 @@
 #pragma once
 
 #include "export.hpp"
+#include "output_paths.hpp"
 
 #include <tutti/error.hpp>
 #include <tutti/models/mf_export.hpp>
@@ -143,8 +144,15 @@ inline double model_output(bool sigmoid, float s) {
 inline int run_recommend(const recommend_config& c) {
   TUTTI_EXPECTS(c.user.has_value() != !c.users_file.empty(), "tutti recommend",
                 "expected one of --user ID or --users FILE");
+  check_outputs("tutti recommend", {{"--json", c.json}}, {},
+                {{"--model", c.model_dir}, {"--users", c.users_file}});
   const nlohmann::json manifest = detail::read_export_manifest(c.model_dir);
-  const bool sigmoid = manifest.value("output", "") == "sigmoid";
+  const std::string output = manifest.value("output", "");
+  if (output != "sigmoid" && output != "identity")
+    throw error("tutti recommend: '" +
+                (std::filesystem::path(c.model_dir) / "model.json").string() +
+                "': \"output\" is '" + output + "'; expected \"sigmoid\" or \"identity\"");
+  const bool sigmoid = output == "sigmoid";
   const models::mf_export e = models::read_mf_export(c.model_dir);
   const std::vector<detail::given_id> ids =
       c.user ? std::vector<detail::given_id>{{*c.user, 0}} : detail::read_user_ids(c.users_file);
@@ -181,10 +189,7 @@ inline int run_recommend(const recommend_config& c) {
                             {"items", std::move(items)}});
   }
   if (!c.json.empty()) {
-    std::ofstream f(c.json);
-    f << out.dump(2) << '\n';
-    f.close();
-    if (!f) throw error("tutti recommend: cannot write the JSON file '" + c.json + "'");
+    write_json_file(c.json, out, "tutti recommend --json");
   }
   return 0;
 }

@@ -4,6 +4,8 @@
 // and Horovod's timeline write.
 #pragma once
 
+#include "json_output.hpp"
+
 #include <tutti/error.hpp>
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/trainer.hpp>
@@ -73,10 +75,7 @@ class trace_recorder {
 
   /// Writes the trace to `path`; throws `tutti::error` when it cannot.
   void write(const std::string& path, int process) const {
-    std::ofstream out(path);
-    if (!out) throw error("tutti train: cannot write the trace file '" + path + "'");
-    out << to_json(process).dump() << '\n';
-    if (!out) throw error("tutti train: writing the trace file '" + path + "' failed");
+    write_json_file(path, to_json(process), "tutti train --trace", -1);
   }
 
  private:

@@ -4,6 +4,7 @@
 // line (options.hpp), the data (data.hpp), the ranks (ranks.hpp) and the reports (report.hpp,
 // json_report.hpp).
 #include "command.hpp"
+#include "output_paths.hpp"
 #include "train/eval_lists.hpp"
 #include "train/json_report.hpp"
 #include "train/options.hpp"
@@ -11,6 +12,7 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +53,29 @@ void check_batch(const train_config& c) {
                     std::to_string(c.ranks) + "; expected at least one sample per rank and step");
 }
 
+/// Every output of the run checked against its inputs and the file system before any work.
+void check_train_outputs(const train_config& c) {
+  std::vector<std::string> exported(std::begin(models::mf_export_files),
+                                    std::end(models::mf_export_files));
+  exported.insert(exported.end(), std::begin(models::mf_export_name_files),
+                  std::end(models::mf_export_name_files));
+  exported.push_back("model.json");
+  check_outputs("tutti train",
+                {{"--json", c.json},
+                 {"--log", c.log},
+                 {"--trace", c.trace},
+                 {"--quarantine", c.file.quarantine}},
+                {{{"--export", c.export_dir}, exported},
+                 {{"--report", c.report}, {"report.html"}},
+                 {{"--lists-out", c.lists_out}, {"train.csv", "lists.csv", "README.txt"}},
+                 {{"--checkpoint-dir", c.checkpoint_dir}, {}},
+                 {{"--audit", c.audit}, {}}},
+                {{"--data", c.file.path},
+                 {"--key-file", c.key_file},
+                 {"--sealed", c.sealed},
+                 {"--resume", c.resume}});
+}
+
 /// The checks of the command line that need no data.
 void check_settings(const train_config& c, bool leader) {
   check_batch(c);
@@ -58,6 +83,7 @@ void check_settings(const train_config& c, bool leader) {
   TUTTI_EXPECTS(c.space != "cuda" || detail::visible_cuda_devices() > 0, "tutti train",
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
+  if (leader) check_train_outputs(c);
   if (leader) check_export(c);
   TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
                 "--compress " + c.compress +
@@ -177,6 +203,16 @@ void write_trace(const train_config& c, const trace_recorder& trace, int rank) {
                 path.c_str(), trace.size());
 }
 
+/// Flushes the JSON-lines log and fails naming it when any record could not be written (a
+/// full disk, a file-size limit, /dev/full).
+void finish_log(const train_config& c, std::ofstream& log) {
+  log.flush();
+  const int err = errno;
+  if (!log)
+    throw error("tutti train --log: cannot write '" + c.log +
+                "': " + tutti::detail::errno_text(err != 0 ? err : EIO));
+}
+
 /// Rank 0's report of a finished run: the outcome, the ledger, its page and the JSON report.
 void report_run(const train_config& c, const detail::loaded_data& d, const detail::run_output& out,
                 double seconds) {
@@ -234,10 +270,12 @@ int train_and_report(const train_config& c, int rank, bool append_log) {
     return report_interrupt(c, leader, e.global_step());
   }
   bar.clear();
+  if (log_file) finish_log(c, *log_file);
   if (trace) write_trace(c, *trace, rank);
   if (!leader) return 0;
   report_run(c, d, out,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  detail::check_trained(c, out.result);
   return 0;
 }
 

@@ -13,7 +13,9 @@
 #
 # Environment: TUTTI (the tutti program, default build/apps/tutti), IMPLICIT_OUT (output folder,
 # default build-peers/implicit), IMPLICIT_THREADS (default 2), TUTTI_ARGS (extra options for
-# tutti train), IMPLICIT_NO_INSTALL=1 (use the python3 on the PATH as it is).
+# tutti train), IMPLICIT_NO_INSTALL=1 (use the python3 on the PATH as it is), IMPLICIT_K (the K
+# of HR@K and NDCG@K, default 10), IMPLICIT_EVAL (sampled, the default, or full: every course a
+# learner did not take is a candidate, so HR@K is the full ranking's Recall@K).
 # Not part of CI (.ci/run does not call it): it downloads implicit.
 set -euo pipefail
 
@@ -21,6 +23,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 tutti="${TUTTI:-${root}/build/apps/tutti}"
 out="${IMPLICIT_OUT:-${root}/build-peers/implicit}"
 threads="${IMPLICIT_THREADS:-2}"
+k="${IMPLICIT_K:-10}"
+eval_lists="${IMPLICIT_EVAL:-sampled}"
 read -r -a extra <<<"${TUTTI_ARGS:-}"
 datasets="${root}/../shared/datasets"
 [[ -x "${tutti}" ]] || { echo "implicit.sh: no tutti program at ${tutti} (build it first)" >&2; exit 1; }
@@ -47,16 +51,17 @@ run_one() {
   mkdir -p "${dir}"
   say "${name}: tutti train $*"
   OMP_NUM_THREADS="${threads}" "${tutti}" train "$@" --feedback implicit --holdout last \
-    --ranks 1 --lists-out "${dir}/lists" --json "${dir}/tutti.json" "${extra[@]}" \
+    --ranks 1 --top-k "${k}" --eval "${eval_lists}" --lists-out "${dir}/lists" \
+    --json "${dir}/tutti.json" "${extra[@]}" \
     | tee "${dir}/tutti.txt"
   say "${name}: implicit"
-  "${py}" "${root}/benchmarks/peers/implicit_quality.py" "${dir}/lists" --threads "${threads}" \
+  "${py}" "${root}/benchmarks/peers/implicit_quality.py" "${dir}/lists" --threads "${threads}" --k "${k}" \
     --json "${dir}/peers.json" | tee "${dir}/peers.txt"
   local als
   als="$("${py}" -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; print([x for x in r if x['model']=='implicit ALS'][0]['hit_rate'])" "${dir}/peers.json")"
-  say "${name}: tutti train to ALS's HR@10 ${als}"
+  say "${name}: tutti train to ALS's HR@${k} ${als}"
   OMP_NUM_THREADS="${threads}" "${tutti}" train "$@" --feedback implicit --holdout last \
-    --ranks 1 --target "hr@10=${als}" --epochs 50 --json "${dir}/tutti-target.json" "${extra[@]}" \
+    --ranks 1 --eval "${eval_lists}" --target "hr@${k}=${als}" --epochs 50 --json "${dir}/tutti-target.json" "${extra[@]}" \
     --quiet | tee "${dir}/tutti-target.txt" || true
 }
 
@@ -67,10 +72,11 @@ else
 fi
 run_one synthetic
 
-"${py}" - "${out}" <<'PY'
+"${py}" - "${out}" "${k}" "${eval_lists}" <<'PY'
 import json, os, sys
-out = sys.argv[1]
-print(f"\n{'log':<10} {'model':<22} {'HR@10':>7} {'NDCG@10':>8} {'fit s':>7} {'to ALS HR s':>11}")
+out, k, lists = sys.argv[1], sys.argv[2], sys.argv[3]
+print(f"\n{lists} candidate lists, K = {k}")
+print(f"{'log':<10} {'model':<22} {'HR@' + k:>7} {'NDCG@' + k:>8} {'fit s':>7} {'to ALS HR s':>11}")
 for name in ("insteval", "synthetic"):
     d = os.path.join(out, name)
     if not os.path.exists(os.path.join(d, "peers.json")):

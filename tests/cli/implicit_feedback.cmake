@@ -3,7 +3,8 @@
 # --feedback implicit`, a log of positives trained with negatives sampled in each step.
 #  - The synthetic log: the model ranks the held-out course better than the popularity ranking
 #    of the same lists, 1 rank and 2 ranks reach the same loss, every positive once per epoch,
-#    and --lists-out writes the split and the lists a peer ranks.
+#    and --lists-out writes the split and the lists a peer ranks; --eval full ranks every course
+#    not taken, with no more hits than the sampled lists.
 #  - A log file without a label column: a repeated pair counts once (or each time), and the
 #    report says what was kept; with --label-col, only the rows whose label is above 0.
 #  - Labels that are all 1 trained as labels, or with no negatives, are refused.
@@ -38,6 +39,26 @@ if(NOT k EQUAL 4 OR NOT sampler STREQUAL "uniform" OR NOT metric STREQUAL "none"
                       "negatives, no AUC, hr@10 at least 0.03 above popularity")
 endif()
 message(STATUS "--feedback implicit: hr@10 ${hr}, popularity ${pop}, random ${random}")
+
+# --eval full ranks every course a learner did not take: the same model (the lists do not change
+# the training), and each sampled list is part of the full one, so no hit of the full ranking
+# is missing from the sampled one.
+train(${WORK}/full.json ${common} --ranks 1 --eval full)
+file(READ ${WORK}/full.json jf)
+json_get(eval "${jf}" ranking eval)
+json_get(hr_full "${jf}" ranking hit_rate)
+json_get(per_list "${jf}" ranking sampled_per_list)
+json_get(sum_full "${jf}" parameters_checksum)
+json_get(sum_sampled "${j1}" parameters_checksum)
+to_nano(hr_full_n ${hr_full})
+to_nano(per_list_n ${per_list})
+if(NOT eval STREQUAL "full" OR NOT sum_full STREQUAL sum_sampled OR hr_full_n GREATER hr_n
+   OR per_list_n LESS 20000000000 OR per_list_n GREATER 199000000000)
+  message(FATAL_ERROR "--eval full: eval ${eval}, hr@10 ${hr_full} (sampled ${hr}), ${per_list} "
+                      "courses per list, parameters ${sum_full} (sampled ${sum_sampled}); "
+                      "expected the same parameters, a hit rate no higher, 20-199 courses")
+endif()
+message(STATUS "--eval full: hr@10 ${hr_full} over ${per_list} courses per list")
 json_get(train_rows "${j1}" dataset train_rows)
 json_get(lists "${j1}" ranking lists)
 file(STRINGS ${WORK}/lists/train.csv train_lines)

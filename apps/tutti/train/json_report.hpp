@@ -3,6 +3,7 @@
 // reads it back (train_report.hpp: the report's type and its JSON form).
 #pragma once
 
+#include "../json_output.hpp"
 #include "../train_report.hpp"
 #include "report.hpp"
 
@@ -174,7 +175,9 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
   rep.eval["baseline"] = {{"name", s.baseline.name}, {"value", s.baseline.value}};
   if (r.ranking) {
     rep.ranking = to_json(*r.ranking);
-    rep.ranking["negatives"] = c.ranking.negatives;
+    rep.ranking["negatives"] =
+        c.ranking.eval == "full" ? nlohmann::json(nullptr) : nlohmann::json(c.ranking.negatives);
+    rep.ranking["eval"] = c.ranking.eval;
     rep.ranking["sampled_per_list"] = s.baseline.candidates;
     rep.ranking["random_hit_rate"] = s.baseline.random_hit_rate;
     if (s.baseline.popularity_hit_rate) {
@@ -196,10 +199,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
 
 /// Writes the JSON report to `c.json`.
 inline void write_json_report(const train_config& c, const run_summary& s) {
-  const nlohmann::json j = report_of(c, s);
-  std::ofstream f(c.json);
-  if (!f) throw error("tutti train: cannot write the JSON report '" + c.json + "'");
-  f << j.dump(2) << '\n';
+  write_json_file(c.json, report_of(c, s), "tutti train --json");
 }
 
 }  // namespace tutti::cli::detail

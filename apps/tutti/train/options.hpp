@@ -61,6 +61,11 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
                  "--holdout last: courses a learner never took, ranked against the held-out one")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
+  app.add_option("--eval", c.ranking.eval,
+                 "--holdout last: sampled (--negatives courses per list) or full (every course "
+                 "the learner did not take: HR@K is then Recall@K of the full ranking)")
+      ->check(CLI::IsMember({"sampled", "full"}))
+      ->capture_default_str();
   app.add_option("--top-k", c.ranking.top_k, "--holdout last: K of HR@K and NDCG@K")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->each([&c](const std::string&) { c.ranking.top_k_given = true; })

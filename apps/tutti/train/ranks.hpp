@@ -11,6 +11,7 @@
 #include "../trace.hpp"
 #include "audit.hpp"
 #include "data.hpp"
+#include "trained.hpp"
 
 #include <tutti/tutti.hpp>
 
@@ -67,19 +68,24 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
     if (!layers.empty()) layers += ',';
     layers += std::to_string(w);
   }
-  return {{"model", c.model},
-          {"dim", std::to_string(c.dim)},
-          {"layers", c.model == "ncf" ? layers : std::string("-")},
-          {"l2", num(c.l2)},
-          {"labels", d.all.implicit ? "implicit" : "ratings"},
-          {"feedback", c.feedback == "implicit" ? "implicit, repeats " + c.repeats : c.feedback},
-          {"optimizer", c.optimizer},
-          {"momentum", num(c.momentum)},
-          {"weight_decay", num(c.weight_decay)},
-          {"schedule", c.schedule},
-          {"warmup_steps", std::to_string(c.warmup_steps)},
-          {"tail", c.tail},
-          {"space", c.space}};
+  std::vector<std::pair<std::string, std::string>> config = {
+      {"model", c.model},
+      {"dim", std::to_string(c.dim)},
+      {"layers", c.model == "ncf" ? layers : std::string("-")},
+      {"l2", num(c.l2)},
+      {"labels", d.all.implicit ? "implicit" : "ratings"},
+      {"feedback", c.feedback == "implicit" ? "implicit, repeats " + c.repeats : c.feedback},
+      {"optimizer", c.optimizer},
+      {"momentum", num(c.momentum)},
+      {"weight_decay", num(c.weight_decay)},
+      {"schedule", c.schedule},
+      {"warmup_steps", std::to_string(c.warmup_steps)},
+      {"tail", c.tail},
+      {"space", c.space}};
+  // Gradients rounded to bfloat16 on the way change every step's sum. Recorded only when on, so
+  // checkpoints of runs without it (written before it was recorded) still resume.
+  if (c.compress != "none") config.emplace_back("compress", c.compress);
+  return config;
 }
 
 /// One rank's run. `leader` is the data this process loaded for its first rank; a rank that
@@ -178,7 +184,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
     // metrics are the evaluation.
     const bool ranks_only = d.lists && t.model().loss() == loss_kind::logistic;
     fit_result fitted = t.fit(d.parts.train, ranks_only ? data::interactions{} : d.parts.test);
-    if (rank == 0) write_export(c, d, t);
+    if (rank == 0 && !mostly_skipped(fitted)) write_export(c, d, t);
     return fitted;
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole

@@ -147,10 +147,10 @@ inline void print_outcome(const train_config& c, const fit_result& r, const base
     std::printf("\ntest %s %.5f  (%s: %.5f)\n", r.eval.metric, r.eval.value, b.name, b.value);
   if (r.ranking) {
     std::printf(
-        "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %.0f sampled courses each "
+        "\ntest hr@%zu %.5f  ndcg@%zu %.5f  over %zu learners, %.0f %s courses each "
         "(random scores: hr %.5f",
         r.ranking->k, r.ranking->hit_rate, r.ranking->k, r.ranking->ndcg, r.ranking->lists,
-        b.candidates, b.random_hit_rate);
+        b.candidates, c.ranking.eval == "full" ? "untaken" : "sampled", b.random_hit_rate);
     if (b.popularity_hit_rate)
       std::printf("; popularity: hr %.5f ndcg %.5f", *b.popularity_hit_rate, *b.popularity_ndcg);
     std::printf(")\n");

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <tutti/data/id_names.hpp>
+#include <tutti/detail/checked_file.hpp>
 #include <tutti/detail/errno_text.hpp>
 #include <tutti/error.hpp>
 
@@ -222,15 +223,10 @@ void write_npy(const std::filesystem::path& path, std::span<const T> values,
                 "'" + path.string() + "': " + std::to_string(values.size()) +
                     " values for the shape " + detail::npy_shape_text(shape) + "; expected " +
                     std::to_string(detail::npy_count(shape)));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
   const std::string header = detail::npy_header(npy_descr<T>(), shape);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(values.data()),
-            static_cast<std::streamsize>(values.size_bytes()));
-  out.close();
-  if (!out)
-    throw error("tutti::data::write_npy(): cannot write '" + path.string() +
-                "': " + detail::errno_text(errno));
+  detail::write_file_replacing(
+      path, {header, {reinterpret_cast<const char*>(values.data()), values.size_bytes()}},
+      "tutti::data::write_npy()");
 }
 
 /// Reads a .npy file of dtype `T` (C order, version 1.0 or 2.0). Throws `tutti::error` naming
@@ -265,13 +261,7 @@ inline void write_npy_names(const std::filesystem::path& path, const id_names& n
     std::memcpy(body.data() + i * w, names[i].data(), names[i].size());
   const std::vector<std::size_t> shape{names.size()};
   const std::string header = detail::npy_header(("|S" + std::to_string(w)).c_str(), shape);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(body.data(), static_cast<std::streamsize>(body.size()));
-  out.close();
-  if (!out)
-    throw error("tutti::data::write_npy(): cannot write '" + path.string() +
-                "': " + detail::errno_text(errno));
+  detail::write_file_replacing(path, {header, body}, "tutti::data::write_npy()");
 }
 
 /// Reads a 1-d array of NumPy byte strings (`|S<w>`, as `write_npy_names` or NumPy write it),

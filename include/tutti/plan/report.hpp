@@ -11,6 +11,7 @@
 /// step) and measured-step-data, ... (the measured step, at its world size).
 #pragma once
 
+#include <tutti/detail/checked_file.hpp>
 #include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
 #include <tutti/plan/projection.hpp>
@@ -410,10 +411,7 @@ inline std::string write_report(const std::string& dir, const report_input& in) 
   std::filesystem::create_directories(dir, ec);
   if (ec) throw error("tutti::write_report(): cannot create '" + dir + "': " + ec.message());
   const std::string path = (std::filesystem::path(dir) / "report.html").string();
-  std::ofstream f(path);
-  if (!f) throw error("tutti::write_report(): cannot write '" + path + "'");
-  f << render_report(in);
-  if (!f) throw error("tutti::write_report(): could not finish writing '" + path + "'");
+  detail::write_file_replacing(path, render_report(in), "tutti::write_report()");
   return path;
 }
 
