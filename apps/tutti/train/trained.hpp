@@ -9,6 +9,7 @@
 #include <tutti/error.hpp>
 #include <tutti/trainer/options.hpp>
 
+#include <cstdio>
 #include <string>
 
 namespace tutti::cli::detail {
@@ -18,6 +19,13 @@ inline bool mostly_skipped(const fit_result& r) {
   return r.steps > 0 && r.skipped_steps * 2 > r.steps;
 }
 
+/// A learning rate as the user would write it (1e+30, 0.01).
+inline std::string lr_text(double lr) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", lr);
+  return s;
+}
+
 /// Throws `tutti::error` when `r` was mostly skipped (see mostly_skipped).
 inline void check_trained(const train_config& c, const fit_result& r) {
   if (!mostly_skipped(r)) return;
@@ -25,7 +33,7 @@ inline void check_trained(const train_config& c, const fit_result& r) {
               " steps were skipped for a non-finite loss or gradient (--nonfinite skip), so the "
               "model did not train" +
               (c.export_dir.empty() ? std::string() : " and was not exported") +
-              "; expected a smaller --lr (it was " + std::to_string(c.lr) +
+              "; expected a smaller --lr (it was " + lr_text(c.lr) +
               ") or finite labels; --nonfinite stop ends such a run at its first non-finite "
               "step");
 }
