@@ -64,10 +64,12 @@ TEST_CASE("capabilities: reducers") {
   CHECK_FALSE(reducer_starts_collectives<local_ring>);
   CHECK_FALSE(reducer_lends_gradient_arena<local_ring>);
   CHECK_FALSE(reducer_reports_wait<local_ring>);
+  CHECK_FALSE(reducer_keeps_clock<local_ring>);
   // compressed<R> forwards a capability exactly when R has it.
   CHECK(reducer_tracks_position<bf16_ring> == reducer_tracks_position<local_ring>);
   CHECK(reducer_says_thread_safety<bf16_ring> == reducer_says_thread_safety<local_ring>);
   CHECK(reducer_reports_wait<bf16_ring> == reducer_reports_wait<local_ring>);
+  CHECK(reducer_keeps_clock<bf16_ring> == reducer_keeps_clock<local_ring>);
 }
 
 TEST_CASE("capabilities: optimizers") {

@@ -11,7 +11,6 @@
 #include "wrapped_model.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -20,7 +19,6 @@
 #include <set>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #if __has_include(<cblas.h>)
@@ -452,29 +450,34 @@ TEST_CASE("sparse exchange: uneven shards (tail none) give the rows of the dense
 
 namespace {
 
-// local_ring with a cost added by construction: each all_gather (the rows) or each
-// all_reduce_mean (the dense path) sleeps a microsecond per byte it moves, so `measured` must
-// find that path the dearer by a wide margin.
+// local_ring over a link slow by construction, timed on a clock of its own
+// (`reducer_keeps_clock`): each all_gather (the rows) or all_reduce_mean (the dense path)
+// advances the clock by a microsecond per byte on the slowed path and a nanosecond per byte on
+// the other. `measured` is handed these costs, not the machine's timings, so what it chooses
+// does not depend on the load beside the test.
 class slowed_ring : public tutti_test::ring_forwarder {
  public:
   enum class slow { gather, reduce };
   slowed_ring(tutti::local_ring ring, slow which) : ring_forwarder(ring), m_which(which) {}
   template <class T>
   void all_reduce_mean(std::span<T> g) {
-    if (m_which == slow::reduce) pause(g.size_bytes());
+    advance(g.size_bytes(), m_which == slow::reduce);
     m_ring.all_reduce_mean(g);
   }
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-    if (m_which == slow::gather) pause(all.size_bytes());
+    advance(all.size_bytes(), m_which == slow::gather);
     m_ring.all_gather(mine, all);
   }
+  double clock_seconds() const { return m_clock; }
 
  private:
-  static void pause(std::size_t bytes) {
-    std::this_thread::sleep_for(std::chrono::microseconds(bytes));
+  void advance(std::size_t bytes, bool slowed) {
+    m_clock += double(bytes) * (slowed ? 1e-6 : 1e-9);
   }
   slow m_which;
+  double m_clock = 0;
 };
+static_assert(tutti::reducer_keeps_clock<slowed_ring>);
 
 std::vector<rank_run> train_slowed(int world, const tutti::data::interactions& train,
                                    const tutti::train_options& opt, slowed_ring::slow which) {

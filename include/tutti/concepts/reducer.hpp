@@ -66,6 +66,10 @@ template <class R>
 concept names_start_all_reduce_mean = requires {
   &R::start_all_reduce_mean;
 };
+template <class R>
+concept names_clock_seconds = requires {
+  &R::clock_seconds;
+};
 
 }  // namespace detail
 
@@ -97,6 +101,15 @@ concept reducer_reports_wait = requires(const R& r) {
 template <class R>
 concept reducer_counts_wire_bytes = requires(const R& r, std::size_t floats) {
   { r.wire_bytes(floats) } -> std::convertible_to<std::uint64_t>;
+};
+
+/// Capability: keeps its own clock (`clock_seconds()`, seconds from any fixed origin), which
+/// times the sparse exchange's trial steps (`sparse_exchange_policy::measured`) in place of the
+/// host's steady clock: a reducer over a simulated link reports the time that link would take,
+/// so the policy's choice can be tested from costs it is handed, never from timings.
+template <class R>
+concept reducer_keeps_clock = requires(const R& r) {
+  { r.clock_seconds() } -> std::convertible_to<double>;
 };
 
 /// Capability: lends the gradient arena (`shared_gradient_arena(count)`: memory it reduces
@@ -184,6 +197,10 @@ consteval bool check_gradient_reducer() {
                 "tutti::gradient_reducer: `start_all_reduce_mean` is not the capability "
                 "tutti::reducer_starts_collectives; expected `void "
                 "start_all_reduce_mean(std::span<float>)` and `void finish_started()` "
+                "(see docs/concepts.md#optional-capabilities)");
+  static_assert(!detail::names_clock_seconds<R> || reducer_keeps_clock<R>,
+                "tutti::gradient_reducer: `clock_seconds` is not the capability "
+                "tutti::reducer_keeps_clock; expected `double clock_seconds() const` "
                 "(see docs/concepts.md#optional-capabilities)");
   return true;
 }

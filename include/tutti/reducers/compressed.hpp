@@ -138,6 +138,11 @@ class compressed {
     return m_inner.last_wait_seconds();
   }
 
+  /// Forwarded to `R`: its own clock, which times the sparse exchange's trials.
+  double clock_seconds() const requires reducer_keeps_clock<R> {
+    return m_inner.clock_seconds();
+  }
+
  private:
   R m_inner;
   std::vector<std::uint16_t> m_scratch;

@@ -5,6 +5,7 @@
 /// the reducer's dense mean (docs/trainer.md#sparse-embedding-exchange). Host memory.
 #pragma once
 
+#include <tutti/concepts/reducer.hpp>
 #include <tutti/detail/median.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
@@ -137,10 +138,9 @@ class sparse_exchange {
       return exchange_step(reducer, grads, policy, trial::none, dense_wire_bytes);
     const std::size_t k = m_trial_step++;
     const auto path = k % 2 == 0 ? trial::dense : trial::rows;
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = clock_seconds(reducer);
     sparse_exchange_step done = exchange_step(reducer, grads, policy, path, dense_wire_bytes);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = clock_seconds(reducer) - t0;
     if (k >= 2)  // the first pair warms up
       m_trial_costs[path == trial::rows].push_back(seconds /
                                                    double(std::max<std::uint64_t>(done.bytes, 1)));
@@ -157,6 +157,17 @@ class sparse_exchange {
 
  private:
   enum class trial { none, dense, rows };
+
+  // The trials' clock: the reducer's own where it keeps one (a simulated link), else the host's.
+  template <class Reducer>
+  static double clock_seconds(const Reducer& reducer) {
+    if constexpr (reducer_keeps_clock<Reducer>) {
+      return static_cast<double>(reducer.clock_seconds());
+    } else {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    }
+  }
 
   template <class Reducer, class DenseBytes>
   sparse_exchange_step exchange_step(Reducer& reducer, std::span<float> grads,
