@@ -139,9 +139,7 @@ class compressed {
   }
 
   /// Forwarded to `R`: its own clock, which times the sparse exchange's trials.
-  double clock_seconds() const requires reducer_keeps_clock<R> {
-    return m_inner.clock_seconds();
-  }
+  double clock_seconds() const requires reducer_keeps_clock<R> { return m_inner.clock_seconds(); }
 
  private:
   R m_inner;
