@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -211,6 +212,30 @@ TEST_CASE("export: a matrix factorisation's arena as arrays with source ids and 
   fs::remove(dir.path / "user_ids.npy");
   msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
   CHECK(msg.find("user_ids.npy") != std::string::npos);
+}
+
+TEST_CASE("export: a non-finite factor or bias is refused, naming the file and the entry") {
+  const auto rows = small_rows();
+  tutti::models::matrix_factorization<> model({.dim = 3, .loss = tutti::loss_kind::logistic}, 4, 6);
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 5);
+  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  scratch_dir dir;
+  tutti::models::write_mf_export(dir.path, e);
+  CHECK(tutti::models::read_mf_export(dir.path).item_factors == e.item_factors);
+
+  auto factors = e.item_factors;
+  factors[2 * 3 + 1] = std::numeric_limits<float>::quiet_NaN();  // item 2, column 1
+  tutti::data::write_npy<float>(dir.path / "item_factors.npy", factors, {6, 3});
+  std::string msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("item_factors.npy': row 2, column 1 is NaN; expected finite values") !=
+        std::string::npos);
+  tutti::data::write_npy<float>(dir.path / "item_factors.npy", e.item_factors, {6, 3});
+  auto bias = e.user_bias;
+  bias[3] = -std::numeric_limits<float>::infinity();
+  tutti::data::write_npy<float>(dir.path / "user_bias.npy", bias, {4});
+  msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("user_bias.npy': value 3 is infinite") != std::string::npos);
 }
 
 TEST_CASE("export: top_k equals a brute-force ranking of the model's predictions, seen excluded") {

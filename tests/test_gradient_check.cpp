@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // tutti::check_gradient: tutti's own models pass it; a model whose gradient is wrong in one
 // place, or that writes none, or whose regulariser is left out of its reported loss, fails it,
-// and the result names the parameter; sampling checks a fixed subset; bad input is refused.
+// and the result names the parameter; so does one whose derivatives are right but which ignores
+// the scale, writes over the gradient or the loss, or averages over its batch; sampling checks a
+// fixed subset; bad input is refused.
 #include <tutti/gradient_check.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
@@ -13,9 +15,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace tutti;
@@ -58,6 +62,42 @@ class no_gradient : public tutti_test::wrapped_model<Inner> {
     fill(this->space(), scratch.span(), T(0));
     this->m_inner.loss_and_gradient(params, batch, scratch.span(), scale, loss_sum);
   }
+};
+
+/// How a model can break the `loss_and_gradient` contract while its derivatives are right.
+enum class breach { ignores_scale, overwrites_gradient, overwrites_loss, mean_over_batch };
+
+/// `Inner` (on the host) that keeps its derivatives right at scale 1 into zeros, the case a
+/// derivative check alone sees, and breaks the contract one way.
+template <class Inner>
+class breaks_contract : public tutti_test::wrapped_model<Inner> {
+ public:
+  using T = typename Inner::value_type;
+  breaks_contract(Inner inner, breach how)
+      : tutti_test::wrapped_model<Inner>(std::move(inner)), m_how(how) {}
+  void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
+                         T scale, T* loss_sum) {
+    switch (m_how) {
+      case breach::ignores_scale:
+        return this->m_inner.loss_and_gradient(params, batch, grads, T(1), loss_sum);
+      case breach::overwrites_gradient:
+        std::fill(grads.begin(), grads.end(), T(0));
+        return this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+      case breach::overwrites_loss:
+        *loss_sum = T(0);
+        return this->m_inner.loss_and_gradient(params, batch, grads, scale, loss_sum);
+      case breach::mean_over_batch: {  // the mean loss, and its gradient: consistent, not a sum
+        const T n = T(batch.size());
+        T loss = 0;
+        this->m_inner.loss_and_gradient(params, batch, grads, scale / n, &loss);
+        *loss_sum += loss / n;
+        return;
+      }
+    }
+  }
+
+ private:
+  breach m_how;
 };
 
 template <class Space>
@@ -254,4 +294,30 @@ TEST_CASE("check_gradient: refuses an arena of the wrong size and a non-positive
   o.step = 0;
   CHECK_THROWS_AS(check_gradient(m, std::span<const double>(params), b.view(), o),
                   invalid_argument);
+}
+
+TEST_CASE("check_gradient: a model with right derivatives that breaks the contract fails") {
+  // Each of these trains wrong under W ranks (scale = W / samples) or accumulation (several
+  // calls into one gradient), though its derivatives at scale 1 into zeros are right.
+  const auto hb = check_batch(loss_kind::squared);
+  auto inner = small_mf<host_space>(loss_kind::squared);
+  const space_batch<host_space> b(inner.space(), hb);
+  const auto params = run_initialize(inner, 3);
+  const std::pair<breach, const char*> cases[] = {
+      {breach::ignores_scale, "called with scale 0.375 onto a gradient that was not zero"},
+      {breach::overwrites_gradient, "called with scale 0.375 onto a gradient that was not zero"},
+      {breach::overwrites_loss, "called onto a loss sum of 1.5, it left"},
+      {breach::mean_over_batch, "the batch's two halves, one call each into one gradient"}};
+  for (const auto& [how, says] : cases) {
+    CAPTURE(static_cast<int>(how));
+    breaks_contract<mf<host_space>> m(inner, how);
+    const auto r = check_gradient(m, std::span<const double>(params), b.view());
+    INFO(r.describe());
+    CHECK_FALSE(r.passed());
+    CHECK(r.failed == 0);  // the derivatives agree: only the contract check sees it
+    CHECK(r.nonzero > 10);
+    REQUIRE_FALSE(r.contract.empty());
+    CHECK(r.contract.front().find(says) != std::string::npos);
+    CHECK(r.describe().find("contract: " + std::string(says)) != std::string::npos);
+  }
 }

@@ -8,6 +8,7 @@
 #include <tutti/data/id_names.hpp>
 #include <tutti/data/leave_one_out.hpp>
 #include <tutti/data/split.hpp>
+#include <tutti/detail/utf8.hpp>
 
 #include <cstdint>
 #include <string>
@@ -114,6 +115,49 @@ TEST_CASE("parse_csv: ids = names keeps digits as written, ids = integers refuse
   const std::string empty = what_of("userId,movieId,rating\nu1,1,2\n\"\",1,2\n");
   CHECK(empty.find("ids.csv:3:1: column 'userId': expected an id, got an empty field") !=
         std::string::npos);
+}
+
+TEST_CASE("utf8_error_at: the first byte that is not well-formed UTF-8") {
+  using tutti::detail::utf8_error_at;
+  constexpr auto none = std::string_view::npos;
+  CHECK(utf8_error_at("") == none);
+  CHECK(utf8_error_at("cs101") == none);
+  CHECK(utf8_error_at("G\xC3\xB6"
+                      "del \xE2\x82\xAC \xF0\x9F\x8E\x93") == none);  // Gödel € 🎓
+  CHECK(utf8_error_at("\xF4\x8F\xBF\xBF") == none);                   // U+10FFFF
+  CHECK(utf8_error_at("u\xFF"
+                      "1") == 1);                 // never UTF-8
+  CHECK(utf8_error_at("ab\xE9") == 2);            // Latin-1 é: a lead cut short
+  CHECK(utf8_error_at("a\xC3") == 1);             // cut at the end
+  CHECK(utf8_error_at("\x80") == 0);              // a continuation byte alone
+  CHECK(utf8_error_at("\xC0\xAF") == 0);          // overlong '/'
+  CHECK(utf8_error_at("x\xE0\x80\xAF") == 1);     // overlong, three bytes
+  CHECK(utf8_error_at("\xED\xA0\x80") == 0);      // a surrogate (U+D800)
+  CHECK(utf8_error_at("\xF4\x90\x80\x80") == 0);  // above U+10FFFF
+  CHECK(utf8_error_at("ok\xE2\x82") == 2);        // three bytes cut at two
+}
+
+TEST_CASE("parse_csv: a name that is not UTF-8 is refused at its line and field") {
+  // Strict: the file's line and the column, the bytes shown escaped.
+  const std::string e = what_of(
+      "user,course,rating\nu1,c1,3\nu\xFF"
+      "1,c2,4\n",
+      {.user_col = "user", .item_col = "course", .label_col = "rating"});
+  CHECK(e.find("ids.csv:3:1: column 'user': expected UTF-8 text") != std::string::npos);
+  CHECK(e.find("got 'u\\xff1'") != std::string::npos);
+  const std::string item = what_of(
+      "user,course,rating\nu1,c\xE9,3\n",
+      {.user_col = "user", .item_col = "course", .label_col = "rating", .ids = id_format::names});
+  CHECK(item.find("ids.csv:2:2: column 'course': expected UTF-8 text") != std::string::npos);
+  // Cleaning: the row is set aside as malformed, the others load.
+  const auto c = tutti::data::parse_csv_clean(
+      "userId,movieId,rating\nann,m1,4\nb\xF8"
+      "b,m2,3\n",
+      {}, {.max_rejected_share = 1}, "c.csv");
+  CHECK(c.report.rows_used == 1);
+  REQUIRE(c.rejected.size() == 1);
+  CHECK(c.rejected[0].reason == "malformed");
+  CHECK(c.rejected[0].line == 3);
 }
 
 TEST_CASE("named ids give the rows of integer ids, with different codes") {

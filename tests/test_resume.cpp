@@ -279,3 +279,20 @@ TEST_CASE("resume: other settings are refused, naming the fields and both values
   CHECK_THROWS_WITH_AS(train(1, after), doctest::Contains("already complete"),
                        tutti::invalid_argument);
 }
+
+TEST_CASE("resume: notes are kept, never compared, and name the data when the rows differ") {
+  using list = tutti::detail::run_setting_list;
+  const list saved = {{"train_rows", "328"}, {"train_digest", "aa"}, {"note.data", "'a.csv'"}};
+  // The same rows from a renamed file resume: a note is not a setting.
+  CHECK_NOTHROW(tutti::detail::check_resume_settings(
+      saved, {{"train_rows", "328"}, {"train_digest", "aa"}, {"note.data", "'b.csv'"}}));
+  CHECK_NOTHROW(
+      tutti::detail::check_resume_settings(saved, {{"train_rows", "328"}, {"train_digest", "aa"}}));
+  // Other rows: the digests, and the files the runs read.
+  CHECK_THROWS_WITH_AS(
+      tutti::detail::check_resume_settings(
+          saved, {{"train_rows", "329"}, {"train_digest", "bb"}, {"note.data", "'b.csv'"}}),
+      doctest::Contains("train_digest (checkpoint aa, now bb); the training rows are not those "
+                        "the checkpoint was trained on ('a.csv', now 'b.csv')"),
+      tutti::invalid_argument);
+}

@@ -12,6 +12,7 @@
 #include <tutti/data/sealed.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -489,6 +490,29 @@ TEST_CASE("sealed: key files are private, exclusive and checked") {
   secret_key into = std::move(moved);
   CHECK(moved.data() == nullptr);  // NOLINT(bugprone-use-after-move): that is the point
   CHECK(into.data() != nullptr);
+}
+
+TEST_CASE("sealed: a key file that is a named pipe is refused at once, not waited on") {
+  scratch_dir dir;
+  const auto pipe = dir.path / "pipe.key";
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  // Opened without O_NONBLOCK this would wait for a writer for ever.
+  CHECK_THROWS_WITH_AS(tutti::data::read_key_file(pipe), doctest::Contains("not a regular file"),
+                       tutti::data::key_file_error);
+}
+
+TEST_CASE("sealed: a key file owned by another user is refused, naming the owner") {
+  if (::geteuid() != 0)
+    TUTTI_TEST_SKIP("giving a file to another user needs root (CI runs as root)");
+  scratch_dir dir;
+  const auto path = dir.path / "theirs.key";
+  tutti::data::write_key_file(path, secret_key::generate());
+  REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);  // nobody, mode 0600 kept
+  CHECK_THROWS_WITH_AS(tutti::data::read_key_file(path),
+                       doctest::Contains("is owned by user 65534, not by this process's user 0"),
+                       tutti::data::key_file_error);
+  REQUIRE(::chown(path.c_str(), 0, 0) == 0);
+  CHECK_NOTHROW(tutti::data::read_key_file(path));
 }
 
 TEST_CASE("sealed: ids that are names travel with every shard, checked against their codes") {

@@ -4,6 +4,9 @@
 // to synchronise its ranks; all saved as a link profile for `tutti plan --link-file`.
 #pragma once
 
+#include "json_output.hpp"
+#include "output_paths.hpp"
+
 #include <tutti/bench/allreduce.hpp>
 #include <tutti/error.hpp>
 #include <tutti/plan/links.hpp>
@@ -24,7 +27,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <span>
 #include <string>
@@ -235,8 +237,6 @@ inline void report_world(const bench_result& r, const world_result& w, bench_tab
 inline void write_link_profile(const bench_config& c, const bench_result& r,
                                const alpha_beta_fit& fit, const nlohmann::json& host,
                                const std::optional<nlohmann::json>& saved_step) {
-  std::ofstream f(c.save_link);
-  if (!f) throw error("tutti bench allreduce: cannot write the link profile '" + c.save_link + "'");
   const link_profile link = fit.as_link(c.link_name);
   nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
   std::vector<int> ranks;
@@ -250,8 +250,7 @@ inline void write_link_profile(const bench_config& c, const bench_result& r,
               {"ranks", ranks}};
   j["host"] = host;
   if (saved_step) j["step"] = *saved_step;
-  f << j.dump(2) << '\n';
-  if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.save_link + "'");
+  write_json_file(c.save_link, j, "tutti bench allreduce --save-link");
   std::printf(
       "\nwrote link profile %s (%s: %.3f GB/s, %.3f us per step; %.2f cores available%s); use "
       "it with tutti plan --link-file %s\n",
@@ -281,10 +280,7 @@ inline void write_bench_json(const bench_config& c, const bench_tables& t,
       {"steps", t.steps},
       {"link", fit ? nlohmann::json::parse(link_profile_json(fit->as_link(c.link_name)))
                    : nlohmann::json()}};
-  std::ofstream f(c.json);
-  if (!f) throw error("tutti bench allreduce: cannot write the JSON report '" + c.json + "'");
-  f << j.dump(2) << '\n';
-  if (!f) throw error("tutti bench allreduce: could not finish writing '" + c.json + "'");
+  write_json_file(c.json, j, "tutti bench allreduce --json");
 }
 
 // Prints the tables and fits, and writes --save-link and --json (the caller is rank 0).
@@ -457,6 +453,8 @@ inline int run_bench_mpi(const bench_config& c) {
 
 /// Runs `tutti bench allreduce`; returns the process exit code (1 when a value was wrong).
 inline int run_bench_allreduce(const bench_config& c) {
+  check_outputs("tutti bench allreduce", {{"--json", c.json}, {"--save-link", c.save_link}}, {},
+                {});
   if (c.reducer == "mpi") {
 #if TUTTI_HAS_MPI
     return detail::bench::run_bench_mpi(c);

@@ -133,6 +133,14 @@ inline loaded_file load_data_file(const data_file_options& o) {
   } else {
     out.rows = data::load_csv(o.path, csv);
   }
+  if (out.rows.size() == 0)
+    throw data_error(o.path, 2, 0,
+                     out.cleaning && out.cleaning->rows_read > 0
+                         ? "every one of its " + std::to_string(out.cleaning->rows_read) +
+                               " data rows was rejected (" + out.cleaning->reasons_text() +
+                               "); expected at least one row to train on"
+                         : "no data rows after the header; expected one row per "
+                           "interaction (learner, course and, when named, a label)");
   return out;
 }
 

@@ -16,19 +16,30 @@
 
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace tutti::cli {
 
 /// The "format" of model.json, and its version (bumped when a file's meaning changes).
 inline constexpr const char* export_format = "tutti-export";
 inline constexpr int export_format_version = 1;
+
+/// The names of the files an export writes: its .npy files, those of the ids' names, and
+/// model.json.
+inline std::vector<std::string> export_file_names() {
+  std::vector<std::string> names(std::begin(models::mf_export_files),
+                                 std::end(models::mf_export_files));
+  names.insert(names.end(), std::begin(models::mf_export_name_files),
+               std::end(models::mf_export_name_files));
+  names.push_back("model.json");
+  return names;
+}
 
 namespace detail {
 
@@ -48,33 +59,18 @@ inline bool holds_only_export_files(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     const std::string base = name.substr(0, name.find(".tmp-"));
-    bool known = base == "model.json";
-    for (const char* f : models::mf_export_files) known = known || base == f;
-    for (const char* f : models::mf_export_name_files) known = known || base == f;
-    if (!known || !e.is_regular_file(ec)) return false;
+    const auto names = export_file_names();
+    if (std::find(names.begin(), names.end(), base) == names.end() || !e.is_regular_file(ec))
+      return false;
   }
   return !ec;
-}
-
-/// Creates `dir` when missing and checks that files can be written in it.
-inline void prepare_export_dir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TUTTI_EXPECTS(!ec, "tutti train",
-                "--export " + dir.string() + ": cannot create the directory: " + ec.message());
-  const std::filesystem::path probe = dir / (".tutti-export-probe-" + std::to_string(getpid()));
-  const bool writable = static_cast<bool>(std::ofstream(probe));
-  std::filesystem::remove(probe, ec);
-  TUTTI_EXPECTS(writable, "tutti train",
-                "--export " + dir.string() +
-                    ": cannot write files in the directory; expected a "
-                    "writable directory");
 }
 
 }  // namespace detail
 
 /// Checks `--export` before training: the model is `mf`, and the directory is new, empty or a
-/// previous export (created when missing). Throws `tutti::invalid_argument` (exit status 2).
+/// previous export (created when missing). That it is a folder that can be written was checked
+/// with the other outputs (check_outputs). Throws `tutti::invalid_argument` (exit status 2).
 /// @tparam Config `tutti train`'s configuration (`train_config`)
 template <class Config>
 void check_export(const Config& c) {
@@ -86,8 +82,6 @@ void check_export(const Config& c) {
   const std::filesystem::path dir = c.export_dir;
   std::error_code ec;
   if (std::filesystem::exists(dir, ec)) {
-    TUTTI_EXPECTS(std::filesystem::is_directory(dir, ec), "tutti train",
-                  "--export " + c.export_dir + " exists and is not a directory");
     TUTTI_EXPECTS(std::filesystem::is_empty(dir, ec) || detail::holds_export(dir) ||
                       detail::holds_only_export_files(dir),
                   "tutti train",
@@ -95,7 +89,9 @@ void check_export(const Config& c) {
                       " is not empty and holds no previous export (model.json); expected a new "
                       "or empty directory, or one written by --export, which is replaced");
   }
-  detail::prepare_export_dir(dir);
+  std::filesystem::create_directories(dir, ec);
+  TUTTI_EXPECTS(!ec, "tutti train",
+                "--export " + dir.string() + ": cannot create the folder: " + ec.message());
 }
 
 namespace detail {
@@ -104,7 +100,7 @@ namespace detail {
 template <class Config, class Data>
 nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_export& e) {
   const bool implicit = d.all.implicit;
-  const auto nu = e.user_ids.size(), ni = e.item_ids.size(), dim = std::size_t(e.dim);
+  const auto nu = e.user_ids.size(), ni = e.item_ids.size();
   const auto file = [](const char* name, const char* dtype, nlohmann::json shape) {
     return nlohmann::json{{"file", std::string(name) + ".npy"}, {"dtype", dtype}, {"shape", shape}};
   };
@@ -129,15 +125,9 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
   j["seen"] =
       "seen_items[seen_offsets[u]:seen_offsets[u + 1]] are the dense items of user u's training "
       "rows (any label), ascending";
-  j["files"] = {{"user_factors", file("user_factors", "<f4", {nu, dim})},
-                {"item_factors", file("item_factors", "<f4", {ni, dim})},
-                {"user_bias", file("user_bias", "<f4", {nu})},
-                {"item_bias", file("item_bias", "<f4", {ni})},
-                {"global_bias", file("global_bias", "<f4", nlohmann::json::array())},
-                {"user_ids", file("user_ids", "<i8", {nu})},
-                {"item_ids", file("item_ids", "<i8", {ni})},
-                {"seen_offsets", file("seen_offsets", "<i8", {nu + 1})},
-                {"seen_items", file("seen_items", "<i8", {e.seen_items.size()})}};
+  j["files"] = nlohmann::json::object();
+  for (const models::mf_export_array& a : models::mf_export_arrays(e))
+    j["files"][a.name] = file(a.name, a.dtype, a.shape);
   const auto name_file = [&](const char* name, const data::id_names& n) {
     std::size_t w = 1;
     for (std::size_t k = 0; k < n.size(); ++k) w = std::max(w, n[k].size());

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tutti::cli {
@@ -40,9 +41,15 @@ inline std::optional<std::pair<dev_t, ino_t>> identity_of(const std::string& pat
   return std::pair{st.st_dev, st.st_ino};
 }
 
-/// The inputs' regular files: each file named, and the files directly inside each folder named
-/// (a sealed folder's shards and keys, a checkpoint folder's checkpoints).
-inline std::vector<named_path> input_files(const std::vector<named_path>& inputs) {
+/// An input file and its identity, taken once.
+struct input_file {
+  named_path path;
+  std::pair<dev_t, ino_t> id;
+};
+
+/// The inputs' existing files: each file named, and the regular files directly inside each
+/// folder named (a sealed folder's shards and keys, a checkpoint folder's checkpoints).
+inline std::vector<input_file> input_files(const std::vector<named_path>& inputs) {
   std::vector<named_path> files;
   for (const auto& in : inputs) {
     if (in.path.empty()) continue;
@@ -54,16 +61,19 @@ inline std::vector<named_path> input_files(const std::vector<named_path>& inputs
     for (const auto& e : std::filesystem::directory_iterator(in.path, ec))
       if (e.is_regular_file(ec)) files.push_back({in.option, e.path().string()});
   }
-  return files;
+  std::vector<input_file> known;
+  for (auto& f : files)
+    if (const auto id = identity_of(f.path)) known.push_back({std::move(f), *id});
+  return known;
 }
 
 /// Refuses `out` when it is one of `inputs`' files.
 inline void refuse_over_input(const char* fn, const named_path& out,
-                              const std::vector<named_path>& inputs) {
+                              const std::vector<input_file>& inputs) {
   const auto id = identity_of(out.path);
   if (!id) return;
-  for (const auto& in : inputs)
-    TUTTI_EXPECTS(identity_of(in.path) != id, fn,
+  for (const auto& [in, in_id] : inputs)
+    TUTTI_EXPECTS(in_id != *id, fn,
                   out.option + " '" + out.path + "' is the file read as " + in.option + " ('" +
                       in.path + "'): writing it would destroy that input; expected another path");
 }
@@ -120,7 +130,7 @@ inline void check_folder_writable(const char* fn, const named_path& out) {
 inline void check_outputs(const char* fn, const std::vector<named_path>& files,
                           const std::vector<output_folder>& folders,
                           const std::vector<named_path>& inputs) {
-  const std::vector<named_path> read = detail::input_files(inputs);
+  const std::vector<detail::input_file> read = detail::input_files(inputs);
   for (const auto& f : files) {
     if (f.path.empty()) continue;
     detail::check_file_writable(fn, f);

@@ -2,8 +2,10 @@
 // `tutti plan`: the planner's three questions from flags or from a `tutti train --json` report.
 #pragma once
 
+#include "output_paths.hpp"
 #include "plan/reports.hpp"
 
+#include <tutti/detail/checked_file.hpp>
 #include <tutti/error.hpp>
 #include <tutti/plan/links.hpp>
 #include <tutti/plan/plan_format.hpp>
@@ -503,16 +505,17 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
 
 /// Runs `tutti plan`; returns the process exit code.
 inline int run_plan(const plan_config& c) {
+  check_outputs("tutti plan", {{"--json", c.json}}, {{{"--report", c.report}, {"report.html"}}},
+                {{"--from", c.from},
+                 {"--link-file", c.link_file},
+                 {"--thread-baseline", c.thread_baseline},
+                 {"--study", c.study}});
   const plan_inputs in = make_plan_inputs(c);
   const plan_result r = make_plan(in);
   std::fputs(format_plan(r).c_str(), stdout);
   if (!c.from.empty()) std::printf("(measured step from %s)\n", c.from.c_str());
-  if (!c.json.empty()) {
-    std::ofstream f(c.json);
-    if (!f) throw error("tutti plan: cannot write the JSON report '" + c.json + "'");
-    f << plan_to_json(r);
-    if (!f) throw error("tutti plan: could not finish writing '" + c.json + "'");
-  }
+  if (!c.json.empty())
+    tutti::detail::write_file_replacing(c.json, plan_to_json(r), "tutti plan --json");
   if (!c.report.empty()) {
     report_input rep{.title = "tutti plan: " + std::string(to_string(r.verdict)),
                      .proj = r.proj.rows.empty() ? project(in.step, in.projection) : r.proj};

@@ -115,9 +115,19 @@ inline constexpr double full_lists_max_bytes = 4.0 * (1u << 30);
 inline std::shared_ptr<const data::ranking_candidates> ranking_lists(
     const ranking_config& r, const data::split_result& parts, std::uint64_t seed) {
   std::size_t negatives = r.negatives;
+  const auto courses = static_cast<std::size_t>(parts.train.n_items());
+  TUTTI_EXPECTS(courses >= 2, "tutti train",
+                "--holdout last: the training data holds " + std::to_string(courses) +
+                    " course(s); expected at least 2 to rank");
+  TUTTI_EXPECTS(r.eval == "full" || negatives < courses, "tutti train",
+                "--negatives " + std::to_string(negatives) + ": the training data holds " +
+                    std::to_string(courses) + " courses, so a list holds at most " +
+                    std::to_string(courses - 1) +
+                    " beside the held-out one; expected --negatives " +
+                    std::to_string(courses - 1) +
+                    " or fewer, or --eval full to rank every course a learner did not take");
   if (r.eval == "full") {
-    const auto courses = static_cast<std::size_t>(parts.train.n_items());
-    negatives = std::max<std::size_t>(1, courses - 1);
+    negatives = courses - 1;
     const double bytes = 4.0 * double(parts.test.size()) * double(negatives + 1);
     TUTTI_EXPECTS(bytes <= full_lists_max_bytes, "tutti train",
                   "--eval full: " + std::to_string(parts.test.size()) + " learners x " +

@@ -78,6 +78,25 @@ inline nlohmann::json read_export_manifest(const std::filesystem::path& dir) {
   return j;
 }
 
+/// Refuses an export whose files disagree with its model.json (a file copied from another
+/// export, say), naming the file and both shapes.
+inline void check_manifest_agrees(const nlohmann::json& manifest, const models::mf_export& e,
+                                  const std::string& dir) {
+  const std::string json_path = (std::filesystem::path(dir) / "model.json").string();
+  const nlohmann::json* files =
+      manifest.contains("files") && manifest["files"].is_object() ? &manifest["files"] : nullptr;
+  for (const models::mf_export_array& a : models::mf_export_arrays(e)) {
+    const nlohmann::json shape = a.shape;
+    const bool listed = files != nullptr && files->contains(a.name) &&
+                        (*files)[a.name].is_object() && (*files)[a.name].contains("shape");
+    if (listed && (*files)[a.name]["shape"] == shape) continue;
+    throw error("tutti recommend: '" + (std::filesystem::path(dir) / a.name).string() +
+                ".npy' has shape " + shape.dump() + ", but '" + json_path + "' " +
+                (listed ? "gives " + (*files)[a.name]["shape"].dump() : std::string("lists none")) +
+                "; expected the files of one export (export the model again)");
+  }
+}
+
 /// A learner id as given: trimmed of blanks around it.
 struct given_id {
   std::string text;
@@ -85,13 +104,14 @@ struct given_id {
 };
 
 /// The learner ids of `--users FILE`: one per line, blanks around it trimmed; blank lines are
-/// skipped.
+/// skipped, as is a UTF-8 byte-order mark at the start (as the CSV reader does).
 inline std::vector<given_id> read_user_ids(const std::string& file) {
   std::ifstream in(file);
   if (!in) throw error("tutti recommend: cannot open '" + file + "'");
   std::vector<given_id> ids;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (n == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     const auto b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     const auto e = line.find_last_not_of(" \t\r");
@@ -100,13 +120,16 @@ inline std::vector<given_id> read_user_ids(const std::string& file) {
   return ids;
 }
 
-/// The dense index of each id; a usage error naming the first the model does not know (an id
-/// that is not an integer where the ids are integers says so).
+/// The dense index of each id; a usage error naming the first the model does not know, with
+/// its line in `--users FILE` and how many of the file's ids are unknown (an id that is not an
+/// integer where the ids are integers says so).
 inline std::vector<std::int32_t> find_users(const models::mf_export& e,
                                             const std::vector<given_id>& ids,
                                             const recommend_config& c) {
   const models::id_index users(e.user_ids);
   std::vector<std::int32_t> dense;
+  const given_id* first_unknown = nullptr;
+  std::size_t unknown = 0;
   for (const given_id& id : ids) {
     const auto u = users.find(id.text, e.user_names.get());
     if (!u && id.line > 0 && !e.user_names &&
@@ -115,13 +138,20 @@ inline std::vector<std::int32_t> find_users(const models::mf_export& e,
                        "'" + id.text +
                            "' is not an integer learner id; the model's ids are "
                            "integers");
-    TUTTI_EXPECTS(u.has_value(), "tutti recommend",
-                  "learner id '" + id.text + "' is not in the model " + c.model_dir + " (" +
-                      std::to_string(e.n_users()) +
-                      " learners); expected an id of the training data");
-    dense.push_back(*u);
+    if (!u && unknown++ == 0) first_unknown = &id;
+    dense.push_back(u.value_or(-1));
   }
-  return dense;
+  if (first_unknown == nullptr) return dense;
+  const std::string what = "learner id '" + first_unknown->text + "' is not in the model " +
+                           c.model_dir + " (" + std::to_string(e.n_users()) + " learners)";
+  if (first_unknown->line == 0)
+    ::tutti::detail::throw_invalid("tutti recommend",
+                                   what + "; expected an id of the training data");
+  ::tutti::detail::throw_invalid(
+      "tutti recommend", c.users_file + ":" + std::to_string(first_unknown->line) + ": " + what +
+                             "; " + std::to_string(unknown) + " of the file's " +
+                             std::to_string(ids.size()) +
+                             " ids are unknown; expected ids of the training data");
 }
 
 /// An id for the JSON lists: a string for names, a number for integer ids.
@@ -154,6 +184,7 @@ inline int run_recommend(const recommend_config& c) {
                 "': \"output\" is '" + output + "'; expected \"sigmoid\" or \"identity\"");
   const bool sigmoid = output == "sigmoid";
   const models::mf_export e = models::read_mf_export(c.model_dir);
+  detail::check_manifest_agrees(manifest, e, c.model_dir);
   const std::vector<detail::given_id> ids =
       c.user ? std::vector<detail::given_id>{{*c.user, 0}} : detail::read_user_ids(c.users_file);
   const std::vector<std::int32_t> dense = detail::find_users(e, ids, c);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "data_options.hpp"
+#include "output_paths.hpp"
 
 #include <tutti/error.hpp>
 
@@ -72,6 +73,12 @@ class seal_command {
     const auto& c = m_cfg;
     const int modes = !c.gen_key.empty() + c.export_shard.has_value() + !c.file.path.empty();
     usage(modes == 1, "choose one of --gen-key K, --data PATH or --export-shard-key I");
+    // Every output checked before the work (a key or a shard is never written over: they are
+    // created new, and an existing one is refused).
+    const bool sealing = !c.file.path.empty();
+    check_outputs("tutti seal", {{"--gen-key", c.gen_key}, {"--out", sealing ? "" : c.out}},
+                  {{{"--out", sealing ? c.out : ""}, {}}},
+                  {{"--data", c.file.path}, {"--key-file", c.key_file}});
     if (!c.gen_key.empty()) {
       const auto key = data::secret_key::generate();
       data::write_key_file(c.gen_key, key);

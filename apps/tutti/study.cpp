@@ -7,6 +7,7 @@
 // the datasets (data.hpp), the runs and cells (cells.hpp), the chart (chart.hpp) and the reports
 // (report.hpp).
 #include "command.hpp"
+#include "output_paths.hpp"
 #include "study/report.hpp"
 
 #include <algorithm>
@@ -256,6 +257,9 @@ int run_study_large_batch(study_config& c) {
   std::sort(c.batches.begin(), c.batches.end());
   c.batches.erase(std::unique(c.batches.begin(), c.batches.end()), c.batches.end());
   check_study_settings(c);
+  check_outputs("tutti study", {{"--json", c.json}},
+                {{{"--report", c.report}, {"large-batch.html", "large-batch.svg"}}},
+                {{"--data", c.file.path}});
   std::vector<detail::study_recipe> recipes;  // an unknown recipe stops here, before any data
   for (const auto& r : c.recipes) recipes.push_back(detail::recipe_named(r));
 

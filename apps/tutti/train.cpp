@@ -55,17 +55,12 @@ void check_batch(const train_config& c) {
 
 /// Every output of the run checked against its inputs and the file system before any work.
 void check_train_outputs(const train_config& c) {
-  std::vector<std::string> exported(std::begin(models::mf_export_files),
-                                    std::end(models::mf_export_files));
-  exported.insert(exported.end(), std::begin(models::mf_export_name_files),
-                  std::end(models::mf_export_name_files));
-  exported.push_back("model.json");
   check_outputs("tutti train",
                 {{"--json", c.json},
                  {"--log", c.log},
                  {"--trace", c.trace},
                  {"--quarantine", c.file.quarantine}},
-                {{{"--export", c.export_dir}, exported},
+                {{{"--export", c.export_dir}, export_file_names()},
                  {{"--report", c.report}, {"report.html"}},
                  {{"--lists-out", c.lists_out}, {"train.csv", "lists.csv", "README.txt"}},
                  {{"--checkpoint-dir", c.checkpoint_dir}, {}},

@@ -3,6 +3,7 @@
 // the HTML page and the JSON report.
 #pragma once
 
+#include "../json_output.hpp"
 #include "chart.hpp"
 #include "config.hpp"
 #include "data.hpp"
@@ -12,7 +13,6 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -129,11 +129,10 @@ struct study_outcome {
   std::vector<std::string> skipped;
 };
 
-/// Writes the string `text` to `path`; throws naming the file when it cannot.
+/// Writes the string `text` to `path` whole (detail/checked_file.hpp); throws naming the file
+/// and the reason when it cannot.
 inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  if (!f) throw error("tutti study: cannot write '" + path.string() + "'");
+  tutti::detail::write_file_replacing(path, text, "tutti study --report");
 }
 
 /// `--report DIR`: the chart (large-batch.svg) and the page (large-batch.html) in DIR.
@@ -308,9 +307,7 @@ inline void write_study_json(const study_config& c, const study_outcome& o) {
   for (const auto& cell : o.cells) cs.push_back(study_cell_json(cell));
   j["cells"] = cs;
   j["skipped"] = o.skipped;
-  std::ofstream f(c.json);
-  if (!f) throw error("tutti study: cannot write the JSON report '" + c.json + "'");
-  f << j.dump(2) << '\n';
+  write_json_file(c.json, j, "tutti study --json");
 }
 
 }  // namespace tutti::cli::detail

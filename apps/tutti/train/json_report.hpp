@@ -179,6 +179,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
         c.ranking.eval == "full" ? nlohmann::json(nullptr) : nlohmann::json(c.ranking.negatives);
     rep.ranking["eval"] = c.ranking.eval;
     rep.ranking["sampled_per_list"] = s.baseline.candidates;
+    rep.ranking["short_lists"] = s.baseline.short_lists;
     rep.ranking["random_hit_rate"] = s.baseline.random_hit_rate;
     if (s.baseline.popularity_hit_rate) {
       rep.ranking["popularity_hit_rate"] = *s.baseline.popularity_hit_rate;

@@ -85,6 +85,8 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
   // Gradients rounded to bfloat16 on the way change every step's sum. Recorded only when on, so
   // checkpoints of runs without it (written before it was recorded) still resume.
   if (c.compress != "none") config.emplace_back("compress", c.compress);
+  // Named in a refused resume, never compared (a renamed file with the same rows resumes).
+  config.emplace_back("note.data", "'" + d.source + "'");
   return config;
 }
 

@@ -31,6 +31,8 @@ struct baseline_score {
   double candidates = 0;   // sampled courses per list, on average (a list holds what there is)
   std::optional<double> popularity_hit_rate;  // HR@K of ranking by training counts
   std::optional<double> popularity_ndcg;
+  std::size_t short_lists = 0;  // sampled lists with fewer than --negatives (learners who took
+                                // all but a few courses)
 };
 
 /// The trivial models of `d`'s labels: random scores on implicit data, the training mean on
@@ -52,6 +54,7 @@ inline baseline_score baseline_of(const train_config& c, const loaded_data& d,
     for (const std::uint32_t n : d.lists->negatives) {
       hit += std::min(1.0, double(c.ranking.top_k) / double(n + 1));
       sampled += double(n);
+      b.short_lists += c.ranking.eval != "full" && n < d.lists->n_negatives;
     }
     b.random_hit_rate = hit / double(d.lists->size());
     b.candidates = sampled / double(d.lists->size());
@@ -154,6 +157,11 @@ inline void print_outcome(const train_config& c, const fit_result& r, const base
     if (b.popularity_hit_rate)
       std::printf("; popularity: hr %.5f ndcg %.5f", *b.popularity_hit_rate, *b.popularity_ndcg);
     std::printf(")\n");
+    if (b.short_lists > 0)
+      std::printf(
+          "  %zu of the lists hold fewer than --negatives %zu: their learners took all but a few "
+          "courses (each list holds every course its learner did not take)\n",
+          b.short_lists, c.ranking.negatives);
   }
   if (c.target)
     std::printf("%s\n", target_sentence(c.ranking, *c.target, r.target, r.epochs.size()).c_str());

@@ -50,6 +50,7 @@
 
 #include <tutti/data/csv.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/checked_file.hpp>
 #include <tutti/detail/number_format.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
@@ -369,24 +370,11 @@ inline std::vector<rejected_row> parse_quarantine(std::string_view text,
   return rows;
 }
 
-/// Writes `rows` to the quarantine file at `path`, replacing it.
-/// @throws tutti::error when the file cannot be written.
+/// Writes `rows` to the quarantine file at `path`, replacing it whole or not at all
+/// (detail/checked_file.hpp).
+/// @throws tutti::error naming the file and the reason when it cannot be written.
 inline void write_quarantine(const std::string& path, const std::vector<rejected_row>& rows) {
-  const std::string text = format_quarantine(rows);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    int err = errno;
-    throw error("tutti::data::write_quarantine(): cannot open '" + path +
-                "' for writing: " + std::strerror(err));
-  }
-  bool failed = std::fwrite(text.data(), 1, text.size(), f) != text.size();
-  int err = errno;
-  failed = (std::fclose(f) != 0) || failed;
-  if (failed) {
-    if (err == 0) err = errno;
-    throw error("tutti::data::write_quarantine(): cannot write '" + path +
-                "': " + std::strerror(err));
-  }
+  detail::write_file_replacing(path, format_quarantine(rows), "tutti::data::write_quarantine()");
 }
 
 /// Reads the quarantine file at `path`.

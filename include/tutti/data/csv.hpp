@@ -25,6 +25,7 @@
 #include <tutti/data/id_names.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/detail/utf8.hpp>
 #include <tutti/error.hpp>
 
 #include <cerrno>
@@ -111,13 +112,15 @@ class dense_id_map {
   std::vector<std::int64_t> m_ids;
 };
 
-/// The text of a field as an error message shows it: quoted, shortened, control bytes escaped.
+/// The text of a field as an error message shows it: quoted, shortened, control bytes escaped
+/// (and every byte above 0x7f when the field is not UTF-8, so the message itself is).
 inline std::string csv_show_field(std::string_view s) {
   constexpr std::size_t max_shown = 40;
+  const bool utf8 = utf8_error_at(s) == std::string_view::npos;
   std::string out = "'";
   for (std::size_t i = 0; i < s.size() && i < max_shown; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
+    if (c < 0x20 || c == 0x7f || (!utf8 && c > 0x7f)) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
@@ -249,6 +252,7 @@ enum class csv_fault : unsigned char {
   unterminated_quote,  ///< a quoted field without its closing quote on the line
   text_after_quote,    ///< something other than blanks between a closing quote and the separator
   stray_quote,         ///< a '"' inside a field that does not start with one
+  not_utf8,            ///< a name that is not UTF-8 text
 };
 
 /// Which of the columns read a fault is in.
@@ -503,7 +507,8 @@ struct csv_scratch {
 };
 
 /// Reads one name field: a quoted field's text between its quotes (blanks kept, doubled quotes
-/// made one, in `buf` when there are any), an unquoted field's text without its blanks.
+/// made one, in `buf` when there are any), an unquoted field's text without its blanks. A name
+/// must be UTF-8 text: every output (JSON, the export's names) then carries it as it was read.
 inline csv_fault csv_parse_name(std::string_view raw, bool quoted, char delim, std::string& buf,
                                 std::string_view& name) {
   if (!quoted) {
@@ -514,7 +519,8 @@ inline csv_fault csv_parse_name(std::string_view raw, bool quoted, char delim, s
     buf = csv_unquote(raw);
     name = buf;
   }
-  return name.empty() ? csv_fault::empty_field : csv_fault::none;
+  if (name.empty()) return csv_fault::empty_field;
+  return utf8_error_at(name) == std::string_view::npos ? csv_fault::none : csv_fault::not_utf8;
 }
 
 /// Reads one id field into `id` (integers) or `name` (names).
@@ -618,6 +624,9 @@ inline std::string csv_fault_message(const csv_row_status& st, const csv_layout&
       break;
     case csv_fault::implicit_label:
       expected = "0 or 1 (implicit feedback)";
+      break;
+    case csv_fault::not_utf8:
+      expected = "UTF-8 text (convert the file, e.g. iconv -f LATIN1 -t UTF-8)";
       break;
     default:  // empty_field, not_integer
       expected = st.role == csv_role::label ? "a number" : what;

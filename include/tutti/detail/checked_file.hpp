@@ -35,14 +35,20 @@ inline int write_all(int fd, std::string_view text) {
   return 0;
 }
 
+/// Writes each of `parts` to `fd` in order; 0, or the errno of the first failed write.
+inline int write_parts(int fd, std::initializer_list<std::string_view> parts) {
+  int err = 0;
+  for (auto part = parts.begin(); err == 0 && part != parts.end(); ++part)
+    err = write_all(fd, *part);
+  return err;
+}
+
 /// Writes `text` into an existing file that is not a regular one (a terminal, a pipe,
 /// /dev/stdout, /dev/full): opened as it is, never replaced, every write and the close checked.
 inline void write_into_special(const std::filesystem::path& path,
                                std::initializer_list<std::string_view> parts, const char* fn) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  int err = fd < 0 ? errno : 0;
-  for (auto part = parts.begin(); err == 0 && part != parts.end(); ++part)
-    err = write_all(fd, *part);
+  int err = fd < 0 ? errno : write_parts(fd, parts);
   if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
   if (err != 0)
     throw error(std::string(fn) + ": cannot write '" + path.string() + "': " + errno_text(err));
@@ -78,9 +84,7 @@ inline void write_file_replacing(const std::filesystem::path& given,
     throw error(std::string(fn) + ": cannot create '" + tmp.string() + "' (to write '" +
                 given.string() + "'): " + errno_text(err));
   }
-  int err = 0;
-  for (auto part = parts.begin(); err == 0 && part != parts.end(); ++part)
-    err = write_all(fd, *part);
+  int err = write_parts(fd, parts);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;

@@ -32,6 +32,7 @@
 #include <tutti/layout.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -39,6 +40,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 namespace tutti::models {
@@ -86,6 +88,29 @@ inline constexpr const char* mf_export_files[] = {
 
 /// The files of the ids' names, written when the data's ids are names.
 inline constexpr const char* mf_export_name_files[] = {"user_names.npy", "item_names.npy"};
+
+/// One array file of an export: its name without ".npy", NumPy dtype and shape.
+struct mf_export_array {
+  const char* name;
+  const char* dtype;
+  std::vector<std::size_t> shape;
+};
+
+/// The nine array files of `e` with the shapes its values give them, in `mf_export_files`'
+/// order: what model.json describes and what a reader checks the files against.
+inline std::vector<mf_export_array> mf_export_arrays(const mf_export& e) {
+  const std::size_t nu = e.user_ids.size(), ni = e.item_ids.size();
+  const auto d = static_cast<std::size_t>(e.dim);
+  return {{"user_factors", "<f4", {nu, d}},
+          {"item_factors", "<f4", {ni, d}},
+          {"user_bias", "<f4", {nu}},
+          {"item_bias", "<f4", {ni}},
+          {"global_bias", "<f4", {}},
+          {"user_ids", "<i8", {nu}},
+          {"item_ids", "<i8", {ni}},
+          {"seen_offsets", "<i8", {nu + 1}},
+          {"seen_items", "<i8", {e.seen_items.size()}}};
+}
 
 /// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending).
 inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& offsets,
@@ -189,6 +214,18 @@ std::vector<T> read_export_array(const std::filesystem::path& dir, const char* f
     throw tutti::error("tutti::models::read_mf_export(): '" + (dir / file).string() + "': shape " +
                        npy_shape_text(a.shape) + "; expected " + want +
                        (expected.size() == 1 ? ",)" : ")") + " to match the other files");
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::size_t cols = a.shape.size() == 2 ? a.shape[1] : 0;
+    for (std::size_t k = 0; k < a.values.size(); ++k)
+      if (!std::isfinite(a.values[k]))
+        throw tutti::error(
+            "tutti::models::read_mf_export(): '" + (dir / file).string() + "': " +
+            (cols > 0 ? "row " + std::to_string(k / cols) + ", column " + std::to_string(k % cols)
+                      : "value " + std::to_string(k)) +
+            " is " + (std::isnan(a.values[k]) ? "NaN" : "infinite") +
+            "; expected finite values (the model diverged, or the file was "
+            "edited after the export)");
   }
   if (shape) *shape = a.shape;
   return std::move(a.values);

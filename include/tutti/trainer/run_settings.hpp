@@ -139,24 +139,47 @@ inline std::uint64_t settings_digest(const run_setting_list& settings) {
   return digest;
 }
 
-/// Refuses to resume from a checkpoint whose settings differ from `now`'s (the world size
-/// aside), naming each that differs with both values.
+/// True for a caller's setting kept with a checkpoint to be named in messages, never compared:
+/// its name starts with "note." (the CLI's "note.data" names the data file).
+inline bool is_note_setting(std::string_view name) {
+  return name.starts_with("note.");
+}
+
+/// The value of `name` in `list`, or "(absent)".
+inline std::string setting_value(const run_setting_list& list, std::string_view name) {
+  for (const auto& [k, v] : list)
+    if (k == name) return v;
+  return "(absent)";
+}
+
+/// Refuses to resume from a checkpoint whose settings differ from `now`'s (the world size and
+/// the notes aside), naming each that differs with both values; where the training rows differ,
+/// naming the data of each run from their "note.data" settings when they have them.
 inline void check_resume_settings(const run_setting_list& saved, const run_setting_list& now) {
   static constexpr std::string_view ignore[] = {"world_size"};
-  const auto differing = config_differences(saved, now, ignore);
+  const auto compared = [](const run_setting_list& list) {
+    run_setting_list out;
+    for (const auto& entry : list)
+      if (!is_note_setting(entry.first)) out.push_back(entry);
+    return out;
+  };
+  const auto differing = config_differences(compared(saved), compared(now), ignore);
   if (differing.empty()) return;
   std::string list;
+  bool rows_differ = false;
   for (const auto& name : differing) {
-    std::string was = "(absent)", current = "(absent)";
-    for (const auto& [k, v] : saved)
-      if (k == name) was = v;
-    for (const auto& [k, v] : now)
-      if (k == name) current = v;
-    list += (list.empty() ? "" : ", ") + name + " (checkpoint " + was + ", now " + current + ")";
+    list += (list.empty() ? "" : ", ") + name + " (checkpoint " + setting_value(saved, name) +
+            ", now " + setting_value(now, name) + ")";
+    rows_differ = rows_differ || name == "train_rows" || name == "train_digest";
   }
+  std::string rows;
+  if (rows_differ)
+    rows = "; the training rows are not those the checkpoint was trained on (" +
+           setting_value(saved, "note.data") + ", now " + setting_value(now, "note.data") +
+           "): another data file, a changed one, or another split";
   throw_invalid("tutti::trainer::fit",
                 "cannot resume: settings that change the result differ from the checkpoint's: " +
-                    list + "; expected the options of the run that wrote it");
+                    list + rows + "; expected the options and data of the run that wrote it");
 }
 
 }  // namespace tutti::detail

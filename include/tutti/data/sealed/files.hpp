@@ -93,7 +93,8 @@ inline void write_new_file(const std::filesystem::path& path, const void* bytes,
 /// Reads a whole file of at most `max_bytes` into memory; data::sealed_error when it cannot.
 inline std::vector<unsigned char> read_file_bytes(const std::filesystem::path& path,
                                                   std::int64_t shard, std::uint64_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a named pipe is refused below instead of waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     throw data::sealed_error(shard, path.string(),

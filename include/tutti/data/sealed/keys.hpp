@@ -224,11 +224,14 @@ inline void write_key_file(const std::filesystem::path& path, const secret_key& 
 }
 
 /// Reads a key written by `write_key_file`, into guarded memory.
-/// @throws tutti::data::key_file_error when the file is missing, not a regular file, readable or
-/// writable by group or others (mode & 077), or not a tutti key file.
+/// @throws tutti::data::key_file_error when the file is missing, not a regular file (a named
+/// pipe is refused, never waited on), owned by another user than this process's (or root),
+/// readable or writable by group or others (mode & 077), or not a tutti key file.
 inline secret_key read_key_file(const std::filesystem::path& path) {
   const std::string name = "key file '" + path.string() + "'";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a named pipe returns at once (instead of waiting for a writer), and
+  // fstat below refuses it; it changes nothing for a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     throw key_file_error(name + ": cannot open: " + detail::errno_text(err));
@@ -238,6 +241,12 @@ inline secret_key read_key_file(const std::filesystem::path& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw key_file_error(name + ": not a regular file");
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    ::close(fd);
+    throw key_file_error(name + " is owned by user " + std::to_string(st.st_uid) +
+                         ", not by this process's user " + std::to_string(::geteuid()) +
+                         " (or root); a key must belong to whoever uses it");
   }
   if ((st.st_mode & 077) != 0) {
     ::close(fd);
