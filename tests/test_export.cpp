@@ -2,13 +2,15 @@
 /// @file test_export.cpp
 /// @brief Tests of the .npy writer and reader, the matrix-factorisation export and its top-k:
 /// round trips, damaged files refused by name, top-k against a brute-force ranking of the
-/// model's own predictions, seen items left out and ties broken by source id.
+/// model's own predictions, seen items left out and ties broken by source id; a warm start
+/// from an export matched by source id.
 #include <doctest/doctest.h>
 
 #include <tutti/data/npy.hpp>
 #include <tutti/models/matrix_factorization.hpp>
 #include <tutti/models/mf_export.hpp>
 #include <tutti/models/mf_recommend.hpp>
+#include <tutti/models/mf_warm_start.hpp>
 
 #include <unistd.h>
 
@@ -360,4 +362,69 @@ TEST_CASE("export: ids that are names are written with their codes and read back
   CHECK(error_of([&] {
           tutti::models::read_mf_export(dir.path);
         }).find("5 names; expected one per id (4)") != std::string::npos);
+}
+
+TEST_CASE("warm start: known rows from the export by source id, new rows as initialised") {
+  // Yesterday: 4 learners, 6 courses (small_rows). Today: learners 17 and 3 again, a new one
+  // (id 77), in another order; courses 10 and 60 again and a new one (id 99).
+  const auto rows = small_rows();
+  tutti::models::matrix_factorization<> old_model({.dim = 3}, 4, 6);
+  std::vector<float> old_params(old_model.layout().total());
+  old_model.initialize(old_params, 21);
+  old_params[old_model.layout().find("global_bias").offset] = 3.5f;
+  const auto e = tutti::models::make_mf_export(old_model.layout(), old_params, rows);
+
+  tutti::models::matrix_factorization<> model({.dim = 3, .global_bias_init = 1.f}, 3, 3);
+  const std::vector<std::int64_t> users = {77, 3, 17}, items = {99, 60, 10};
+  std::vector<float> fresh(model.layout().total());
+  model.initialize(fresh, 5);
+  std::vector<float> warm = fresh;
+  const auto counts = tutti::models::apply_warm_start(model.layout(), warm, users, items, e);
+  CHECK(counts.users_reused == 2);
+  CHECK(counts.users_new == 1);
+  CHECK(counts.items_reused == 2);
+  CHECK(counts.items_new == 1);
+  const auto n = tutti::models::count_warm_start(users, items, e);
+  CHECK((n.users_reused == 2 && n.users_new == 1 && n.items_reused == 2 && n.items_new == 1));
+
+  const auto& layout = model.layout();
+  const auto row = [&](const std::vector<float>& p, const char* table, std::size_t r) {
+    const auto& s = layout.find(table);
+    return std::vector<float>(p.begin() + static_cast<std::ptrdiff_t>(s.offset + r * s.cols),
+                              p.begin() + static_cast<std::ptrdiff_t>(s.offset + (r + 1) * s.cols));
+  };
+  const auto old_row = [&](const std::vector<float>& t, std::size_t r) {
+    return std::vector<float>(t.begin() + static_cast<std::ptrdiff_t>(3 * r),
+                              t.begin() + static_cast<std::ptrdiff_t>(3 * (r + 1)));
+  };
+  // Learner 3 was yesterday's dense 3, learner 17 dense 1; course 60 dense 4, course 10 dense 1.
+  CHECK(row(warm, "user_embedding", 1) == old_row(e.user_factors, 3));
+  CHECK(row(warm, "user_embedding", 2) == old_row(e.user_factors, 1));
+  CHECK(row(warm, "item_embedding", 1) == old_row(e.item_factors, 4));
+  CHECK(row(warm, "item_embedding", 2) == old_row(e.item_factors, 1));
+  CHECK(row(warm, "user_bias", 2) == std::vector<float>{e.user_bias[1]});
+  CHECK(row(warm, "item_bias", 1) == std::vector<float>{e.item_bias[4]});
+  CHECK(row(warm, "global_bias", 0) == std::vector<float>{3.5f});
+  // The new learner and course keep the fresh initialisation.
+  CHECK(row(warm, "user_embedding", 0) == row(fresh, "user_embedding", 0));
+  CHECK(row(warm, "item_embedding", 0) == row(fresh, "item_embedding", 0));
+
+  // The model starts from the warm arena, whatever the seed; null draws again.
+  model.start_from(std::make_shared<const std::vector<float>>(warm));
+  std::vector<float> started(layout.total());
+  model.initialize(started, 123);
+  CHECK(started == warm);
+  model.start_from(nullptr);
+  model.initialize(started, 5);
+  CHECK(started == fresh);
+
+  // Another dimension, or ids that do not match the tables, are refused.
+  tutti::models::matrix_factorization<> wide({.dim = 4}, 3, 3);
+  std::vector<float> w(wide.layout().total());
+  CHECK_THROWS_WITH_AS(tutti::models::apply_warm_start(wide.layout(), w, users, items, e),
+                       doctest::Contains("the model has 4 factors per row, the export 3"),
+                       tutti::invalid_argument);
+  CHECK_THROWS_AS(
+      tutti::models::apply_warm_start(layout, warm, std::vector<std::int64_t>{1}, items, e),
+      tutti::invalid_argument);
 }

@@ -66,6 +66,43 @@ inline bool holds_only_export_files(const std::filesystem::path& dir) {
   return !ec;
 }
 
+/// model.json of `dir`, checked to be an export this program reads.
+inline nlohmann::json read_export_manifest(const std::filesystem::path& dir, const char* fn) {
+  const std::filesystem::path path = dir / "model.json";
+  std::ifstream in(path);
+  if (!in)
+    throw error(std::string(fn) + ": cannot open '" + path.string() +
+                "'; expected a directory written by tutti train --export");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("format", std::string()) != export_format)
+    throw error(std::string(fn) + ": '" + path.string() + "' is not a tutti export's model.json");
+  if (j.value("format_version", 0) != export_format_version || j.value("model", "") != "mf")
+    throw error(std::string(fn) + ": '" + path.string() + "' holds format version " +
+                std::to_string(j.value("format_version", 0)) + " of model '" +
+                j.value("model", std::string()) + "'; expected version " +
+                std::to_string(export_format_version) + " of model 'mf'");
+  return j;
+}
+
+/// Refuses an export whose files disagree with its model.json (a file copied from another
+/// export, say), naming the file and both shapes.
+inline void check_manifest_agrees(const nlohmann::json& manifest, const models::mf_export& e,
+                                  const std::string& dir, const char* fn) {
+  const std::string json_path = (std::filesystem::path(dir) / "model.json").string();
+  const nlohmann::json* files =
+      manifest.contains("files") && manifest["files"].is_object() ? &manifest["files"] : nullptr;
+  for (const models::mf_export_array& a : models::mf_export_arrays(e)) {
+    const nlohmann::json shape = a.shape;
+    const bool listed = files != nullptr && files->contains(a.name) &&
+                        (*files)[a.name].is_object() && (*files)[a.name].contains("shape");
+    if (listed && (*files)[a.name]["shape"] == shape) continue;
+    throw error(std::string(fn) + ": '" + (std::filesystem::path(dir) / a.name).string() +
+                ".npy' has shape " + shape.dump() + ", but '" + json_path + "' " +
+                (listed ? "gives " + (*files)[a.name]["shape"].dump() : std::string("lists none")) +
+                "; expected the files of one export (export the model again)");
+  }
+}
+
 }  // namespace detail
 
 /// Checks `--export` before training: the model is `mf`, and the directory is new, empty or a

@@ -60,43 +60,6 @@ inline CLI::App* add_recommend_command(CLI::App& app, recommend_config& c) {
 
 namespace detail {
 
-/// model.json of `dir`, checked to be an export this program reads.
-inline nlohmann::json read_export_manifest(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / "model.json";
-  std::ifstream in(path);
-  if (!in)
-    throw error("tutti recommend: cannot open '" + path.string() +
-                "'; expected a directory written by tutti train --export");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || j.value("format", std::string()) != export_format)
-    throw error("tutti recommend: '" + path.string() + "' is not a tutti export's model.json");
-  if (j.value("format_version", 0) != export_format_version || j.value("model", "") != "mf")
-    throw error("tutti recommend: '" + path.string() + "' holds format version " +
-                std::to_string(j.value("format_version", 0)) + " of model '" +
-                j.value("model", std::string()) + "'; expected version " +
-                std::to_string(export_format_version) + " of model 'mf'");
-  return j;
-}
-
-/// Refuses an export whose files disagree with its model.json (a file copied from another
-/// export, say), naming the file and both shapes.
-inline void check_manifest_agrees(const nlohmann::json& manifest, const models::mf_export& e,
-                                  const std::string& dir) {
-  const std::string json_path = (std::filesystem::path(dir) / "model.json").string();
-  const nlohmann::json* files =
-      manifest.contains("files") && manifest["files"].is_object() ? &manifest["files"] : nullptr;
-  for (const models::mf_export_array& a : models::mf_export_arrays(e)) {
-    const nlohmann::json shape = a.shape;
-    const bool listed = files != nullptr && files->contains(a.name) &&
-                        (*files)[a.name].is_object() && (*files)[a.name].contains("shape");
-    if (listed && (*files)[a.name]["shape"] == shape) continue;
-    throw error("tutti recommend: '" + (std::filesystem::path(dir) / a.name).string() +
-                ".npy' has shape " + shape.dump() + ", but '" + json_path + "' " +
-                (listed ? "gives " + (*files)[a.name]["shape"].dump() : std::string("lists none")) +
-                "; expected the files of one export (export the model again)");
-  }
-}
-
 /// A learner id as given: trimmed of blanks around it.
 struct given_id {
   std::string text;
@@ -176,7 +139,7 @@ inline int run_recommend(const recommend_config& c) {
                 "expected one of --user ID or --users FILE");
   check_outputs("tutti recommend", {{"--json", c.json}}, {},
                 {{"--model", c.model_dir}, {"--users", c.users_file}});
-  const nlohmann::json manifest = detail::read_export_manifest(c.model_dir);
+  const nlohmann::json manifest = detail::read_export_manifest(c.model_dir, "tutti recommend");
   const std::string output = manifest.value("output", "");
   if (output != "sigmoid" && output != "identity")
     throw error("tutti recommend: '" +
@@ -184,7 +147,7 @@ inline int run_recommend(const recommend_config& c) {
                 "': \"output\" is '" + output + "'; expected \"sigmoid\" or \"identity\"");
   const bool sigmoid = output == "sigmoid";
   const models::mf_export e = models::read_mf_export(c.model_dir);
-  detail::check_manifest_agrees(manifest, e, c.model_dir);
+  detail::check_manifest_agrees(manifest, e, c.model_dir, "tutti recommend");
   const std::vector<detail::given_id> ids =
       c.user ? std::vector<detail::given_id>{{*c.user, 0}} : detail::read_user_ids(c.users_file);
   const std::vector<std::int32_t> dense = detail::find_users(e, ids, c);

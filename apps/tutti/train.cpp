@@ -66,6 +66,7 @@ void check_train_outputs(const train_config& c) {
                  {{"--checkpoint-dir", c.checkpoint_dir}, {}},
                  {{"--audit", c.audit}, {}}},
                 {{"--data", c.file.path},
+                 {"--init-from", c.init_from},
                  {"--key-file", c.key_file},
                  {"--sealed", c.sealed},
                  {"--resume", c.resume}});
@@ -80,6 +81,9 @@ void check_settings(const train_config& c, bool leader) {
 #endif
   if (leader) check_train_outputs(c);
   if (leader) check_export(c);
+  TUTTI_EXPECTS(c.init_from.empty() || c.model == "mf", "tutti train",
+                "--init-from with --model " + c.model +
+                    ": an export holds a matrix factorisation; expected --model mf");
   TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
                 "--compress " + c.compress +
                     " with --space cuda: compressed reduction runs on host ranks only for now; "
@@ -135,6 +139,13 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
         "  a log of positives: %zu of %zu rows kept (%zu repeated pairs counted once, %zu "
         "labels not above 0 dropped)\n",
         d.positives->kept, d.positives->rows, d.positives->repeated, d.positives->not_positive);
+  if (d.warm)
+    std::printf(
+        "  starts from %s: %zu of %d learners and %zu of %d courses from the export (%zu and %zu "
+        "new, initialised)\n",
+        c.init_from.c_str(), d.warm_counts.users_reused, d.all.n_users(),
+        d.warm_counts.items_reused, d.all.n_items(), d.warm_counts.users_new,
+        d.warm_counts.items_new);
   if (const std::size_t k = sampled_negatives_of(c); k > 0)
     std::printf(
         "  %zu negatives sampled per positive in each step (%s%s), not taken by its "

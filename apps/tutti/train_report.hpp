@@ -44,6 +44,8 @@ struct report_dataset {
   // and {per_positive, sampler, alpha} of the negatives drawn in each step; else null.
   nlohmann::json positives;
   nlohmann::json sampled_negatives;
+  // --init-from: {from, users_reused, users_new, items_reused, items_new}; else null.
+  nlohmann::json warm_start;
 };
 
 /// One epoch.
@@ -173,7 +175,8 @@ inline void to_json(nlohmann::json& j, const report_dataset& d) {
        {"items", d.items},
        {"implicit", d.implicit},
        {"positives", d.positives},
-       {"sampled_negatives", d.sampled_negatives}};
+       {"sampled_negatives", d.sampled_negatives},
+       {"warm_start", d.warm_start}};
 }
 
 inline void from_json(const nlohmann::json& j, report_dataset& d) {
@@ -192,6 +195,7 @@ inline void from_json(const nlohmann::json& j, report_dataset& d) {
   d.implicit = report_get_or<bool>(j, "implicit", false);
   d.positives = j.value("positives", nlohmann::json(nullptr));
   d.sampled_negatives = j.value("sampled_negatives", nlohmann::json(nullptr));
+  d.warm_start = j.value("warm_start", nlohmann::json(nullptr));
 }
 
 inline void to_json(nlohmann::json& j, const report_epoch& e) {

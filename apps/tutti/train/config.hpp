@@ -93,6 +93,7 @@ struct train_config {
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit
   std::string export_dir;               // --export: rank 0 writes the trained model here
+  std::string init_from;                // --init-from: an export the known rows start from
   std::string lists_out;                // --lists-out: the training rows and ranking lists
   std::string step_graphs = "on";       // --space cuda: the steady step replayed as a CUDA Graph
 };

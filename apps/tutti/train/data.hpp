@@ -3,8 +3,11 @@
 // courses), their split, and the statistics the ranks agree on.
 #pragma once
 
+#include "../export.hpp"
 #include "config.hpp"
 
+#include <tutti/models/mf_export.hpp>
+#include <tutti/models/mf_warm_start.hpp>
 #include <tutti/tutti.hpp>
 // Sealed shards and the audit trail need libsodium; the build links it wherever its header is.
 #if __has_include(<sodium.h>)
@@ -41,6 +44,9 @@ struct loaded_data {
   std::shared_ptr<const data::ranking_candidates> lists;
   // --feedback implicit: what reading the rows as positives kept and dropped.
   std::optional<data::positive_counts> positives;
+  // --init-from: the export the known rows start from, and how many rows it knows.
+  std::shared_ptr<const models::mf_export> warm;
+  models::warm_start_counts warm_counts;
 };
 
 /// Refuses implicit labels that are all one value trained without sampled negatives: the model
@@ -62,6 +68,32 @@ inline std::string key_file_of(const std::string& pattern, int rank) {
   for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}"))
     path.replace(at, 6, std::to_string(rank));
   return path;
+}
+
+/// --init-from: reads the export (checked: its files agree, its values are finite) and checks
+/// that it can start this run (the same dimension, labels of the same kind, one id space for
+/// every rank).
+inline void load_warm_start(const train_config& c, loaded_data& d) {
+  if (c.init_from.empty()) return;
+  const std::string dir = c.init_from;
+  TUTTI_EXPECTS(!d.rank_local, "tutti train",
+                "--init-from with shard keys: each rank holds only its own learners; expected "
+                "the master key or a data file");
+  const nlohmann::json manifest = read_export_manifest(dir, "tutti train --init-from");
+  auto e = std::make_shared<models::mf_export>(models::read_mf_export(dir));
+  check_manifest_agrees(manifest, *e, dir, "tutti train --init-from");
+  TUTTI_EXPECTS(e->dim == c.dim, "tutti train",
+                "--init-from " + dir + " holds " + std::to_string(e->dim) +
+                    " factors per row; expected --dim " + std::to_string(e->dim));
+  const std::string labels = d.all.implicit ? "implicit" : "ratings";
+  TUTTI_EXPECTS(manifest.value("labels", std::string()) == labels, "tutti train",
+                "--init-from " + dir + " was trained on " +
+                    manifest.value("labels", std::string("?")) + " labels and this data has " +
+                    labels +
+                    " ones; expected a model of the same "
+                    "loss");
+  d.warm_counts = models::count_warm_start(d.all.user_ids, d.all.item_ids, *e);
+  d.warm = std::move(e);
 }
 
 /// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
@@ -141,6 +173,7 @@ inline loaded_data load(const train_config& c, int rank) {
                       " rows, none with a label above 0); expected a log of what learners did");
   }
   check_not_degenerate(c, d);
+  load_warm_start(c, d);
   detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
   if (c.ranking.holdout == "last") {
     d.parts = data::leave_one_out(d.all, {.seed = c.seed});

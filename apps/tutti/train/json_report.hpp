@@ -38,6 +38,13 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
                  {"sampler", c.negative_sampler},
                  {"alpha", c.negative_sampler == "popularity" ? nlohmann::json(n.alpha)
                                                               : nlohmann::json(nullptr)}};
+  nlohmann::json warm;
+  if (d.warm)
+    warm = {{"from", c.init_from},
+            {"users_reused", d.warm_counts.users_reused},
+            {"users_new", d.warm_counts.users_new},
+            {"items_reused", d.warm_counts.items_reused},
+            {"items_new", d.warm_counts.items_new}};
   return {.source = d.source,
           .rows_read = d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows,
           .rows_used = stats.train_rows + stats.test_rows,
@@ -50,7 +57,8 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
           .items = d.all.n_items(),
           .implicit = d.all.implicit,
           .positives = std::move(positives),
-          .sampled_negatives = std::move(negatives)};
+          .sampled_negatives = std::move(negatives),
+          .warm_start = std::move(warm)};
 }
 
 inline report_phases phases_of(const phase_seconds& p) {

@@ -290,6 +290,10 @@ inline void add_train_output_options(CLI::App& app, train_config& c) {
   app.add_option("--lists-out", c.lists_out,
                  "--holdout last: write the training rows and the ranking lists to this "
                  "directory as CSV (train.csv, lists.csv), for a peer to rank the same lists");
+  app.add_option("--init-from", c.init_from,
+                 "start from a model written by --export: every learner and course it knows "
+                 "(matched by source id) starts from its exported factors and bias, new ones "
+                 "from the usual initialisation (--model mf, the export's --dim and labels)");
   app.add_option("--export", c.export_dir,
                  "after training, write the model's factors, biases and source ids as .npy "
                  "files with model.json to this directory (new, empty, or a previous export; "

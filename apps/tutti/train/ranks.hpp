@@ -52,7 +52,34 @@ struct run_output {
   bool shared_arena = false;  // rank 0's gradient arena was the reducer's shared memory
   std::mutex mutex;
   trace_recorder* trace = nullptr;  // --trace: every rank's step phases
+  // --init-from: the arena every rank of this process starts from, made by the first.
+  std::shared_ptr<const std::vector<float>> warm_arena;
 };
+
+/// --init-from: makes `model` start from the export's rows where the export knows the learner
+/// or course, and from the usual initialisation (the trainer's seed) elsewhere. The arena is
+/// made once per process and shared by its ranks; it depends only on the ids, so every process
+/// makes the same.
+template <class Model>
+void start_warm(const train_config& c, const loaded_data& d, Model& model, run_output& out) {
+  if (!d.warm) return;
+  if constexpr (requires { model.start_from(std::shared_ptr<const std::vector<float>>{}); }) {
+    const std::lock_guard lock(out.mutex);
+    if (!out.warm_arena) {
+      buffer<float, typename Model::space_type> fresh(model.layout().total(), model.space());
+      model.initialize(fresh.span(), c.seed);
+      auto host = std::make_shared<std::vector<float>>(
+          to_host_vector(model.space(), std::span<const float>(fresh.span())));
+      models::apply_warm_start(model.layout(), *host, d.all.user_ids, d.all.item_ids, *d.warm);
+      out.warm_arena = std::move(host);
+    }
+    model.start_from(out.warm_arena);
+  } else {
+    tutti::detail::throw_invalid("tutti train", "--init-from with --model " + c.model +
+                                                    ": an export holds a matrix factorisation; "
+                                                    "expected --model mf");
+  }
+}
 
 /// The settings of `tutti train` that change the result beyond the trainer's own options: the
 /// checkpoint records them and a resume compares them (the trainer adds batch, lr, seed, data).
@@ -103,6 +130,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   const loaded_data& d = own ? *own : leader;
   const data_stats stats = d.rank_local ? gather_stats(reducer, d) : local_stats(d);
   auto model = make_model(space, static_cast<float>(stats.mean));
+  start_warm(c, d, model, out);
   using Model = decltype(model);
   train_options opt{.batch = c.batch,
                     .epochs = c.epochs,

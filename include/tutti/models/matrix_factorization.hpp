@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -281,14 +282,30 @@ class matrix_factorization {
   /// Embedding dimension.
   std::int32_t dim() const noexcept { return m_opt.dim; }
 
+  /// Makes `initialize` copy `values` (a host arena of layout().total() values, e.g. a fresh
+  /// initialisation with an earlier model's rows put in by `apply_warm_start`) instead of
+  /// drawing; null: draw again. Copies of the model share the values.
+  void start_from(std::shared_ptr<const std::vector<T>> values) {
+    TUTTI_EXPECTS(!values || values->size() == m_layout.total(),
+                  "tutti::models::matrix_factorization::start_from",
+                  "values has " + std::to_string(values ? values->size() : 0) +
+                      " values; expected layout().total() = " + std::to_string(m_layout.total()));
+    m_start = std::move(values);
+  }
+
   /// Fills `params` (memory of the space, layout().total() values): embedding value at arena
   /// index k is init_scale·normal01(seed, k), biases and padding 0, global bias
   /// global_bias_init. Depends only on (layout, seed): identical on every space and thread count.
+  /// After `start_from(values)`, copies `values` instead.
   void initialize(std::span<T> params, std::uint64_t seed) const {
     TUTTI_EXPECTS(params.size() == m_layout.total(),
                   "tutti::models::matrix_factorization::initialize",
                   "params has " + std::to_string(params.size()) +
                       " values; expected layout().total() = " + std::to_string(m_layout.total()));
+    if (m_start) {
+      m_space.copy_from_host(params.data(), m_start->data(), params.size_bytes());
+      return;
+    }
     const auto d = static_cast<std::size_t>(m_opt.dim);
     parallel_for(
         m_space, params.size(),
@@ -457,6 +474,7 @@ class matrix_factorization {
   mutable bool m_user_rows_found = false;
   mutable bool m_item_rows_found = false;
   std::size_t m_last_slots = 0;
+  std::shared_ptr<const std::vector<T>> m_start;  // start_from's values, or null
 };
 
 }  // namespace tutti::models

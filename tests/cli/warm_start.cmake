@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+# CASE warm-start (included by run_and_check.cmake, whose functions it uses): today's data
+# continues from yesterday's export (--init-from).
+#  - The report counts the learners and courses taken from the export and the new ones.
+#  - The first epoch starts from what the export learned: its training loss is below that of the
+#    same run started from scratch.
+#  - 1 and 2 ranks start from the same arena and end with the same loss.
+#  - Another --dim, another model, or --export over the export read are refused before the work.
+
+# Day 1: 60 learners, 40 courses. Day 2: the same rows, two more per learner, 10 new learners
+# and 2 new courses.
+set(day1 "userId,movieId,rating\n")
+foreach(u RANGE 1 60)
+  foreach(j RANGE 0 5)
+    math(EXPR item "(5 * ${u} + 7 * ${j}) % 40")
+    math(EXPR rating "1 + (${u} + ${j}) % 5")
+    string(APPEND day1 "${u},${item},${rating}\n")
+  endforeach()
+endforeach()
+set(day2 "${day1}")
+foreach(u RANGE 1 70)
+  foreach(j RANGE 6 7)
+    math(EXPR item "(5 * ${u} + 7 * ${j}) % 42")
+    math(EXPR rating "1 + (${u} + ${j}) % 5")
+    string(APPEND day2 "${u},${item},${rating}\n")
+  endforeach()
+endforeach()
+file(WRITE ${WORK}/day1.csv "${day1}")
+file(WRITE ${WORK}/day2.csv "${day2}")
+file(REMOVE_RECURSE ${WORK}/day1)
+train(${WORK}/day1.json --data ${WORK}/day1.csv --epochs 10 --dim 8 --seed 3 --ranks 1
+      --export ${WORK}/day1)
+
+set(today --data ${WORK}/day2.csv --epochs 1 --dim 8 --seed 3 --batch 128)
+train(${WORK}/warm.json ${today} --ranks 1 --init-from ${WORK}/day1)
+train(${WORK}/warm2.json ${today} --ranks 2 --init-from ${WORK}/day1)
+train(${WORK}/cold.json ${today} --ranks 1)
+file(READ ${WORK}/warm.json warm)
+file(READ ${WORK}/warm2.json warm2)
+file(READ ${WORK}/cold.json cold)
+foreach(field users_reused users_new items_reused items_new)
+  json_get(${field} "${warm}" dataset warm_start ${field})
+endforeach()
+if(NOT users_reused EQUAL 60 OR NOT users_new EQUAL 10 OR NOT items_reused EQUAL 40
+   OR NOT items_new EQUAL 2)
+  message(FATAL_ERROR "--init-from: ${users_reused} learners reused, ${users_new} new, "
+                      "${items_reused} courses reused, ${items_new} new; expected 60, 10, 40, 2")
+endif()
+json_get(warm_loss "${warm}" epochs 0 train_loss)
+json_get(warm2_loss "${warm2}" epochs 0 train_loss)
+json_get(cold_loss "${cold}" epochs 0 train_loss)
+if(NOT warm_loss LESS cold_loss)
+  message(FATAL_ERROR "--init-from: the first epoch's loss is ${warm_loss}, from scratch "
+                      "${cold_loss}; expected the warm start below")
+endif()
+expect_near("--init-from on 2 ranks: the first epoch's loss" "${warm2_loss}" "${warm_loss}" 10)
+message(STATUS "--init-from: first epoch ${warm_loss} (2 ranks ${warm2_loss}), from scratch "
+               "${cold_loss}")
+
+expect_error(2 "--init-from .*day1 holds 8 factors per row; expected --dim 8" train
+             --data ${WORK}/day2.csv --dim 4 --init-from ${WORK}/day1)
+expect_error(2 "--init-from with --model ncf" train --data ${WORK}/day2.csv --model ncf
+             --init-from ${WORK}/day1)
+expect_error(2 "--export '.*day1/.*' is the file read as --init-from" train ${today}
+             --init-from ${WORK}/day1 --export ${WORK}/day1)
