@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The measured accounts: they add up to the step time, count the bytes the reducer moved, give
-// bandwidths in the nccl-tests convention and flag the rank the others wait for.
+// bandwidths in the nccl-tests convention and flag the rank the others wait for (on a simulated
+// clock, so no load beside the test changes what they find).
 #include <doctest/doctest.h>
 
 #include <tutti/ledger/accounts.hpp>
@@ -8,6 +9,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,45 @@ struct rank_run {
   tutti::fit_result result;
   std::uint64_t reducer_bytes = 0;
 };
+
+/// `local_ring` with a simulated clock shared by its copies: `work(s)` advances it, and the
+/// one-value `all_reduce_max` the trainer probes its wait with moves every rank's clock to the
+/// latest, as a collective ends when its last rank arrives. The trainer times its steps on it
+/// (`reducer_keeps_clock`).
+class clocked_ring {
+ public:
+  template <class Space>
+  static constexpr bool accepts = Space::host_accessible;
+
+  explicit clocked_ring(tutti::local_ring ring) : m_ring(ring) {}
+  int rank() const noexcept { return m_ring.rank(); }
+  int world_size() const noexcept { return m_ring.world_size(); }
+  template <class T>
+  void all_reduce_mean(std::span<T> g) {
+    m_ring.all_reduce_mean(g);
+  }
+  template <class T>
+  void broadcast(std::span<T> v, int root) {
+    m_ring.broadcast(v, root);
+  }
+  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
+  void all_reduce_max(std::span<double> v) {
+    double latest[1] = {*m_clock};
+    m_ring.all_reduce_max(std::span<double>(latest));
+    *m_clock = latest[0];
+    m_ring.all_reduce_max(v);
+  }
+  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+    m_ring.all_gather(mine, all);
+  }
+  double clock_seconds() const { return *m_clock; }
+  void work(double seconds) const { *m_clock += seconds; }
+
+ private:
+  tutti::local_ring m_ring;
+  std::shared_ptr<double> m_clock = std::make_shared<double>(0.0);
+};
+static_assert(tutti::reducer_keeps_clock<clocked_ring>);
 
 // Trains `world` ranks; each sleeps sleep_ms(rank) milliseconds after every step (in on_step).
 template <class SleepMs>
@@ -138,29 +180,51 @@ TEST_CASE("algbw is bytes over reduce time and busbw = algbw * 2(n-1)/n") {
 }
 
 TEST_CASE("a rank that works longer is flagged slow, the ranks that wait for it are not") {
+  // On a simulated clock: every rank has 2 ms of work per step beside its compute (which costs
+  // no simulated time), rank 1 has 8 ms; at the wait probe each rank's clock moves to the
+  // latest, as a collective ends when its last rank arrives. The accounts are handed these
+  // costs, so the load beside the test cannot change what they find.
   const auto parts = accounts_data();
   tutti::train_options opt{.batch = 96, .epochs = 2, .seed = 3, .evaluate_each_epoch = false};
   opt.measure_wait = true;
-  // Every rank has 2 ms of work per step beside its compute; rank 1 has 8 ms.
-  const auto ranks = train_ranks(4, parts, opt, [](int rank) { return rank == 1 ? 8.0 : 2.0; });
+  std::vector<tutti::fit_result> ranks(4);
+  tutti::run_local(4, [&](tutti::local_ring ring) {
+    const clocked_ring reducer(ring);
+    const int rank = ring.rank();
+    tutti::train_options o = opt;
+    o.on_step = [&, reducer](const tutti::step_progress&) {
+      reducer.work(rank == 1 ? 8e-3 : 2e-3);
+    };
+    tutti::trainer<mf, tutti::shuffled_shards, clocked_ring> t(make_model(parts.train), {}, reducer,
+                                                               {}, {}, o);
+    ranks[static_cast<std::size_t>(rank)] = t.fit(parts.train, parts.test);
+  });
   for (const auto& r : ranks) {
-    for (const auto& e : r.result.epochs) {
+    for (const auto& e : r.epochs) {
       REQUIRE(e.ranks.rows.size() == 4);
       CHECK(e.ranks.slow_ranks() == std::vector<int>{1});
       CHECK(e.ranks.rows[1].relative > 2.0);
       CHECK_FALSE(e.ranks.rows[0].slow);
     }
-    const auto& table = r.result.ledger.ranks;
+    const auto& table = r.ledger.ranks;
     CHECK(table.slow_ranks() == std::vector<int>{1});
-    // The others wait for rank 1 at the start of every reduce (about 6 ms); rank 1 barely waits.
-    CHECK(table.rows[0].wait_seconds > 0.003);
-    CHECK(table.rows[1].wait_seconds < 0.5 * table.rows[0].wait_seconds);
+    // The others wait 6 ms for rank 1 at every step's probe (but the run's first, which
+    // follows no work); rank 1 never waits. Its 8 ms of work is charged to the step after it
+    // (the epoch's first step may have none before it).
+    const double steps = double(r.steps) / double(r.epochs.size());
+    const double some = (steps - 1) / steps;
+    CHECK(table.rows[0].wait_seconds >= 6e-3 * some - 1e-12);
+    CHECK(table.rows[0].wait_seconds <= 6e-3 + 1e-12);
+    CHECK(table.rows[1].wait_seconds == 0.0);
+    CHECK(table.rows[1].work_seconds >= 8e-3 * some - 1e-12);
+    CHECK(table.rows[1].work_seconds <= 8e-3 + 1e-12);
+    CHECK(table.rows[2].work_seconds <= 2e-3 + 1e-12);
     // Ranks in lock step take the same step time; the work time is what tells them apart.
-    CHECK(table.rows[0].step_seconds == doctest::Approx(table.rows[1].step_seconds).epsilon(0.2));
+    CHECK(table.rows[0].step_seconds == doctest::Approx(table.rows[1].step_seconds).epsilon(0.1));
   }
   // Every rank sees the same table.
-  CHECK(ranks[3].result.epochs[0].ranks.rows[1].work_seconds ==
-        ranks[0].result.epochs[0].ranks.rows[1].work_seconds);
+  CHECK(ranks[3].epochs[0].ranks.rows[1].work_seconds ==
+        ranks[0].epochs[0].ranks.rows[1].work_seconds);
 }
 
 TEST_CASE("rank table: median of the work times and the 20% rule") {

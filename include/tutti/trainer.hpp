@@ -174,6 +174,10 @@ class trainer {
     fit_result result = begin_result(plan);
     ledger book;
     step_clock timer(m_space);
+    // A reducer that keeps a clock (a simulated link in a test) times the steps too.
+    if constexpr (reducer_keeps_clock<Reducer> &&
+                  requires(step_clock & c) { c.use_clock(std::function<double()>{}); })
+      timer.use_clock([this] { return m_reducer.clock_seconds(); });
     m_replay.begin_fit(m_options.step_graphs);
     overlap pipeline;
     if (m_options.overlap_reduce) start_overlap(pipeline, plan.guarded, result);

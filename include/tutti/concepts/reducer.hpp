@@ -104,9 +104,10 @@ concept reducer_counts_wire_bytes = requires(const R& r, std::size_t floats) {
 };
 
 /// Capability: keeps its own clock (`clock_seconds()`, seconds from any fixed origin), which
-/// times the sparse exchange's trial steps (`sparse_exchange_policy::measured`) in place of the
-/// host's steady clock: a reducer over a simulated link reports the time that link would take,
-/// so the policy's choice can be tested from costs it is handed, never from timings.
+/// times the sparse exchange's trial steps (`sparse_exchange_policy::measured`) and, on host
+/// spaces, the step accounts (the ledger, the rank table) in place of the host's steady clock:
+/// a reducer over a simulated link reports the time that link would take, so a policy's choice
+/// and the accounts can be tested from costs they are handed, never from timings.
 template <class R>
 concept reducer_keeps_clock = requires(const R& r) {
   { r.clock_seconds() } -> std::convertible_to<double>;

@@ -383,14 +383,24 @@ class step_clock {
 
   explicit step_clock(const Space& /*space*/) {}
 
+  /// Reads the time from `now` (seconds) instead of `std::chrono::steady_clock`: the trainer
+  /// hands it the reducer's clock where the reducer keeps one (`reducer_keeps_clock`), so a
+  /// test can run the accounts on a simulated clock. Call before `start`.
+  void use_clock(std::function<double()> now) {
+    m_now = std::move(now);
+    m_last = seconds();
+  }
+
   /// Hands every marked interval to `sink` as it is marked (a timeline; no clock read is added).
+  /// Its starts are seconds since `origin` on the steady clock (on a clock given by `use_clock`,
+  /// seconds of that clock).
   void trace(std::function<void(const span&)> sink, std::chrono::steady_clock::time_point origin) {
     m_trace = std::move(sink);
-    m_origin = origin;
+    m_origin = m_now ? 0.0 : std::chrono::duration<double>(origin.time_since_epoch()).count();
   }
 
   /// Opens the timeline: the first step's first interval starts now.
-  void start() { m_last = std::chrono::steady_clock::now(); }
+  void start() { m_last = seconds(); }
   /// Starts the record of step `step` of epoch `epoch`.
   void begin_step(std::size_t epoch, std::size_t step) {
     m_step = {};
@@ -404,12 +414,10 @@ class step_clock {
   /// Charges the time since the previous mark to `a`.
   void mark(account a) {
     if (m_paused) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double d = std::chrono::duration<double>(now - m_last).count();
+    const double now = seconds();
+    const double d = now - m_last;
     m_step[a] += d;
-    if (m_trace)
-      m_trace(span{m_step.epoch, m_step.step, a,
-                   std::chrono::duration<double>(m_last - m_origin).count(), d});
+    if (m_trace) m_trace(span{m_step.epoch, m_step.step, a, m_last - m_origin, d});
     m_last = now;
   }
   /// Moves up to `seconds` of this step's reduce into the wait account (a reducer that knows
@@ -436,12 +444,20 @@ class step_clock {
     return s;
   }
 
-  std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+  /// The clock's time in seconds.
+  double seconds() const {
+    if (m_now) return m_now();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  std::function<double()> m_now;  // use_clock's clock, or none: the steady clock
+  double m_last = seconds();
   step_account m_step;
   double m_wait_in_reduce = 0;
   double m_background = 0;
   std::function<void(const span&)> m_trace;
-  std::chrono::steady_clock::time_point m_origin;
+  double m_origin = 0;
   bool m_paused = false;
 };
 
