@@ -7,6 +7,8 @@
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/tutti.hpp>
 
+#include "rank_runs.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -40,37 +42,19 @@ struct rank_run {
 /// one-value `all_reduce_max` the trainer probes its wait with moves every rank's clock to the
 /// latest, as a collective ends when its last rank arrives. The trainer times its steps on it
 /// (`reducer_keeps_clock`).
-class clocked_ring {
+class clocked_ring : public tutti_test::ring_forwarder {
  public:
-  template <class Space>
-  static constexpr bool accepts = Space::host_accessible;
-
-  explicit clocked_ring(tutti::local_ring ring) : m_ring(ring) {}
-  int rank() const noexcept { return m_ring.rank(); }
-  int world_size() const noexcept { return m_ring.world_size(); }
-  template <class T>
-  void all_reduce_mean(std::span<T> g) {
-    m_ring.all_reduce_mean(g);
-  }
-  template <class T>
-  void broadcast(std::span<T> v, int root) {
-    m_ring.broadcast(v, root);
-  }
-  void all_reduce_sum(std::span<double> v) { m_ring.all_reduce_sum(v); }
+  explicit clocked_ring(tutti::local_ring ring) : ring_forwarder(ring) {}
   void all_reduce_max(std::span<double> v) {
     double latest[1] = {*m_clock};
     m_ring.all_reduce_max(std::span<double>(latest));
     *m_clock = latest[0];
     m_ring.all_reduce_max(v);
   }
-  void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-    m_ring.all_gather(mine, all);
-  }
   double clock_seconds() const { return *m_clock; }
   void work(double seconds) const { *m_clock += seconds; }
 
  private:
-  tutti::local_ring m_ring;
   std::shared_ptr<double> m_clock = std::make_shared<double>(0.0);
 };
 static_assert(tutti::reducer_keeps_clock<clocked_ring>);

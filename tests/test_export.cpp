@@ -77,6 +77,15 @@ tutti::data::interactions small_rows() {
   return d;
 }
 
+/// The export of a dim-3 logistic matrix factorisation of `rows`, initialised with seed 5.
+tutti::models::mf_export small_export(const tutti::data::interactions& rows) {
+  tutti::models::matrix_factorization<> model({.dim = 3, .loss = tutti::loss_kind::logistic},
+                                              rows.n_users(), rows.n_items());
+  std::vector<float> params(model.layout().total());
+  model.initialize(params, 5);
+  return tutti::models::make_mf_export(model.layout(), params, rows);
+}
+
 }  // namespace
 
 TEST_CASE("npy: float, int64 and scalar arrays round trip with a 64-byte aligned header") {
@@ -217,11 +226,7 @@ TEST_CASE("export: a matrix factorisation's arena as arrays with source ids and 
 }
 
 TEST_CASE("export: a non-finite factor or bias is refused, naming the file and the entry") {
-  const auto rows = small_rows();
-  tutti::models::matrix_factorization<> model({.dim = 3, .loss = tutti::loss_kind::logistic}, 4, 6);
-  std::vector<float> params(model.layout().total());
-  model.initialize(params, 5);
-  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  const auto e = small_export(small_rows());
   scratch_dir dir;
   tutti::models::write_mf_export(dir.path, e);
   CHECK(tutti::models::read_mf_export(dir.path).item_factors == e.item_factors);
@@ -326,10 +331,7 @@ TEST_CASE("export: ids that are names are written with their codes and read back
     rows.item_ids[k] = tutti::data::name_code(items[k]);
   rows.user_names = std::make_shared<const tutti::data::id_names>(users);
   rows.item_names = std::make_shared<const tutti::data::id_names>(items);
-  tutti::models::matrix_factorization<> model({.dim = 3, .loss = tutti::loss_kind::logistic}, 4, 6);
-  std::vector<float> params(model.layout().total());
-  model.initialize(params, 5);
-  const auto e = tutti::models::make_mf_export(model.layout(), params, rows);
+  const auto e = small_export(rows);
   scratch_dir dir;
   tutti::models::write_mf_export(dir.path, e);
   const auto r = tutti::models::read_mf_export(dir.path);

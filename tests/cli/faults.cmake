@@ -10,14 +10,8 @@
 #    written ends with exit 1 naming the file and the reason.
 
 find_program(sh sh REQUIRED)
-set(text "userId,movieId,rating\n")
-foreach(u RANGE 1 60)
-  foreach(j RANGE 0 5)
-    math(EXPR item "(5 * ${u} + 7 * ${j}) % 40")
-    math(EXPR rating "1 + (${u} + ${j}) % 5")
-    string(APPEND text "${u},${item},${rating}\n")
-  endforeach()
-endforeach()
+small_ratings(rows 60 40 0 5)
+set(text "userId,movieId,rating\n${rows}")
 file(WRITE ${WORK}/data.csv "${text}")
 set(small --data ${WORK}/data.csv --ranks 1 --batch 64)
 

@@ -10,14 +10,8 @@
 #  - --duplicates given at its default value turns cleaning on, as its help says.
 #  - An export whose model.json names an unknown output is refused by recommend.
 
-set(text "userId,movieId,rating\n")
-foreach(u RANGE 1 60)
-  foreach(j RANGE 0 5)
-    math(EXPR item "(5 * ${u} + 7 * ${j}) % 40")
-    math(EXPR rating "1 + (${u} + ${j}) % 5")
-    string(APPEND text "${u},${item},${rating}\n")
-  endforeach()
-endforeach()
+small_ratings(rows 60 40 0 5)
+set(text "userId,movieId,rating\n${rows}")
 file(WRITE ${WORK}/data.csv "${text}")
 file(SHA256 ${WORK}/data.csv data_sum)
 set(small --data ${WORK}/data.csv --epochs 1 --ranks 1 --batch 64 --dim 4)

@@ -355,6 +355,20 @@ function(recommend out json_file)
 endfunction()
 
 # Runs `tutti ARGN`, expecting exit `want_rc` and a one-line error matching `pattern`.
+# A small ratings CSV (header userId,movieId,rating) in `out`: learners 1..`users`, each rating
+# the courses (5u + 7j) mod `courses` for j in [`first`, `last`], ratings 1 + (u + j) mod 5.
+function(small_ratings out users courses first last)
+  set(text "")
+  foreach(u RANGE 1 ${users})
+    foreach(j RANGE ${first} ${last})
+      math(EXPR item "(5 * ${u} + 7 * ${j}) % ${courses}")
+      math(EXPR rating "1 + (${u} + ${j}) % 5")
+      string(APPEND text "${u},${item},${rating}\n")
+    endforeach()
+  endforeach()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
 function(expect_error want_rc pattern)
   execute_process(COMMAND ${TUTTI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
