@@ -225,6 +225,11 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
   const fit_result& r = out.result;
   const detail::baseline_score baseline = detail::baseline_of(c, d, out.stats);
   detail::print_outcome(c, r, baseline, seconds);
+  if (!c.quiet)
+    std::printf(
+        "setup: read %.2f s, split %.2f s, trainer built %.2f s; first step done %.2f s after "
+        "the start\n",
+        d.read_seconds, d.split_seconds, out.init_seconds, out.first_step_seconds);
   const projection proj = detail::project_run(c, r, out.stats);
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
   if (!c.report.empty()) {
@@ -238,7 +243,9 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
                                   .shared_arena = out.shared_arena,
                                   .proj = proj,
                                   .baseline = baseline,
-                                  .seconds = seconds});
+                                  .seconds = seconds,
+                                  .init_seconds = out.init_seconds,
+                                  .first_step_seconds = out.first_step_seconds});
 }
 
 /// Trains with `c.ranks` ranks and reports. `rank` is this process's rank: 0 unless it is one
@@ -263,6 +270,7 @@ int train_and_report(const train_config& c, int rank, bool append_log) {
   }
   progress_line bar(c.progress, c.quiet, c.batch);
   detail::run_output out;
+  out.start = start;
   std::optional<trace_recorder> trace;
   if (!c.trace.empty()) {
     trace.emplace(c.trace_first - 1, c.trace_steps, c.trace_every);

@@ -114,6 +114,11 @@ struct train_report {
   std::optional<int> omp_threads;  // OpenMP threads of the measured process
   double cpu_seconds = 0;
   std::string omp_wait_policy;  // OMP_WAIT_POLICY of the measured process; empty: not set
+  // The wait before training, rank 0's: {read_seconds (the data read, ids mapped, cleaned),
+  // split_seconds (the split and the ranking lists), init_seconds (the trainer built: arenas
+  // allocated, tables initialised), first_step_seconds (from the start to the end of the first
+  // step)}; null in reports written before it was.
+  nlohmann::json setup;
 };
 
 namespace detail {
@@ -338,6 +343,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
   if (r.omp_threads) j["omp_threads"] = *r.omp_threads;
   if (!r.omp_wait_policy.empty()) j["omp_wait_policy"] = r.omp_wait_policy;
   if (!r.step_graph_refused.empty()) j["step_graph_refused"] = r.step_graph_refused;
+  if (!r.setup.is_null()) j["setup"] = r.setup;
 }
 
 /// Reads a report; what the planner needs must be there (the rank-0 phases, the epochs' steps,
@@ -376,6 +382,7 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
     r.omp_threads = report_get<int>(j, "omp_threads");
   r.cpu_seconds = report_get_or<double>(j, "cpu_seconds", 0);
   r.omp_wait_policy = report_get_or<std::string>(j, "omp_wait_policy", "");
+  r.setup = detail::report_json_or_null(j, "setup");
 }
 
 }  // namespace tutti::cli

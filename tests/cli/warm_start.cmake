@@ -6,6 +6,7 @@
 #    same run started from scratch.
 #  - 1 and 2 ranks start from the same arena and end with the same loss.
 #  - Another --dim, another model, or --export over the export read are refused before the work.
+#  - The report gives the setup phases (read, split, trainer built) and when the first step ended.
 
 # Day 1: 60 learners, 40 courses. Day 2: the same rows, two more per learner, 10 new learners
 # and 2 new courses.
@@ -51,3 +52,18 @@ expect_error(2 "--init-from with --model ncf" train --data ${WORK}/day2.csv --mo
              --init-from ${WORK}/day1)
 expect_error(2 "--export '.*day1/.*' is the file read as --init-from" train ${today}
              --init-from ${WORK}/day1 --export ${WORK}/day1)
+
+# The wait before training is in the report, phase by phase (rank 0's): the first step ends after
+# the data was read and split and the trainer built.
+foreach(phase read split init first_step)
+  json_get(seconds "${warm}" setup ${phase}_seconds)
+  json_nano(${phase} "${seconds}")
+  if(${phase} LESS 0)
+    message(FATAL_ERROR "setup.${phase}_seconds is ${seconds}; expected a duration")
+  endif()
+endforeach()
+math(EXPR before "${read} + ${split} + ${init}")
+if(first_step LESS before)
+  message(FATAL_ERROR "setup: the first step ended ${first_step} ns after the start, before the "
+                      "${before} ns of reading, splitting and building; expected after them")
+endif()

@@ -17,6 +17,7 @@
 #define TUTTI_HAS_SODIUM 0
 #endif
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -47,6 +48,9 @@ struct loaded_data {
   // --init-from: the export the known rows start from, and how many rows it knows.
   std::shared_ptr<const models::mf_export> warm;
   models::warm_start_counts warm_counts;
+  // Seconds spent reading the rows (parsing, ids, cleaning, positives) and splitting them (with
+  // the ranking lists).
+  double read_seconds = 0, split_seconds = 0;
 };
 
 /// Refuses implicit labels that are all one value trained without sampled negatives: the model
@@ -100,6 +104,10 @@ inline void load_warm_start(const train_config& c, loaded_data& d) {
 /// dataset (the same on every rank). With a shard key, rank r opens shard r only — with its
 /// own key, never seeing another shard — and the directory must hold one shard per rank.
 inline loaded_data load(const train_config& c, int rank) {
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const auto read_start = std::chrono::steady_clock::now();
   loaded_data d;
   if (!c.sealed.empty()) {
 #if TUTTI_HAS_SODIUM
@@ -174,6 +182,8 @@ inline loaded_data load(const train_config& c, int rank) {
   }
   check_not_degenerate(c, d);
   load_warm_start(c, d);
+  d.read_seconds = since(read_start);
+  const auto split_start = std::chrono::steady_clock::now();
   detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
   if (c.ranking.holdout == "last") {
     d.parts = data::leave_one_out(d.all, {.seed = c.seed});
@@ -181,6 +191,7 @@ inline loaded_data load(const train_config& c, int rank) {
   } else {
     d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
   }
+  d.split_seconds = since(split_start);
   return d;
 }
 

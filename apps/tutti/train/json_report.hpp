@@ -146,6 +146,7 @@ struct run_summary {
   const projection& proj;
   baseline_score baseline;
   double seconds;
+  double init_seconds = 0, first_step_seconds = 0;  // rank 0's (run_output)
 };
 
 /// The report of a run.
@@ -195,6 +196,10 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
     }
   }
   if (c.target) rep.target = to_json(*c.target, r.target);
+  rep.setup = {{"read_seconds", s.data.read_seconds},
+               {"split_seconds", s.data.split_seconds},
+               {"init_seconds", s.init_seconds},
+               {"first_step_seconds", s.first_step_seconds}};
   char sum[17];
   std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(r.parameters_checksum));
   rep.parameters_checksum = sum;

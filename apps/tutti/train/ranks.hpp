@@ -29,6 +29,7 @@
 #endif
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,10 @@ struct run_output {
   trace_recorder* trace = nullptr;  // --trace: every rank's step phases
   // --init-from: the arena every rank of this process starts from, made by the first.
   std::shared_ptr<const std::vector<float>> warm_arena;
+  // When the command started; rank 0's seconds building its trainer, and from the start to the
+  // end of its first step.
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double init_seconds = 0, first_step_seconds = 0;
 };
 
 /// --init-from: makes `model` start from the export's rows where the export knows the learner
@@ -180,8 +185,12 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   TUTTI_EXPECTS(c.audit.empty(), "tutti train",
                 "--audit: this tutti was built without libsodium; expected a build that found it");
 #endif
-  opt.on_step = [&bar](const step_progress& p) {
-    if (p.rank == 0) bar.update(p);
+  opt.on_step = [&bar, &out](const step_progress& p) {
+    if (p.rank != 0) return;
+    if (out.first_step_seconds == 0)
+      out.first_step_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - out.start).count();
+    bar.update(p);
   };
   if (out.trace)
     opt.on_phase = [trace = out.trace](const phase_event& e) {
@@ -204,10 +213,14 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
     std::fflush(stdout);
   };
   auto fit_with = [&](auto sampler) {
+    const auto init_start = std::chrono::steady_clock::now();
     trainer<Model, decltype(sampler), Reducer, run_schedule, run_optimizer> t(
         std::move(model), std::move(sampler), std::move(reducer),
         make_schedule(c.schedule, c.warmup_steps),
         make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
+    if (rank == 0)
+      out.init_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - init_start).count();
     if constexpr (requires { t.reducer().shared_arena(); })
       if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
     // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
