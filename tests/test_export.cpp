@@ -381,12 +381,13 @@ TEST_CASE("warm start: known rows from the export by source id, new rows as init
   std::vector<float> fresh(model.layout().total());
   model.initialize(fresh, 5);
   std::vector<float> warm = fresh;
-  const auto counts = tutti::models::apply_warm_start(model.layout(), warm, users, items, e);
+  const auto match = tutti::models::match_export(users, items, e);
+  const auto counts = tutti::models::apply_warm_start(model.layout(), warm, match, e);
   CHECK(counts.users_reused == 2);
   CHECK(counts.users_new == 1);
   CHECK(counts.items_reused == 2);
   CHECK(counts.items_new == 1);
-  const auto n = tutti::models::count_warm_start(users, items, e);
+  const auto n = match.counts();
   CHECK((n.users_reused == 2 && n.users_new == 1 && n.items_reused == 2 && n.items_new == 1));
 
   const auto& layout = model.layout();
@@ -423,10 +424,11 @@ TEST_CASE("warm start: known rows from the export by source id, new rows as init
   // Another dimension, or ids that do not match the tables, are refused.
   tutti::models::matrix_factorization<> wide({.dim = 4}, 3, 3);
   std::vector<float> w(wide.layout().total());
-  CHECK_THROWS_WITH_AS(tutti::models::apply_warm_start(wide.layout(), w, users, items, e),
+  CHECK_THROWS_WITH_AS(tutti::models::apply_warm_start(wide.layout(), w, match, e),
                        doctest::Contains("the model has 4 factors per row, the export 3"),
                        tutti::invalid_argument);
   CHECK_THROWS_AS(
-      tutti::models::apply_warm_start(layout, warm, std::vector<std::int64_t>{1}, items, e),
+      tutti::models::apply_warm_start(
+          layout, warm, tutti::models::match_export(std::vector<std::int64_t>{1}, items, e), e),
       tutti::invalid_argument);
 }

@@ -139,13 +139,12 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
         "  a log of positives: %zu of %zu rows kept (%zu repeated pairs counted once, %zu "
         "labels not above 0 dropped)\n",
         d.positives->kept, d.positives->rows, d.positives->repeated, d.positives->not_positive);
-  if (d.warm)
+  if (const models::warm_start_counts n = d.warm_match.counts(); d.warm)
     std::printf(
         "  starts from %s: %zu of %d learners and %zu of %d courses from the export (%zu and %zu "
         "new, initialised)\n",
-        c.init_from.c_str(), d.warm_counts.users_reused, d.all.n_users(),
-        d.warm_counts.items_reused, d.all.n_items(), d.warm_counts.users_new,
-        d.warm_counts.items_new);
+        c.init_from.c_str(), n.users_reused, d.all.n_users(), n.items_reused, d.all.n_items(),
+        n.users_new, n.items_new);
   if (const std::size_t k = sampled_negatives_of(c); k > 0)
     std::printf(
         "  %zu negatives sampled per positive in each step (%s%s), not taken by its "

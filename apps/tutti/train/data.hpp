@@ -45,9 +45,10 @@ struct loaded_data {
   std::shared_ptr<const data::ranking_candidates> lists;
   // --feedback implicit: what reading the rows as positives kept and dropped.
   std::optional<data::positive_counts> positives;
-  // --init-from: the export the known rows start from, and how many rows it knows.
+  // --init-from: the export the known rows start from, and where each learner and course
+  // stands in it.
   std::shared_ptr<const models::mf_export> warm;
-  models::warm_start_counts warm_counts;
+  models::warm_start_match warm_match;
   // Seconds spent reading the rows (parsing, ids, cleaning, positives) and splitting them (with
   // the ranking lists).
   double read_seconds = 0, split_seconds = 0;
@@ -96,7 +97,7 @@ inline void load_warm_start(const train_config& c, loaded_data& d) {
                     labels +
                     " ones; expected a model of the same "
                     "loss");
-  d.warm_counts = models::count_warm_start(d.all.user_ids, d.all.item_ids, *e);
+  d.warm_match = models::match_export(d.all.user_ids, d.all.item_ids, *e);
   d.warm = std::move(e);
 }
 

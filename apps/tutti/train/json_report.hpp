@@ -39,12 +39,12 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
                  {"alpha", c.negative_sampler == "popularity" ? nlohmann::json(n.alpha)
                                                               : nlohmann::json(nullptr)}};
   nlohmann::json warm;
-  if (d.warm)
+  if (const models::warm_start_counts n = d.warm_match.counts(); d.warm)
     warm = {{"from", c.init_from},
-            {"users_reused", d.warm_counts.users_reused},
-            {"users_new", d.warm_counts.users_new},
-            {"items_reused", d.warm_counts.items_reused},
-            {"items_new", d.warm_counts.items_new}};
+            {"users_reused", n.users_reused},
+            {"users_new", n.users_new},
+            {"items_reused", n.items_reused},
+            {"items_new", n.items_new}};
   return {.source = d.source,
           .rows_read = d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows,
           .rows_used = stats.train_rows + stats.test_rows,

@@ -75,7 +75,7 @@ void start_warm(const train_config& c, const loaded_data& d, Model& model, run_o
       model.initialize(fresh.span(), c.seed);
       auto host = std::make_shared<std::vector<float>>(
           to_host_vector(model.space(), std::span<const float>(fresh.span())));
-      models::apply_warm_start(model.layout(), *host, d.all.user_ids, d.all.item_ids, *d.warm);
+      models::apply_warm_start(model.layout(), *host, d.warm_match, *d.warm);
       out.warm_arena = std::move(host);
     }
     model.start_from(out.warm_arena);
