@@ -111,4 +111,38 @@ inline host_batch check_batch(tutti::loss_kind k) {
   return b;
 }
 
+/// The list losses' batch: four lists of a positive and two negatives over 7 users and 5
+/// items (`list_size` 3); user 2 has two lists, item 3 is a negative twice and a positive once;
+/// the third list is padding (weight 0), the last weighs 1.5.
+inline host_batch list_batch() {
+  host_batch b;
+  b.users = {2, 2, 2, 0, 0, 0, 5, 5, 5, 2, 2, 2};
+  b.items = {3, 1, 4, 4, 3, 0, 2, 1, 0, 2, 3, 0};
+  b.labels = {1.f, 0.f, 0.f, 1.f, 0.f, 0.f, 1.f, 0.f, 0.f, 1.f, 0.f, 0.f};
+  b.weights = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 1.5f, 1.5f, 1.5f};
+  return b;
+}
+
+/// log Q of the 5 items as a popularity sampler would give them (probabilities summing to 1).
+inline std::vector<float> log_q_of_items() {
+  std::vector<float> out;
+  for (double q : {0.1, 0.15, 0.2, 0.3, 0.25}) out.push_back(static_cast<float>(std::log(q)));
+  return out;
+}
+
+/// A batch in a space read as lists of 3, with the items' log Q when `log_q` is not empty.
+template <class Space>
+struct list_view {
+  space_batch<Space> b;
+  tutti::buffer<float, Space> log_q;
+  list_view(const Space& s, const host_batch& hb, const std::vector<float>& lq)
+      : b(s, hb), log_q(tutti::make_buffer(s, std::span<const float>(lq))) {}
+  tutti::batch_view view() const {
+    tutti::batch_view v = b.view();
+    v.list_size = 3;
+    v.item_log_q = log_q.span();
+    return v;
+  }
+};
+
 }  // namespace tutti_test

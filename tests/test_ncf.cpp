@@ -15,6 +15,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/gradient_check.hpp>
 #include <tutti/models/neural_cf.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/tutti.hpp>
@@ -335,6 +336,21 @@ TEST_CASE_TEMPLATE("neural_cf: gradients and loss are added to, gradients scaled
   const auto c = run_lg(copy, params, b, 1.0);
   CHECK(c.grads == one.grads);
   CHECK(run_lg(m, params, b, 1.0).grads == one.grads);
+}
+
+TEST_CASE_TEMPLATE("neural_cf: the list losses' gradient matches finite differences", Space,
+                   TUTTI_TEST_SPACES) {
+  const host_batch b = tutti_test::list_batch();
+  for (const loss_kind loss : {loss_kind::bpr, loss_kind::softmax}) {
+    CAPTURE(std::string(tutti::to_string(loss)));
+    auto m = tiny_model<Space, double>(loss, 0.f);
+    const tutti_test::list_view<Space> lists(m.space(), b, tutti_test::log_q_of_items());
+    const auto params = params_away_from_kinks(m, b, 21, 1e-3);
+    const auto r = tutti::check_gradient(m, std::span<const double>(params), lists.view());
+    INFO(r.describe());
+    CHECK(r.passed());
+    CHECK(r.nonzero > 40);
+  }
 }
 
 TEST_CASE_TEMPLATE("neural_cf: predict is the score the loss is computed from", Space,

@@ -60,9 +60,9 @@ tutti::detail::negative_draw draw_of(const tutti::detail::negative_tables& t, st
       o.per_positive,   o.max_draws};
 }
 
-mf logistic_mf(const interactions& d, std::int32_t dim = 8) {
-  return mf({.dim = dim, .l2 = 1e-4f, .loss = tutti::loss_kind::logistic}, d.n_users(),
-            d.n_items());
+mf model_of(const interactions& d, std::int32_t dim = 8,
+            tutti::loss_kind loss = tutti::loss_kind::logistic) {
+  return mf({.dim = dim, .l2 = 1e-4f, .loss = loss}, d.n_users(), d.n_items());
 }
 
 struct outcome {
@@ -74,7 +74,8 @@ struct outcome {
 // Trains `world` ranks of MF with Adam on `train`; `hook(rank, global step)` after each step.
 outcome train(int world, const interactions& train, const interactions& test,
               tutti::train_options opt, std::int32_t dim = 8,
-              const std::function<void(int, std::size_t)>& hook = {}) {
+              const std::function<void(int, std::size_t)>& hook = {},
+              tutti::loss_kind loss = tutti::loss_kind::logistic) {
   outcome out;
   std::mutex mu;
   auto body = [&](auto reducer) {
@@ -85,7 +86,7 @@ outcome train(int world, const interactions& train, const interactions& test,
         hook(rank, p.global_step);
       };
     tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), tutti::constant, tutti::adam> t(
-        logistic_mf(train, dim), {}, reducer, {}, {}, o);
+        model_of(train, dim, loss), {}, reducer, {}, {}, o);
     try {
       auto r = t.fit(train, test);
       if (rank == 0) {
@@ -301,5 +302,61 @@ TEST_CASE("sampled negatives with the squared loss are refused, named") {
       trainer(mf({.dim = 4, .loss = tutti::loss_kind::squared}, d.n_users(), d.n_items()), {}, {},
               {}, {}, opt),
       doctest::Contains("negatives.per_positive is 2 but the model's loss is squared"),
+      tutti::invalid_argument);
+}
+
+TEST_CASE("with a list loss W ranks train to the parameters of 1 rank, resumed = unbroken") {
+  const auto parts =
+      tutti::data::split(positive_log(240, 50, 4), {.test_fraction = 0.1, .seed = 1});
+  for (const auto sampler : {tutti::negative_sampler::uniform, tutti::negative_sampler::popularity})
+    for (const auto loss : {tutti::loss_kind::bpr, tutti::loss_kind::softmax}) {
+      CAPTURE(std::string(tutti::to_string(loss)));
+      CAPTURE(std::string(tutti::to_string(sampler)));
+      const tutti::train_options opt{.batch = 240,
+                                     .epochs = 2,
+                                     .base_lr = 0.01,
+                                     .seed = 5,
+                                     .evaluate_each_epoch = false,
+                                     .negatives = {.per_positive = 3, .sampler = sampler}};
+      const outcome one = train(1, parts.train, parts.test, opt, 8, {}, loss);
+      const outcome many = train(3, parts.train, parts.test, opt, 8, {}, loss);
+      CHECK(relative_difference(many.params, one.params) <= 1e-5);
+      CHECK(many.result.epochs.back().train_loss ==
+            doctest::Approx(one.result.epochs.back().train_loss).epsilon(1e-5));
+      // Another loss learns other parameters from the same draws.
+      const outcome pointwise = train(1, parts.train, parts.test, opt);
+      CHECK(relative_difference(pointwise.params, one.params) > 1e-2);
+    }
+}
+
+TEST_CASE("the list losses rank above popularity on a log of positives") {
+  const interactions log = positive_log(600, 120, 12);
+  const auto parts = tutti::data::leave_one_out(log);
+  const auto lists = std::make_shared<const tutti::data::ranking_candidates>(
+      tutti::data::sample_candidates(parts.train, parts.test, {.negatives = 99}));
+  const tutti::ranking_result popular = tutti::popularity_ranking(parts.train, *lists, 10);
+  const tutti::train_options opt{.batch = 512,
+                                 .epochs = 12,
+                                 .base_lr = 0.01,
+                                 .seed = 3,
+                                 .ranking = lists,
+                                 .negatives = {.per_positive = 4}};
+  for (const auto loss : {tutti::loss_kind::bpr, tutti::loss_kind::softmax}) {
+    CAPTURE(std::string(tutti::to_string(loss)));
+    const outcome o = train(1, parts.train, parts.test, opt, 16, {}, loss);
+    REQUIRE(o.result.ranking);
+    MESSAGE(tutti::to_string(loss), " HR@10 ", o.result.ranking->hit_rate, " (popularity ",
+            popular.hit_rate, ")");
+    CHECK(o.result.ranking->hit_rate > popular.hit_rate + 0.05);
+  }
+}
+
+TEST_CASE("a list loss without sampled negatives is refused, named") {
+  const interactions d = positive_log(20, 10, 1);
+  using trainer = tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank>;
+  CHECK_THROWS_WITH_AS(
+      trainer(mf({.dim = 4, .loss = tutti::loss_kind::bpr}, d.n_users(), d.n_items()), {}, {}, {},
+              {}, tutti::train_options{}),
+      doctest::Contains("the model's loss is bpr and negatives.per_positive is 0"),
       tutti::invalid_argument);
 }

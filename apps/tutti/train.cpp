@@ -84,6 +84,16 @@ void check_settings(const train_config& c, bool leader) {
   TUTTI_EXPECTS(c.init_from.empty() || c.model == "mf", "tutti train",
                 "--init-from with --model " + c.model +
                     ": an export holds a matrix factorisation; expected --model mf");
+  if (c.loss == "bpr" || c.loss == "softmax") {
+    TUTTI_EXPECTS(sampled_negatives_of(c) > 0, "tutti train",
+                  "--loss " + c.loss +
+                      " ranks each positive above its sampled negatives and there are none; "
+                      "expected --sampled-negatives K (4 by default with --feedback implicit)");
+    TUTTI_EXPECTS(c.model != "lr", "tutti train",
+                  "--loss " + c.loss +
+                      " with --model lr: a logistic regression scores rows one by one; expected "
+                      "--model mf or ncf, or --loss logistic");
+  }
   TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
                 "--compress " + c.compress +
                     " with --space cuda: compressed reduction runs on host ranks only for now; "
@@ -153,9 +163,10 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
         c.negative_sampler == "popularity"
             ? (" count^" + std::to_string(c.negative_alpha).substr(0, 4)).c_str()
             : "");
-  std::printf("  model %s, %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
-              c.model.c_str(), c.ranks, c.batch, c.optimizer.c_str(), c.lr, c.scaling.c_str(),
-              c.schedule.c_str());
+  std::printf(
+      "  model %s (%s loss), %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
+      c.model.c_str(), to_string(loss_of(c, implicit)), c.ranks, c.batch, c.optimizer.c_str(), c.lr,
+      c.scaling.c_str(), c.schedule.c_str());
   std::printf("\n%6s  %12s  %17s  %12s  %9s  %9s\n", "epoch", "train loss", "test metric",
               "samples/s", "seconds", "B_noise");
   std::fflush(stdout);
@@ -185,7 +196,7 @@ int report_interrupt(const train_config& c, bool leader, std::size_t step) {
 /// Trains on `c.space`. The host space is compiled here; the CUDA space in cuda_parts.cu.
 void train_on_space(const train_config& c, const detail::loaded_data& d, json_lines_log* log,
                     progress_line& bar, detail::run_output& out) {
-  const loss_kind loss = d.all.implicit ? loss_kind::logistic : loss_kind::squared;
+  const loss_kind loss = loss_of(c, d.all.implicit);
   if (c.space == "cuda") {
 #if defined(TUTTI_CLI_CUDA)
     detail::train_models_cuda(c, d, loss, log, bar, out);

@@ -90,6 +90,7 @@ struct report_ledger {
 struct train_report {
   report_dataset dataset;
   std::string model;
+  std::string loss;  // squared, logistic, bpr or softmax ("" in reports written before it)
   int world_size = 1;
   bool shared_arena = false;
   std::size_t global_batch = 0;
@@ -316,6 +317,7 @@ inline void from_json(const nlohmann::json& j, report_ledger& l) {
 inline void to_json(nlohmann::json& j, const train_report& r) {
   j = {{"dataset", r.dataset},
        {"model", r.model},
+       {"loss", r.loss},
        {"world_size", r.world_size},
        {"shared_arena", r.shared_arena},
        {"global_batch", r.global_batch},
@@ -359,6 +361,7 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
   if (j.contains("ledger") && j.at("ledger").is_object())
     r.ledger = report_get<report_ledger>(j, "ledger");
   r.model = report_get_or<std::string>(j, "model", "");
+  r.loss = report_get_or<std::string>(j, "loss", "");
   r.shared_arena = report_get_or<bool>(j, "shared_arena", false);
   r.lr = report_get_or<double>(j, "lr", 0);
   r.optimizer = report_get_or<std::string>(j, "optimizer", "");

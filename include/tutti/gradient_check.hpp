@@ -167,11 +167,14 @@ void check_contract(Model& model, std::span<const T> params, const batch_view& b
     out.contract.push_back("called onto a loss sum of 1.5, it left " + std::to_string(l) +
                            "; expected 1.5 + " + std::to_string(l1) +
                            " (the data loss added, at scale 1, whatever the scale)");
-  if (batch.size() < 2) return;
-  const std::size_t half = batch.size() / 2;
+  // Halves of whole lists (`batch_view::list_size`): a list loss reads a list at once.
+  const std::size_t list = batch.list_size > 0 ? batch.list_size : 1;
+  const std::size_t half = batch.size() / list / 2 * list;
+  if (half == 0) return;
   const auto part = [&](std::size_t b, std::size_t n) {
-    return batch_view{batch.users.subspan(b, n), batch.items.subspan(b, n),
-                      batch.labels.subspan(b, n), batch.weights.subspan(b, n)};
+    return batch_view{
+        batch.users.subspan(b, n),   batch.items.subspan(b, n), batch.labels.subspan(b, n),
+        batch.weights.subspan(b, n), batch.list_size,           batch.item_log_q};
   };
   const batch_view halves[2] = {part(0, half), part(half, batch.size() - half)};
   const std::vector<T> zeros(g1.size(), T(0));

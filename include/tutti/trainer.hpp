@@ -312,7 +312,8 @@ class trainer {
     buffer<std::int32_t, space_type> taken;
     buffer<std::uint64_t, space_type> cumulative;
     buffer<std::uint64_t, space_type> epoch_key;
-    std::int32_t n_items = 0;  // the courses negatives are drawn from
+    buffer<float, space_type> item_log_q;  // the softmax loss's log-Q correction, or empty
+    std::int32_t n_items = 0;              // the courses negatives are drawn from
   };
 
   // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and

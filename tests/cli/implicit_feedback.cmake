@@ -7,7 +7,10 @@
 #    not taken, with no more hits than the sampled lists.
 #  - A log file without a label column: a repeated pair counts once (or each time), and the
 #    report says what was kept; with --label-col, only the rows whose label is above 0.
-#  - Labels that are all 1 trained as labels, or with no negatives, are refused.
+#  - The list losses (--loss bpr, --loss softmax with the popularity sampler's correction) rank
+#    above popularity too, and the report names the loss.
+#  - Labels that are all 1 trained as labels, or with no negatives, are refused; so is a --loss
+#    the labels or the model cannot take.
 
 set(common --feedback implicit --holdout last --learners 1000 --courses 200 --epochs 12
     --batch 1024 --seed 5)
@@ -39,6 +42,23 @@ if(NOT k EQUAL 4 OR NOT sampler STREQUAL "uniform" OR NOT metric STREQUAL "none"
                       "negatives, no AUC, hr@10 at least 0.03 above popularity")
 endif()
 message(STATUS "--feedback implicit: hr@10 ${hr}, popularity ${pop}, random ${random}")
+
+foreach(loss bpr softmax)
+  train(${WORK}/${loss}.json ${common} --ranks 1 --loss ${loss} --negative-sampler popularity)
+  file(READ ${WORK}/${loss}.json jl)
+  json_get(named "${jl}" loss)
+  json_get(hr_loss "${jl}" ranking hit_rate)
+  to_nano(hr_loss_n ${hr_loss})
+  if(NOT named STREQUAL loss OR hr_loss_n LESS pop_bound)
+    message(FATAL_ERROR "--loss ${loss}: the report names ${named}, hr@10 ${hr_loss} (popularity "
+                        "${pop}); expected ${loss}, hr@10 at least 0.03 above popularity")
+  endif()
+  message(STATUS "--loss ${loss}: hr@10 ${hr_loss}")
+endforeach()
+json_get(named "${j1}" loss)
+if(NOT named STREQUAL "logistic")
+  message(FATAL_ERROR "--feedback implicit: the report names the loss ${named}; expected logistic")
+endif()
 
 # --eval full ranks every course a learner did not take: the same model (the lists do not change
 # the training), and each sampled list is part of the full one, so no hit of the full ranking
@@ -127,3 +147,11 @@ message(STATUS "log of ${rows} rows: once ${kept_once}, each ${kept_each}, click
 expect_error(2 "expected --feedback implicit" train ${file_args} --label-col done --implicit)
 expect_error(2 "expected --feedback implicit" train --feedback implicit --sampled-negatives 0
              ${file_args})
+expect_error(2 "ranks each positive above its sampled negatives and there are none" train
+             --feedback implicit --loss bpr --sampled-negatives 0 ${file_args})
+expect_error(2 "--loss softmax with --model lr" train --feedback implicit --loss softmax
+             --model lr ${file_args})
+expect_error(2 "expected --loss logistic, bpr or softmax" train --feedback implicit --loss squared
+             ${file_args})
+expect_error(2 "whose labels are ratings; expected --loss squared" train --synthetic-ratings
+             --loss bpr --sampled-negatives 2 --learners 50 --courses 20 --epochs 1)

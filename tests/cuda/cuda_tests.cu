@@ -5,6 +5,7 @@
 #include "main.cpp"
 
 #include "../test_large_batch_optimizers.cpp"
+#include "../test_list_losses.cpp"
 #include "../test_metrics.cpp"
 #include "../test_models.cpp"
 #include "../test_ncf.cpp"  // neural_cf: compiles to nothing without <cblas.h>

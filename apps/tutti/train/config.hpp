@@ -32,7 +32,8 @@ struct train_config {
   bool sampled_negatives_given = false;
   std::string negative_sampler = "uniform";
   float negative_alpha = 0.75f;
-  ranking_config ranking;                // --holdout, --negatives, --top-k, --target
+  std::string loss = "auto";  // --loss: auto is squared on ratings, logistic on 0/1 labels
+  ranking_config ranking;     // --holdout, --negatives, --top-k, --target
   std::optional<quality_target> target;  // --target, parsed
 
   std::string model = "mf";
@@ -113,6 +114,16 @@ inline void apply_feedback_defaults(train_config& c) {
 inline std::size_t sampled_negatives_of(const train_config& c) {
   if (c.sampled_negatives_given) return c.sampled_negatives;
   return c.feedback == "implicit" ? 4 : 0;
+}
+
+/// The loss `--loss` names for data of 0/1 labels (`implicit`) or ratings: `auto` is the
+/// logistic loss on 0/1 labels and the squared loss on ratings.
+inline loss_kind loss_of(const train_config& c, bool implicit) {
+  if (c.loss == "bpr") return loss_kind::bpr;
+  if (c.loss == "softmax") return loss_kind::softmax;
+  if (c.loss == "logistic") return loss_kind::logistic;
+  if (c.loss == "squared") return loss_kind::squared;
+  return implicit ? loss_kind::logistic : loss_kind::squared;
 }
 
 /// The trainer's negatives as `--sampled-negatives`, `--negative-sampler` and `--negative-alpha`

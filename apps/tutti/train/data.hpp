@@ -67,6 +67,18 @@ inline void check_not_degenerate(const train_config& c, const loaded_data& d) {
           "negatives sampled in each step) or --sampled-negatives K");
 }
 
+/// Refuses a `--loss` the labels cannot be read by: squared needs ratings, the others 0/1 labels.
+inline void check_loss(const train_config& c, const loaded_data& d) {
+  if (c.loss == "auto") return;
+  const bool squared = c.loss == "squared";
+  TUTTI_EXPECTS(squared != d.all.implicit, "tutti train",
+                "--loss " + c.loss + " on " + d.source + ", whose labels are " +
+                    (d.all.implicit ? "0/1" : "ratings") + "; expected " +
+                    (d.all.implicit ? "--loss logistic, bpr or softmax"
+                                    : "--loss squared, or --feedback implicit (a log of "
+                                      "positives) or --implicit (0/1 labels)"));
+}
+
 /// `--key-file` for `rank`: '{rank}' in the path stands for the rank number.
 inline std::string key_file_of(const std::string& pattern, int rank) {
   std::string path = pattern;
@@ -182,6 +194,7 @@ inline loaded_data load(const train_config& c, int rank) {
                       " rows, none with a label above 0); expected a log of what learners did");
   }
   check_not_degenerate(c, d);
+  check_loss(c, d);
   load_warm_start(c, d);
   d.read_seconds = since(read_start);
   const auto split_start = std::chrono::steady_clock::now();

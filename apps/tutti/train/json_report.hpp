@@ -154,6 +154,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
   const fit_result& r = s.result;
   train_report rep{.dataset = dataset_of(c, s.data, s.stats),
                    .model = c.model,
+                   .loss = to_string(loss_of(c, s.data.all.implicit)),
                    .world_size = r.world_size,
                    .shared_arena = s.shared_arena,
                    .global_batch = r.global_batch,

@@ -39,6 +39,13 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
                  "--negative-sampler popularity: the exponent of the counts (0 is uniform)")
       ->check(CLI::Range(0.0, 4.0))
       ->capture_default_str();
+  app.add_option("--loss", c.loss,
+                 "what training minimises: auto (squared on ratings, logistic on 0/1 labels), "
+                 "squared, logistic (each row apart), bpr (each positive above each of its "
+                 "--sampled-negatives) or softmax (the positive's share among its negatives, "
+                 "corrected for --negative-sampler)")
+      ->check(CLI::IsMember({"auto", "squared", "logistic", "bpr", "softmax"}))
+      ->capture_default_str();
   app.add_option("--learners", c.learners, "synthetic data: learners")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();

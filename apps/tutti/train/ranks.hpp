@@ -117,6 +117,10 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
   // Gradients rounded to bfloat16 on the way change every step's sum. Recorded only when on, so
   // checkpoints of runs without it (written before it was recorded) still resume.
   if (c.compress != "none") config.emplace_back("compress", c.compress);
+  // The list losses, recorded only where chosen, so checkpoints of the pointwise losses (written
+  // before there was a choice) still resume.
+  if (const loss_kind loss = loss_of(c, d.all.implicit); is_list_loss(loss))
+    config.emplace_back("loss", to_string(loss));
   // Named in a refused resume, never compared (a renamed file with the same rows resumes).
   config.emplace_back("note.data", "'" + d.source + "'");
   return config;
@@ -225,7 +229,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
       if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
     // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
     // metrics are the evaluation.
-    const bool ranks_only = d.lists && t.model().loss() == loss_kind::logistic;
+    const bool ranks_only = d.lists && t.model().loss() != loss_kind::squared;
     fit_result fitted = t.fit(d.parts.train, ranks_only ? data::interactions{} : d.parts.test);
     if (rank == 0 && !mostly_skipped(fitted)) write_export(c, d, t);
     return fitted;

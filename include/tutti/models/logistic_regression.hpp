@@ -8,6 +8,7 @@
 #include <tutti/config.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
+#include <tutti/models/detail/losses.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/host.hpp>
@@ -147,7 +148,9 @@ class logistic_regression {
     TUTTI_EXPECTS(std::isfinite(opt.l2) && opt.l2 >= 0.f, fn,
                   "l2 is " + std::to_string(opt.l2) + "; expected a finite value >= 0");
     TUTTI_EXPECTS(opt.loss == loss_kind::squared || opt.loss == loss_kind::logistic, fn,
-                  "loss is not a tutti::loss_kind; expected squared or logistic");
+                  std::string("loss is ") + to_string(opt.loss) +
+                      "; expected squared or logistic (a logistic regression scores slots one "
+                      "by one; the list losses bpr and softmax are for the factor models)");
     const auto nu = static_cast<std::size_t>(n_users);
     const auto ni = static_cast<std::size_t>(n_items);
     m_off.user_weight = m_layout.add("user_weight", nu, 1, segment_kind::embedding).offset;

@@ -12,6 +12,7 @@
 #include <tutti/error.hpp>
 #include <tutti/gradient_ready.hpp>
 #include <tutti/layout.hpp>
+#include <tutti/models/detail/losses.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/host.hpp>
@@ -36,7 +37,8 @@ struct mf_options {
   std::int32_t dim = 32;
   /// L2 strength: each weighted sample adds l2·(|p_u|² + |q_i|² + b_u² + b_i²) to the objective.
   float l2 = 1e-4f;
-  /// Loss minimised: squared (ratings) or logistic (0/1 labels).
+  /// Loss minimised: squared (ratings), logistic (0/1 labels), or over lists of a positive and
+  /// its sampled negatives, bpr or softmax (`batch_view::list_size`).
   loss_kind loss = loss_kind::squared;
   /// Standard deviation of the normal initialisation of embeddings (>= 0).
   float init_scale = 0.1f;
@@ -104,8 +106,28 @@ struct mf_init_fn {
   }
 };
 
+/// Kernel over slots: out[i] = the score of slot i, 0 for a padded slot (whose ids are never
+/// read): what a list loss reads.
+template <class T>
+struct mf_list_score_fn {
+  const T* params;
+  const std::int32_t* users;
+  const std::int32_t* items;
+  const float* weights;
+  mf_offsets off;
+  std::size_t dim;
+  T* out;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    out[i] = weights[i] == 0.f ? T(0)
+                               : mf_score(params, off, dim, static_cast<std::size_t>(users[i]),
+                                          static_cast<std::size_t>(items[i]));
+  }
+};
+
 /// Kernel over slots: writes slot i's gradient contributions (user row: dim embedding values
-/// then the bias; item row likewise), its weighted loss and its global-bias gradient.
+/// then the bias; item row likewise), its weighted loss and its global-bias gradient. With
+/// `slopes` (a list loss, `list_loss_fn`) slot i's scaled slope is read from there and its loss
+/// was written by the list kernel.
 template <class T>
 struct mf_slot_fn {
   const T* params;
@@ -118,11 +140,12 @@ struct mf_slot_fn {
   std::int32_t n_users, n_items;
   loss_kind loss;
   T l2, scale;
-  T* user_contrib;    // n × (dim + 1)
-  T* item_contrib;    // n × (dim + 1)
-  T* slot_loss;       // n
-  T* slot_global;     // n
-  std::size_t n = 0;  // slots: the host asks for slot i + prefetch_ahead's rows while at i
+  T* user_contrib;            // n × (dim + 1)
+  T* item_contrib;            // n × (dim + 1)
+  T* slot_loss;               // n
+  T* slot_global;             // n
+  std::size_t n = 0;          // slots: the host asks for slot i + prefetch_ahead's rows while at i
+  const T* slopes = nullptr;  // n scale·w·dL/ds of a list loss, or null: pointwise
   TUTTI_HOST_DEVICE void prefetch_rows(std::size_t j) const {
     if (weights[j] == 0.f) return;  // a padding slot's ids are never used
     const auto u = static_cast<std::size_t>(users[j]);
@@ -151,20 +174,29 @@ struct mf_slot_fn {
     const std::size_t ii = static_cast<std::size_t>(it);
     const T* p = params + off.user_embedding + uu * dim;
     const T* q = params + off.item_embedding + ii * dim;
-    const T s = mf_score(params, off, dim, uu, ii);
-    T l, dl;
-    pointwise_loss(loss, s, static_cast<T>(labels[i]), l, dl);
     const T sw = scale * w;
-    const T gs = sw * dl;
+    T gs;
+    if (slopes != nullptr) {
+      gs = slopes[i];
+    } else {
+      const T s = mf_score(params, off, dim, uu, ii);
+      T l, dl;
+      pointwise_loss(loss, s, static_cast<T>(labels[i]), l, dl);
+      gs = sw * dl;
+      slot_loss[i] = w * l;
+    }
     const T r = sw * T(2) * l2;
     T* uc = user_contrib + i * (dim + 1);
     T* ic = item_contrib + i * (dim + 1);
     combine2(uc, gs, q, r, p, dim);  // uc[c] = gs * q[c] + r * p[c]
     combine2(ic, gs, p, r, q, dim);
-    uc[dim] = gs + r * params[off.user_bias + uu];
+    // A list loss does not change when every score of a list moves alike, so the learner's bias
+    // and the global bias have no gradient from it: adding the list's slopes would add only their
+    // rounding, which Adam would scale up into steps. Their L2 term stays.
+    const T shared = slopes != nullptr ? T(0) : gs;
+    uc[dim] = shared + r * params[off.user_bias + uu];
     ic[dim] = gs + r * params[off.item_bias + ii];
-    slot_loss[i] = w * l;
-    slot_global[i] = gs;
+    slot_global[i] = shared;
   }
 };
 
@@ -198,7 +230,11 @@ namespace tutti::models {
 ///
 /// Objective of a batch: Σ_i w_i·[L(s_i, y_i) + l2·(|p_u|² + |q_i|² + b_u² + b_i²)] with
 /// L = (s - y)² (squared) or y·softplus(-s) + (1-y)·softplus(s) (logistic, computed stably).
-/// The global bias is not regularised.
+/// The list losses (bpr, softmax) replace Σ_i w_i·L(s_i, y_i) by Σ_lists w·L(list) over the
+/// batch's lists of `batch_view::list_size` slots (see `detail::list_loss_fn`); the L2 term is
+/// the same, slot by slot. Every list is one learner's, so a list loss does not read the
+/// learner's bias or the global bias: their gradient is the L2 term's alone (exactly 0 for the
+/// global bias). The global bias is not regularised.
 ///
 /// Contract of `loss_and_gradient`, for every slot i with weight w_i:
 /// - it ADDS scale·w_i·∂(L_i + l2-term_i)/∂θ into `grads` (the caller zeroes them; adding lets a
@@ -242,6 +278,7 @@ class matrix_factorization {
         m_item_contrib(m_space),
         m_slot_loss(m_space),
         m_slot_global(m_space),
+        m_slopes(m_space),
         m_user_rows(m_space),
         m_item_rows(m_space) {
     constexpr const char* fn = "tutti::models::matrix_factorization";
@@ -255,8 +292,9 @@ class matrix_factorization {
         "init_scale is " + std::to_string(opt.init_scale) + "; expected a finite value >= 0");
     TUTTI_EXPECTS(std::isfinite(opt.global_bias_init), fn,
                   "global_bias_init is not finite; expected a finite value");
-    TUTTI_EXPECTS(opt.loss == loss_kind::squared || opt.loss == loss_kind::logistic, fn,
-                  "loss is not a tutti::loss_kind; expected squared or logistic");
+    TUTTI_EXPECTS(
+        opt.loss == loss_kind::squared || opt.loss == loss_kind::logistic || is_list_loss(opt.loss),
+        fn, "loss is not a tutti::loss_kind; expected squared, logistic, bpr or softmax");
     const auto nu = static_cast<std::size_t>(n_users);
     const auto ni = static_cast<std::size_t>(n_items);
     const auto d = static_cast<std::size_t>(opt.dim);
@@ -350,11 +388,23 @@ class matrix_factorization {
     T* ic = m_item_contrib.reserve(n * (d + 1));
     T* sl = m_slot_loss.reserve(n);
     T* sg = m_slot_global.reserve(n);
+    const T* slopes = nullptr;
+    if (is_list_loss(m_opt.loss)) {
+      T* x = m_slopes.reserve(n);
+      parallel_for(
+          m_space, n,
+          detail::mf_list_score_fn<T>{params.data(), batch.users.data(), batch.items.data(),
+                                      batch.weights.data(), m_off, d, x});
+      detail::run_list_loss("tutti::models::matrix_factorization::loss_and_gradient", m_space,
+                            m_opt.loss, batch, m_n_items, x, static_cast<const T*>(nullptr), scale,
+                            sl);
+      slopes = x;
+    }
     parallel_for(m_space, n,
                  detail::mf_slot_fn<T>{params.data(), batch.users.data(), batch.items.data(),
                                        batch.labels.data(), batch.weights.data(), m_off, d,
                                        m_n_users, m_n_items, m_opt.loss, static_cast<T>(m_opt.l2),
-                                       scale, uc, ic, sl, sg, n});
+                                       scale, uc, ic, sl, sg, n, slopes});
     const float* w = batch.weights.data();
     T* g = grads.data();
     const std::size_t one = 1;
@@ -462,6 +512,7 @@ class matrix_factorization {
   detail::scratch_array<T, Space> m_item_contrib;
   detail::scratch_array<T, Space> m_slot_loss;
   detail::scratch_array<T, Space> m_slot_global;
+  detail::scratch_array<T, Space> m_slopes;  // a list loss's scores, then scaled slopes
   // The last call's touched rows, per table (`touched_rows`).
   mutable std::vector<std::int32_t> m_touched_users;
   mutable std::vector<std::int32_t> m_touched_items;

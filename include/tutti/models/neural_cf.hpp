@@ -13,6 +13,7 @@
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/models/detail/blas.hpp>
+#include <tutti/models/detail/losses.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/host.hpp>
@@ -45,7 +46,8 @@ struct neural_cf_options {
   /// reads) to the objective, as matrix_factorization does. Dense layers are not regularised
   /// here (use an optimizer's weight decay).
   float l2 = 0.f;
-  /// Loss minimised: squared (ratings) or logistic (0/1 labels).
+  /// Loss minimised: squared (ratings), logistic (0/1 labels), or over lists of a positive and
+  /// its sampled negatives, bpr or softmax (`batch_view::list_size`).
   loss_kind loss = loss_kind::logistic;
   /// Standard deviation of the normal initialisation of the embeddings (>= 0). Dense weights
   /// start from He's N(0, 2/fan_in) (the output layer N(0, 1/fan_in)), biases from 0.
@@ -347,8 +349,9 @@ class neural_cf {
         "init_scale is " + std::to_string(m_opt.init_scale) + "; expected a finite value >= 0");
     TUTTI_EXPECTS(std::isfinite(m_opt.output_bias_init), fn,
                   "output_bias_init is not finite; expected a finite value");
-    TUTTI_EXPECTS(m_opt.loss == loss_kind::squared || m_opt.loss == loss_kind::logistic, fn,
-                  "loss is not a tutti::loss_kind; expected squared or logistic");
+    TUTTI_EXPECTS(m_opt.loss == loss_kind::squared || m_opt.loss == loss_kind::logistic ||
+                      is_list_loss(m_opt.loss),
+                  fn, "loss is not a tutti::loss_kind; expected squared, logistic, bpr or softmax");
 
     const auto nu = static_cast<std::size_t>(n_users);
     const auto ni = static_cast<std::size_t>(n_items);
@@ -449,13 +452,20 @@ class neural_cf {
     const std::size_t layers = m_dense.size();
     const work w = carve(n, true);
     forward(p, batch.users.data(), batch.items.data(), batch.weights.data(), n, w, w.raw);
-    parallel_for(m_space, n,
-                 detail::ncf_loss_fn<T>{w.raw, p + m_output.bias, batch.labels.data(),
-                                        batch.weights.data(), m_opt.loss, scale, w.slot_loss});
+    if (is_list_loss(m_opt.loss))
+      detail::run_list_loss("tutti::models::neural_cf::loss_and_gradient", m_space, m_opt.loss,
+                            batch, m_n_items, w.raw, p + m_output.bias, scale, w.slot_loss);
+    else
+      parallel_for(m_space, n,
+                   detail::ncf_loss_fn<T>{w.raw, p + m_output.bias, batch.labels.data(),
+                                          batch.weights.data(), m_opt.loss, scale, w.slot_loss});
     if (loss_sum != nullptr) m_loss_sum.add_to(m_space, w.slot_loss, nullptr, n, loss_sum);
 
-    // Output layer: d(raw) = scale·w·dL/ds is already in w.raw.
-    bias_backward(w.raw, 1, nullptr, 0, 1, n, w.partial, g + m_output.bias);
+    // Output layer: d(raw) = scale·w·dL/ds is already in w.raw. A list loss does not change when
+    // every score of a list moves alike, so the output bias has no gradient there: adding the
+    // slopes' sum would add only their rounding, which Adam would scale up into steps.
+    if (!is_list_loss(m_opt.loss))
+      bias_backward(w.raw, 1, nullptr, 0, 1, n, w.partial, g + m_output.bias);
     gemm(true, false, m_fused, 1, n, w.h, m_fused, w.raw, 1, T(1), g + m_output.weight, 1);
     gemm(false, true, n, m_fused, 1, w.raw, 1, p + m_output.weight, 1, T(0), w.dh, m_fused);
     ready(m_output.bias, 1);

@@ -57,6 +57,7 @@ struct negative_tables {
   std::vector<std::uint64_t> offsets;     // n_users + 1
   std::vector<std::int32_t> taken;        // offsets.back() courses, sorted per learner
   std::vector<std::uint64_t> cumulative;  // n_items, popularity only: the last is 2^32
+  std::vector<float> log_q;               // n_items, popularity only: log of each draw's odds
 };
 
 /// The tables of `train` for `o` (`o.per_positive > 0`). Throws `tutti::invalid_argument` for an
@@ -101,6 +102,11 @@ inline negative_tables make_negative_tables(const data::interactions& train,
       t.cumulative[i] = static_cast<std::uint64_t>(std::ldexp(run / total, 32));
     }
     t.cumulative[ni - 1] = std::uint64_t(1) << 32;
+    // log Q(i) for the softmax loss's correction; a course never taken is never drawn, nor in
+    // any list, and keeps 0.
+    t.log_q.assign(ni, 0.f);
+    for (std::size_t i = 0; i < ni; ++i)
+      if (count[i] > 0) t.log_q[i] = static_cast<float>(std::log(count[i] / total));
   }
   return t;
 }

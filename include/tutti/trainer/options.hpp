@@ -423,7 +423,7 @@ inline void check_train_options(const train_options& o, int world) {
 }
 
 /// Checks that an RMSE or AUC target matches the model's loss: squared losses are evaluated by
-/// RMSE, logistic ones by AUC.
+/// RMSE, the others (logistic, bpr, softmax) by AUC.
 inline void check_target_loss(const train_options& o, loss_kind loss) {
   using m = quality_target::measure;
   if (!o.target || (o.target->metric != m::rmse && o.target->metric != m::auc)) return;
@@ -431,18 +431,23 @@ inline void check_target_loss(const train_options& o, loss_kind loss) {
   TUTTI_EXPECTS((o.target->metric == m::rmse) == squared, "tutti::trainer",
                 std::string("the target is the test ") +
                     (o.target->metric == m::rmse ? "RMSE" : "AUC") + ", but the model's loss is " +
-                    (squared ? "squared (evaluated by RMSE)" : "logistic (evaluated by AUC)") +
+                    to_string(loss) + (squared ? " (evaluated by RMSE)" : " (evaluated by AUC)") +
                     "; expected a target that matches the loss");
 }
 
-/// Refuses sampled negatives for a model whose loss cannot learn from them: a negative is a 0
-/// label, which only the logistic loss reads as "not taken".
+/// Refuses sampled negatives for a model whose loss cannot learn from them (a negative is a 0
+/// label, which the squared loss reads as a rating of 0), and a list loss without them (it
+/// ranks each positive above its sampled negatives).
 inline void check_negatives_loss(const train_options& o, loss_kind loss) {
+  TUTTI_EXPECTS(o.negatives.per_positive > 0 || !is_list_loss(loss), "tutti::trainer",
+                std::string("the model's loss is ") + to_string(loss) +
+                    " and negatives.per_positive is 0; expected at least one sampled negative "
+                    "per positive (the loss ranks each positive above its negatives)");
   if (o.negatives.per_positive == 0) return;
-  TUTTI_EXPECTS(loss == loss_kind::logistic, "tutti::trainer",
+  TUTTI_EXPECTS(loss != loss_kind::squared, "tutti::trainer",
                 "negatives.per_positive is " + std::to_string(o.negatives.per_positive) +
-                    " but the model's loss is squared; expected a model with the logistic loss "
-                    "(sampled negatives are 0 labels beside each positive's 1)");
+                    " but the model's loss is squared; expected a model with the logistic, bpr "
+                    "or softmax loss (sampled negatives are 0 labels beside each positive's 1)");
   TUTTI_EXPECTS(o.negatives.max_draws >= 1, "tutti::trainer",
                 "negatives.max_draws is 0; expected at least one draw per negative");
 }

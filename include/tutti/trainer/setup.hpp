@@ -61,7 +61,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<std::uint64_t, space_type>(0, m_space),
                    buffer<std::int32_t, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(0, m_space),
-                   buffer<std::uint64_t, space_type>(1, m_space)};
+                   buffer<std::uint64_t, space_type>(1, m_space),
+                   buffer<float, space_type>(0, m_space)};
   buf.n_items = train.n_items();
   if (m_options.negatives.per_positive > 0) {
     const detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
@@ -69,6 +70,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
     if (!t.cumulative.empty())
       buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
+    if (!t.log_q.empty() && m_model.loss() == loss_kind::softmax)
+      buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
   }
   return buf;
 }

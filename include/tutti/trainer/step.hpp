@@ -60,7 +60,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
     batch_view batch{{buf.b_users.data(), rows},
                      {buf.b_items.data(), rows},
                      {buf.b_labels.data(), rows},
-                     {buf.b_weights.data(), rows}};
+                     {buf.b_weights.data(), rows},
+                     std::size_t(m_options.negatives.per_positive) + 1,
+                     std::span<const float>(buf.item_log_q.span())};
     timer.mark(account::data);
     // Only the last micro-batch's values are final for the overlapped reduction.
     if (s.global_real > 0) {

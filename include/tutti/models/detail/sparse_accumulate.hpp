@@ -72,25 +72,6 @@ class scratch_array {
   buffer<T, Space> m_buf;
 };
 
-/// The model's loss at score `s` and label `y`: sets `loss` and `slope` = dloss/ds.
-/// Logistic: y·softplus(-s) + (1-y)·softplus(s), written so that no exp overflows.
-template <class T>
-TUTTI_HOST_DEVICE inline void pointwise_loss(loss_kind kind, T s, T y, T& loss, T& slope) {
-  if (kind == loss_kind::squared) {
-    const T r = s - y;
-    loss = r * r;
-    slope = T(2) * r;
-    return;
-  }
-  const T e = std::exp(-std::fabs(s));  // in (0, 1]: never overflows
-  const T log1pe = std::log1p(e);
-  const T softplus_pos = (s > T(0) ? s : T(0)) + log1pe;   // softplus(s)
-  const T softplus_neg = (s < T(0) ? -s : T(0)) + log1pe;  // softplus(-s)
-  loss = y * softplus_neg + (T(1) - y) * softplus_pos;
-  const T sigmoid = s >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
-  slope = sigmoid - y;
-}
-
 /// Sort key of a weight-0 slot: above every valid id, so padding sorts behind all real slots
 /// and the real slots keep the same sorted positions whether or not padding is present.
 inline constexpr std::int32_t padding_key = std::numeric_limits<std::int32_t>::max();
