@@ -97,6 +97,13 @@ if [[ -x build-gpu/tutti ]]; then
     build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
       --json "${out}/train_rows_${space}.json" >"${out}/train_rows_${space}.txt" 2>&1
   done
+  # A log of positives: negatives sampled on the device, the softmax list loss with the popularity
+  # sampler's correction, against the host's.
+  for space in cuda host; do
+    build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --feedback implicit \
+      --holdout last --loss softmax --negative-sampler popularity --sampled-negatives 8 \
+      --json "${out}/train_sampled_${space}.json" >"${out}/train_sampled_${space}.txt" 2>&1
+  done
   # The steady step replayed from a CUDA Graph (the default) against every kernel launched one by
   # one: the same parameters, bit for bit, and the samples/s of both.
   build-gpu/tutti train --space cuda --ranks 1 --seed 7 --quiet --optimizer lazy-adam \
@@ -181,6 +188,8 @@ def cuda_vs_host(name, prefix):  # the final train loss of train_<prefix>{cuda,h
 
 cuda_vs_host("tutti train --space cuda vs host", "train_")
 cuda_vs_host("tutti train --optimizer lazy-adam: the row-sparse step, cuda vs host", "train_rows_")
+cuda_vs_host("tutti train --feedback implicit --loss softmax: sampled negatives, cuda vs host",
+             "train_sampled_")
 m = load("train_rows_1m_cuda.json")
 if m:
     e = m["epochs"][-1]

@@ -125,7 +125,9 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
   app.add_option("--batch", c.batch, "global batch (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--lr", c.lr, "base learning rate (default 0.1 for rowwise-adagrad)")
+  app.add_option("--lr", c.lr,
+                 "base learning rate (default 0.01; 0.1 for rowwise-adagrad; 0.03 for adam and "
+                 "lazy-adam with --feedback implicit)")
       ->check(CLI::PositiveNumber)
       ->each([&c](const std::string&) { c.lr_given = true; })
       ->capture_default_str();
