@@ -318,3 +318,34 @@ TEST_CASE("a device's path: the shard written on the space trains to the host-bu
   CHECK(seen == options.epochs * parts.train.size());
   CHECK(count_differing(with_callback, host_built) == 0);
 }
+
+TEST_CASE("sampled negatives and a list loss on a device's path train as on the host") {
+  // The draw reads its tables and the epoch's key from the space's memory, and the softmax its
+  // log-Q correction; the row step treats every negative's course as a touched row.
+  const auto parts = implicit_courses(300, 100);
+  tutti::train_options opt = options;
+  opt.negatives = {.per_positive = 4, .sampler = tutti::negative_sampler::popularity};
+  const auto train = [&](auto space_tag, auto optimizer) {
+    using Space = decltype(space_tag);
+    tutti::models::matrix_factorization<Space> m(
+        {.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::softmax}, parts.train.n_users(),
+        parts.train.n_items());
+    return train_model(std::move(m), parts.train, optimizer, opt).params;
+  };
+  for (const bool rows : {false, true}) {
+    CAPTURE(rows);
+    const auto host = rows ? train(tutti::host_space{}, tutti::lazy_adam{})
+                           : train(tutti::host_space{}, tutti::adam{});
+    const auto opaque = rows ? train(opaque_host_space{}, tutti::lazy_adam{})
+                             : train(opaque_host_space{}, tutti::adam{});
+    CHECK(tutti_test::relative_difference(opaque, host) < 1e-5);
+  }
+  // Without the negatives the same run ends elsewhere: they were drawn and trained on.
+  tutti::train_options none = opt;
+  none.negatives = {};
+  tutti::models::matrix_factorization<opaque_host_space> logistic(
+      {.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
+      parts.train.n_items());
+  const auto without = train_model(std::move(logistic), parts.train, tutti::adam{}, none).params;
+  CHECK(tutti_test::relative_difference(without, train(opaque_host_space{}, tutti::adam{})) > 1e-2);
+}
