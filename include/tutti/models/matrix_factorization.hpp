@@ -106,28 +106,9 @@ struct mf_init_fn {
   }
 };
 
-/// Kernel over slots: out[i] = the score of slot i, 0 for a padded slot (whose ids are never
-/// read): what a list loss reads.
-template <class T>
-struct mf_list_score_fn {
-  const T* params;
-  const std::int32_t* users;
-  const std::int32_t* items;
-  const float* weights;
-  mf_offsets off;
-  std::size_t dim;
-  T* out;
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    out[i] = weights[i] == 0.f ? T(0)
-                               : mf_score(params, off, dim, static_cast<std::size_t>(users[i]),
-                                          static_cast<std::size_t>(items[i]));
-  }
-};
-
 /// Kernel over slots: writes slot i's gradient contributions (user row: dim embedding values
-/// then the bias; item row likewise), its weighted loss and its global-bias gradient. With
-/// `slopes` (a list loss, `list_loss_fn`) slot i's scaled slope is read from there and its loss
-/// was written by the list kernel.
+/// then the bias; item row likewise), its weighted loss and its global-bias gradient, for a
+/// pointwise loss. `write` is the part a list loss shares (`mf_list_fn`).
 template <class T>
 struct mf_slot_fn {
   const T* params;
@@ -140,12 +121,11 @@ struct mf_slot_fn {
   std::int32_t n_users, n_items;
   loss_kind loss;
   T l2, scale;
-  T* user_contrib;            // n × (dim + 1)
-  T* item_contrib;            // n × (dim + 1)
-  T* slot_loss;               // n
-  T* slot_global;             // n
-  std::size_t n = 0;          // slots: the host asks for slot i + prefetch_ahead's rows while at i
-  const T* slopes = nullptr;  // n scale·w·dL/ds of a list loss, or null: pointwise
+  T* user_contrib;    // n × (dim + 1)
+  T* item_contrib;    // n × (dim + 1)
+  T* slot_loss;       // n
+  T* slot_global;     // n
+  std::size_t n = 0;  // slots: the host asks for slot i + prefetch_ahead's rows while at i
   TUTTI_HOST_DEVICE void prefetch_rows(std::size_t j) const {
     if (weights[j] == 0.f) return;  // a padding slot's ids are never used
     const auto u = static_cast<std::size_t>(users[j]);
@@ -154,6 +134,33 @@ struct mf_slot_fn {
     prefetch_bytes(params + off.item_embedding + it * dim, dim * sizeof(T));
     prefetch_bytes(params + off.user_bias + u, sizeof(T), false, 1);
     prefetch_bytes(params + off.item_bias + it, sizeof(T), false, 1);
+  }
+  TUTTI_HOST_DEVICE std::size_t user(std::size_t i) const {
+    assert(users[i] >= 0 && users[i] < n_users &&
+           "tutti::models::matrix_factorization: user id out of range");
+    return static_cast<std::size_t>(users[i]);
+  }
+  TUTTI_HOST_DEVICE std::size_t item(std::size_t i) const {
+    assert(items[i] >= 0 && items[i] < n_items &&
+           "tutti::models::matrix_factorization: item id out of range");
+    return static_cast<std::size_t>(items[i]);
+  }
+  /// Slot i's contributions for the scaled slope gs = scale·w·dL/ds. `shared`: whether the score's
+  /// slope reaches the learner's bias and the global bias (a list loss does not change when every
+  /// score of a list moves alike, so they have no gradient from it: adding the list's slopes
+  /// would add only their rounding, which Adam would scale up into steps; their L2 term stays).
+  TUTTI_HOST_DEVICE void write(std::size_t i, T w, T gs, bool shared) const {
+    const std::size_t uu = user(i), ii = item(i);
+    const T* p = params + off.user_embedding + uu * dim;
+    const T* q = params + off.item_embedding + ii * dim;
+    const T r = scale * w * T(2) * l2;
+    T* uc = user_contrib + i * (dim + 1);
+    T* ic = item_contrib + i * (dim + 1);
+    combine2(uc, gs, q, r, p, dim);  // uc[c] = gs * q[c] + r * p[c]
+    combine2(ic, gs, p, r, q, dim);
+    uc[dim] = (shared ? gs : T(0)) + r * params[off.user_bias + uu];
+    ic[dim] = gs + r * params[off.item_bias + ii];
+    slot_global[i] = shared ? gs : T(0);
   }
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
 #if !defined(__CUDA_ARCH__)
@@ -166,37 +173,37 @@ struct mf_slot_fn {
       slot_global[i] = T(0);
       return;
     }
-    const std::int32_t u = users[i];
-    const std::int32_t it = items[i];
-    assert(u >= 0 && u < n_users && "tutti::models::matrix_factorization: user id out of range");
-    assert(it >= 0 && it < n_items && "tutti::models::matrix_factorization: item id out of range");
-    const std::size_t uu = static_cast<std::size_t>(u);
-    const std::size_t ii = static_cast<std::size_t>(it);
-    const T* p = params + off.user_embedding + uu * dim;
-    const T* q = params + off.item_embedding + ii * dim;
-    const T sw = scale * w;
-    T gs;
-    if (slopes != nullptr) {
-      gs = slopes[i];
-    } else {
-      const T s = mf_score(params, off, dim, uu, ii);
-      T l, dl;
-      pointwise_loss(loss, s, static_cast<T>(labels[i]), l, dl);
-      gs = sw * dl;
-      slot_loss[i] = w * l;
-    }
-    const T r = sw * T(2) * l2;
-    T* uc = user_contrib + i * (dim + 1);
-    T* ic = item_contrib + i * (dim + 1);
-    combine2(uc, gs, q, r, p, dim);  // uc[c] = gs * q[c] + r * p[c]
-    combine2(ic, gs, p, r, q, dim);
-    // A list loss does not change when every score of a list moves alike, so the learner's bias
-    // and the global bias have no gradient from it: adding the list's slopes would add only their
-    // rounding, which Adam would scale up into steps. Their L2 term stays.
-    const T shared = slopes != nullptr ? T(0) : gs;
-    uc[dim] = shared + r * params[off.user_bias + uu];
-    ic[dim] = gs + r * params[off.item_bias + ii];
-    slot_global[i] = shared;
+    const T s = mf_score(params, off, dim, user(i), item(i));
+    T l, dl;
+    pointwise_loss(loss, s, static_cast<T>(labels[i]), l, dl);
+    slot_loss[i] = w * l;
+    write(i, w, scale * w * dl, true);
+  }
+};
+
+/// Kernel over the lists of a batch (a list loss): the scores of list l's slots (not read for a
+/// padded list), `list_loss_fn` turning them into the slots' scaled slopes and the list's loss,
+/// then each slot's contributions as `mf_slot_fn` writes them: one pass over the rows.
+template <class T>
+struct mf_list_fn {
+  mf_slot_fn<T> slot;
+  list_loss_fn<T> loss;  // its scores: where the slopes go
+  TUTTI_HOST_DEVICE void operator()(std::size_t l) const {
+    const std::size_t g = loss.g, first = l * g;
+#if !defined(__CUDA_ARCH__)
+    for (std::size_t j = first + prefetch_ahead; j < first + prefetch_ahead + g && j < slot.n; ++j)
+      slot.prefetch_rows(j);
+#endif
+    const T w = static_cast<T>(slot.weights[first]);
+    if (w != T(0))
+      for (std::size_t i = first; i < first + g; ++i)
+        loss.s[i] = mf_score(slot.params, slot.off, slot.dim, slot.user(i), slot.item(i));
+    loss(l);
+    for (std::size_t i = first; i < first + g; ++i)
+      if (w == T(0))
+        slot.slot_global[i] = T(0);  // padding: the row kernels skip it
+      else
+        slot.write(i, w, loss.s[i], false);
   }
 };
 
@@ -388,23 +395,32 @@ class matrix_factorization {
     T* ic = m_item_contrib.reserve(n * (d + 1));
     T* sl = m_slot_loss.reserve(n);
     T* sg = m_slot_global.reserve(n);
-    const T* slopes = nullptr;
+    const detail::mf_slot_fn<T> slot{params.data(),
+                                     batch.users.data(),
+                                     batch.items.data(),
+                                     batch.labels.data(),
+                                     batch.weights.data(),
+                                     m_off,
+                                     d,
+                                     m_n_users,
+                                     m_n_items,
+                                     m_opt.loss,
+                                     static_cast<T>(m_opt.l2),
+                                     scale,
+                                     uc,
+                                     ic,
+                                     sl,
+                                     sg,
+                                     n};
     if (is_list_loss(m_opt.loss)) {
       T* x = m_slopes.reserve(n);
-      parallel_for(
-          m_space, n,
-          detail::mf_list_score_fn<T>{params.data(), batch.users.data(), batch.items.data(),
-                                      batch.weights.data(), m_off, d, x});
-      detail::run_list_loss("tutti::models::matrix_factorization::loss_and_gradient", m_space,
-                            m_opt.loss, batch, m_n_items, x, static_cast<const T*>(nullptr), scale,
-                            sl);
-      slopes = x;
+      const auto loss =
+          detail::list_loss_of("tutti::models::matrix_factorization::loss_and_gradient", m_opt.loss,
+                               batch, m_n_items, x, static_cast<const T*>(nullptr), scale, sl);
+      parallel_for(m_space, n / batch.list_size, detail::mf_list_fn<T>{slot, loss});
+    } else {
+      parallel_for(m_space, n, slot);
     }
-    parallel_for(m_space, n,
-                 detail::mf_slot_fn<T>{params.data(), batch.users.data(), batch.items.data(),
-                                       batch.labels.data(), batch.weights.data(), m_off, d,
-                                       m_n_users, m_n_items, m_opt.loss, static_cast<T>(m_opt.l2),
-                                       scale, uc, ic, sl, sg, n, slopes});
     const float* w = batch.weights.data();
     T* g = grads.data();
     const std::size_t one = 1;

@@ -453,8 +453,10 @@ class neural_cf {
     const work w = carve(n, true);
     forward(p, batch.users.data(), batch.items.data(), batch.weights.data(), n, w, w.raw);
     if (is_list_loss(m_opt.loss))
-      detail::run_list_loss("tutti::models::neural_cf::loss_and_gradient", m_space, m_opt.loss,
-                            batch, m_n_items, w.raw, p + m_output.bias, scale, w.slot_loss);
+      parallel_for(
+          m_space, n / batch.list_size,
+          detail::list_loss_of("tutti::models::neural_cf::loss_and_gradient", m_opt.loss, batch,
+                               m_n_items, w.raw, p + m_output.bias, scale, w.slot_loss));
     else
       parallel_for(m_space, n,
                    detail::ncf_loss_fn<T>{w.raw, p + m_output.bias, batch.labels.data(),

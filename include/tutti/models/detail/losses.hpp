@@ -7,7 +7,6 @@
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
 #include <tutti/error.hpp>
-#include <tutti/space/algorithms.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -115,13 +114,13 @@ struct list_loss_fn {
   }
 };
 
-/// Runs `list_loss_fn` over the lists of `batch` (scores in `x`, see there); `fn` names the
-/// model in the errors. Throws `tutti::invalid_argument` for a batch that is not made of lists
-/// (list_size below 2, or a size that is not a multiple of it) or whose `item_log_q` does not
-/// hold one value per item.
-template <class T, class Space>
-void run_list_loss(const char* fn, const Space& space, loss_kind loss, const batch_view& batch,
-                   std::int32_t n_items, T* x, const T* bias, T scale, T* slot_loss) {
+/// The `list_loss_fn` over the lists of `batch` (scores in `x`, see there), to run over
+/// batch.size() / batch.list_size lists; `fn` names the model in the errors. Throws
+/// `tutti::invalid_argument` for a batch that is not made of lists (list_size below 2, or a size
+/// that is not a multiple of it) or whose `item_log_q` does not hold one value per item.
+template <class T>
+list_loss_fn<T> list_loss_of(const char* fn, loss_kind loss, const batch_view& batch,
+                             std::int32_t n_items, T* x, const T* bias, T scale, T* slot_loss) {
   const std::size_t n = batch.size(), g = batch.list_size;
   TUTTI_EXPECTS(g >= 2 && n % g == 0, fn,
                 std::string("the loss is ") + to_string(loss) + " and the batch has " +
@@ -133,9 +132,7 @@ void run_list_loss(const char* fn, const Space& space, loss_kind loss, const bat
                     " values; expected none or one per item (" + std::to_string(n_items) + ")");
   const float* log_q =
       loss == loss_kind::softmax && !batch.item_log_q.empty() ? batch.item_log_q.data() : nullptr;
-  parallel_for(space, n / g,
-               list_loss_fn<T>{x, bias, batch.weights.data(), batch.items.data(), log_q, g, loss,
-                               scale, slot_loss});
+  return {x, bias, batch.weights.data(), batch.items.data(), log_q, g, loss, scale, slot_loss};
 }
 
 }  // namespace tutti::detail
