@@ -9,6 +9,7 @@
 
 #include <tutti/tutti.hpp>
 
+#include "../apps/tutti/run_policies.hpp"
 #include "rank_runs.hpp"
 #include "spaces.hpp"
 
@@ -120,6 +121,28 @@ TEST_CASE(
     "replayed steps: row-sparse SGD with momentum gives the bits of the step run kernel by "
     "kernel") {
   check_replays_as_run(tutti::row_sparse_sgd{.momentum = 0.9f});
+}
+
+// `tutti train` holds its optimizer behind a variant chosen by name: the variant must carry the
+// values a replayed step reads, or no step of the program could replay.
+static_assert(
+    tutti::optimizer_steps_rows_from_memory<tutti::cli::run_optimizer, replaying_host_space>);
+
+TEST_CASE("replayed steps: the optimizer tutti train chose by name replays as the optimizer does") {
+  const auto parts = implicit_courses(600, 200);
+  const tutti::train_options opt = base_options();
+  const auto same = [&](auto optimizer) {
+    const run direct = train<replaying_host_space>(parts.train, optimizer, opt);
+    const run chosen =
+        train<replaying_host_space>(parts.train, tutti::cli::run_optimizer{optimizer}, opt);
+    CHECK(chosen.result.replayed_steps == direct.result.replayed_steps);
+    CHECK(chosen.result.replayed_steps == full_steps(parts.train, opt) - 1);
+    CHECK(tutti_test::count_differing(chosen.params, direct.params) == 0);
+  };
+  same(tutti::lazy_adam{});
+  same(tutti::rowwise_adagrad{});
+  same(tutti::row_sparse_sgd{.momentum = 0.9f});
+  check_replays_as_run(tutti::cli::run_optimizer{tutti::lazy_adam{}});
 }
 
 TEST_CASE(

@@ -6,8 +6,10 @@
 
 #include <tutti/tutti.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <variant>
@@ -23,10 +25,48 @@ struct run_schedule {
   }
 };
 
+namespace detail {
+/// The size and alignment of `O`'s `row_step_values` (0 and 1 for an optimizer without them).
+template <class O>
+constexpr std::size_t row_values_size() {
+  if constexpr (requires { typename row_step_values_t<O>; })
+    return sizeof(row_step_values_t<O>);
+  else
+    return 0;
+}
+template <class O>
+constexpr std::size_t row_values_align() {
+  if constexpr (requires { typename row_step_values_t<O>; })
+    return alignof(row_step_values_t<O>);
+  else
+    return 1;
+}
+template <class... O>
+struct row_values_room {
+  static constexpr std::size_t size = std::max({std::size_t{1}, row_values_size<O>()...});
+  static constexpr std::size_t align = std::max({row_values_align<O>()...});
+};
+}  // namespace detail
+
 /// A `tutti::optimizer` chosen by name: sgd, adam, lars, lamb, or the row-sparse lazy-adam,
-/// rowwise-adagrad and row-sparse-sgd.
+/// rowwise-adagrad and row-sparse-sgd. It holds every capability of the optimizer it holds, the
+/// values of a step read from the space's memory included (`row_step_values`), so a device step
+/// can be replayed from a graph as with the optimizer itself.
 struct run_optimizer {
-  std::variant<sgd, adam, lars, lamb, lazy_adam, rowwise_adagrad, row_sparse_sgd> chosen;
+  using variant = std::variant<sgd, adam, lars, lamb, lazy_adam, rowwise_adagrad, row_sparse_sgd>;
+  variant chosen;
+
+  /// The values of one row-sparse step of whichever optimizer is chosen: the bytes of its own
+  /// `row_step_values`, in room for the largest of them (trivially copyable, as the trainer
+  /// copies them into the space's memory).
+  template <class V>
+  struct room_of;
+  template <class... O>
+  struct room_of<std::variant<O...>> : detail::row_values_room<O...> {};
+  struct row_values {
+    alignas(room_of<variant>::align) unsigned char bytes[room_of<variant>::size];
+  };
+
   std::size_t state_size(std::size_t n) const {
     return std::visit([&](const auto& o) { return o.state_size(n); }, chosen);
   }
@@ -90,6 +130,50 @@ struct run_optimizer {
         [&](const auto& o) {
           if constexpr (optimizer_steps_rows_on_space<std::decay_t<decltype(o)>, Space>)
             o.step_rows_on_space(space, layout, p, g, state, rows, skip, lr, t);
+          else
+            tutti::detail::throw_invalid("tutti train",
+                                         "a dense optimizer was asked for a row-sparse step");
+        },
+        chosen);
+  }
+  /// The values the chosen optimizer's row-sparse step reads from the space's memory
+  /// (`tutti::optimizer_steps_rows_from_memory`); the trainer asks only for a row-sparse one.
+  row_values row_step_values(const parameter_layout& layout, std::span<float> p,
+                             std::span<const float> g, std::span<float> state, float lr,
+                             std::uint64_t t) const {
+    row_values out{};
+    std::visit(
+        [&](const auto& o) {
+          using O = std::decay_t<decltype(o)>;
+          if constexpr (requires { typename row_step_values_t<O>; }) {
+            const row_step_values_t<O> v = o.row_step_values(layout, p, g, state, lr, t);
+            static_assert(sizeof v <= sizeof out.bytes &&
+                          alignof(decltype(v)) <= alignof(row_values));
+            std::memcpy(out.bytes, &v, sizeof v);
+          } else {
+            tutti::detail::throw_invalid("tutti train",
+                                         "a dense optimizer was asked for a row-sparse step");
+          }
+        },
+        chosen);
+    return out;
+  }
+  /// The row-sparse step on a device space reading its values (`row_step_values`, copied into
+  /// the space's memory at `values`) there: every kernel has the same arguments at every step.
+  template <class Space>
+  void step_rows_on_space(const Space& space, const parameter_layout& layout, std::span<float> p,
+                          std::span<const float> g, std::span<float> state,
+                          row_selection_on_space rows, const float* skip,
+                          const row_values* values) const {
+    std::visit(
+        [&](const auto& o) {
+          using O = std::decay_t<decltype(o)>;
+          if constexpr (optimizer_steps_rows_from_memory<O, Space>)
+            // The chosen optimizer's values sit at the start of the bytes (only an address here:
+            // the memory may be a device's).
+            o.step_rows_on_space(
+                space, layout, p, g, state, rows, skip,
+                reinterpret_cast<const row_step_values_t<O>*>(static_cast<const void*>(values)));
           else
             tutti::detail::throw_invalid("tutti train",
                                          "a dense optimizer was asked for a row-sparse step");
