@@ -12,6 +12,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -366,6 +367,11 @@ int run_train_mpi(train_config c) {
 /// Runs `tutti train`; returns the process exit code.
 int run_train(train_config& c) {
   if (!c.lr_given) c.lr = default_lr(c.optimizer);
+#if defined(TUTTI_CLI_CUDA)
+  // One rank per visible GPU unless told otherwise; on the host one rank, its threads on every
+  // core (several ranks on one host share its cores and only show the bandwidth tax).
+  if (!c.ranks_given && c.space == "cuda") c.ranks = std::max(1, detail::visible_cuda_devices());
+#endif
   apply_feedback_defaults(c);
   c.target = detail::parse_target(c.ranking);
   if (c.reducer == "mpi") {

@@ -42,7 +42,7 @@ struct train_config {
   // Tuned once on both defaults (synthetic implicit and InstEval ratings); see docs/training.md.
   float l2 = 0.03f;
   bool l2_given = false;  // --l2 was on the command line
-  int ranks = 4;
+  int ranks = 1;  // --space cuda without --ranks: one per visible GPU (run_train)
   bool ranks_given = false;       // --ranks was on the command line
   std::string reducer = "local";  // local: ranks are threads; mpi: one rank per process
   std::size_t epochs = 8;

@@ -162,8 +162,9 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
 /// travel.
 inline void add_train_rank_options(CLI::App& app, train_config& c) {
   app.add_option("--ranks", c.ranks,
-                 "data-parallel ranks (threads of this process; with --reducer mpi, the MPI "
-                 "world size)")
+                 "data-parallel ranks (threads of this process: one rank uses every core, "
+                 "several share them; default 1, or one per visible GPU with --space cuda; with "
+                 "--reducer mpi, the MPI world size)")
       ->check(CLI::Range(1, 1024))
       ->each([&c](const std::string&) { c.ranks_given = true; })
       ->capture_default_str();
