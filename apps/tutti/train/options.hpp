@@ -127,7 +127,7 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
       ->capture_default_str();
   app.add_option("--lr", c.lr,
                  "base learning rate (default 0.01; 0.1 for rowwise-adagrad; 0.03 for adam and "
-                 "lazy-adam with --feedback implicit)")
+                 "lazy-adam with --feedback implicit and --model mf)")
       ->check(CLI::PositiveNumber)
       ->each([&c](const std::string&) { c.lr_given = true; })
       ->capture_default_str();
