@@ -106,6 +106,22 @@ outcome train(int world, const interactions& train, const interactions& test,
   return out;
 }
 
+// A positive-only log split leave-one-out, each held-out course ranked among 99 sampled ones, and
+// the popularity ranking of those lists.
+struct ranked_log {
+  tutti::data::split_result parts;
+  std::shared_ptr<const tutti::data::ranking_candidates> lists;
+  tutti::ranking_result popular;
+};
+ranked_log ranked_positive_log() {
+  ranked_log r;
+  r.parts = tutti::data::leave_one_out(positive_log(600, 120, 12));
+  r.lists = std::make_shared<const tutti::data::ranking_candidates>(
+      tutti::data::sample_candidates(r.parts.train, r.parts.test, {.negatives = 99}));
+  r.popular = tutti::popularity_ranking(r.parts.train, *r.lists, 10);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("a log read as positives: labels above the bar kept as 1, a repeated pair once or each") {
@@ -273,11 +289,8 @@ TEST_CASE(
 }
 
 TEST_CASE("positives alone learn popularity, with sampled negatives the model ranks above it") {
-  const interactions log = positive_log(600, 120, 12);
-  const auto parts = tutti::data::leave_one_out(log);
-  const auto lists = std::make_shared<const tutti::data::ranking_candidates>(
-      tutti::data::sample_candidates(parts.train, parts.test, {.negatives = 99}));
-  const tutti::ranking_result popular = tutti::popularity_ranking(parts.train, *lists, 10);
+  const ranked_log r = ranked_positive_log();
+  const auto& [parts, lists, popular] = r;
   tutti::train_options opt{
       .batch = 512, .epochs = 12, .base_lr = 0.01, .seed = 3, .ranking = lists};
   const outcome alone = train(1, parts.train, parts.test, opt, 16);
@@ -330,11 +343,8 @@ TEST_CASE("with a list loss W ranks train to the parameters of 1 rank, resumed =
 }
 
 TEST_CASE("the list losses rank above popularity on a log of positives") {
-  const interactions log = positive_log(600, 120, 12);
-  const auto parts = tutti::data::leave_one_out(log);
-  const auto lists = std::make_shared<const tutti::data::ranking_candidates>(
-      tutti::data::sample_candidates(parts.train, parts.test, {.negatives = 99}));
-  const tutti::ranking_result popular = tutti::popularity_ranking(parts.train, *lists, 10);
+  const ranked_log r = ranked_positive_log();
+  const auto& [parts, lists, popular] = r;
   const tutti::train_options opt{.batch = 512,
                                  .epochs = 12,
                                  .base_lr = 0.01,

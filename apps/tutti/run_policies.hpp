@@ -26,25 +26,17 @@ struct run_schedule {
 };
 
 namespace detail {
-/// The size and alignment of `O`'s `row_step_values` (0 and 1 for an optimizer without them).
+/// `O`'s `row_step_values` type, or one byte for an optimizer without them.
 template <class O>
-constexpr std::size_t row_values_size() {
-  if constexpr (requires { typename row_step_values_t<O>; })
-    return sizeof(row_step_values_t<O>);
-  else
-    return 0;
-}
+struct row_values_or_byte {
+  using type = unsigned char;
+};
 template <class O>
-constexpr std::size_t row_values_align() {
-  if constexpr (requires { typename row_step_values_t<O>; })
-    return alignof(row_step_values_t<O>);
-  else
-    return 1;
+requires requires {
+  typename row_step_values_t<O>;
 }
-template <class... O>
-struct row_values_room {
-  static constexpr std::size_t size = std::max({std::size_t{1}, row_values_size<O>()...});
-  static constexpr std::size_t align = std::max({row_values_align<O>()...});
+struct row_values_or_byte<O> {
+  using type = row_step_values_t<O>;
 };
 }  // namespace detail
 
@@ -62,7 +54,12 @@ struct run_optimizer {
   template <class V>
   struct room_of;
   template <class... O>
-  struct room_of<std::variant<O...>> : detail::row_values_room<O...> {};
+  struct room_of<std::variant<O...>> {
+    static constexpr std::size_t size =
+        std::max({sizeof(typename detail::row_values_or_byte<O>::type)...});
+    static constexpr std::size_t align =
+        std::max({alignof(typename detail::row_values_or_byte<O>::type)...});
+  };
   struct row_values {
     alignas(room_of<variant>::align) unsigned char bytes[room_of<variant>::size];
   };

@@ -85,7 +85,7 @@ void check_settings(const train_config& c, bool leader) {
   TUTTI_EXPECTS(c.init_from.empty() || c.model == "mf", "tutti train",
                 "--init-from with --model " + c.model +
                     ": an export holds a matrix factorisation; expected --model mf");
-  if (c.loss == "bpr" || c.loss == "softmax") {
+  if (is_list_loss(loss_of(c, true))) {
     TUTTI_EXPECTS(sampled_negatives_of(c) > 0, "tutti train",
                   "--loss " + c.loss +
                       " ranks each positive above its sampled negatives and there are none; "

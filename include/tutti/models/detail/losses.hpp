@@ -15,17 +15,13 @@
 
 namespace tutti::detail {
 
-/// softplus(x) = log(1 + e^x), written so that no exp overflows.
+/// softplus(x) = log(1 + e^x) and the logistic function σ(x) = 1 / (1 + e^-x) from one exp,
+/// written so that no exp overflows.
 template <class T>
-TUTTI_HOST_DEVICE inline T softplus(T x) {
-  return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
-}
-
-/// The logistic function 1 / (1 + e^-x), written so that no exp overflows.
-template <class T>
-TUTTI_HOST_DEVICE inline T sigmoid(T x) {
+TUTTI_HOST_DEVICE inline void softplus_sigmoid(T x, T& softplus, T& sigmoid) {
   const T e = std::exp(-std::fabs(x));  // in (0, 1]
-  return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
+  softplus = (x > T(0) ? x : T(0)) + std::log1p(e);
+  sigmoid = x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
 }
 
 /// The model's loss at score `s` and label `y`: sets `loss` and `slope` = dloss/ds.
@@ -86,9 +82,9 @@ struct list_loss_fn {
       const T s0 = x[0] + b;
       T total = T(0), head = T(0);
       for (std::size_t j = 1; j < g; ++j) {
-        const T d = x[j] + b - s0;
-        total += softplus(d);
-        const T p = sigmoid(d);
+        T sp, p;
+        softplus_sigmoid(x[j] + b - s0, sp, p);
+        total += sp;
         head += p;
         x[j] = sw * p;
       }
@@ -96,19 +92,21 @@ struct list_loss_fn {
       out_loss[0] = w * total;
       return;
     }
-    // Softmax: z_j = s_j - log Q(item_j), shifted by the largest z so no exp overflows.
-    const auto z = [&](std::size_t j) {
-      const T lq = item_log_q != nullptr ? static_cast<T>(item_log_q[items[l * g + j]]) : T(0);
-      return x[j] + b - lq;
-    };
-    T top = z(0);
-    for (std::size_t j = 1; j < g; ++j) top = z(j) > top ? z(j) : top;
+    // Softmax: z_j = s_j - log Q(item_j) in place, then e^(z_j - max z) (no exp overflows), then
+    // the slopes.
+    const std::int32_t* list_items = items + l * g;
+    T top = T(0);
+    for (std::size_t j = 0; j < g; ++j) {
+      const T lq = item_log_q != nullptr ? static_cast<T>(item_log_q[list_items[j]]) : T(0);
+      x[j] = x[j] + b - lq;
+      top = j == 0 || x[j] > top ? x[j] : top;
+    }
+    const T z0 = x[0];
     T sum = T(0);
-    for (std::size_t j = 0; j < g; ++j) sum += std::exp(z(j) - top);
-    const T z0 = z(0);
+    for (std::size_t j = 0; j < g; ++j) sum += (x[j] = std::exp(x[j] - top));
     out_loss[0] = w * (std::log(sum) + top - z0);
     for (std::size_t j = 0; j < g; ++j) {
-      const T p = std::exp(z(j) - top) / sum;
+      const T p = x[j] / sum;
       x[j] = sw * (j == 0 ? p - T(1) : p);
     }
   }
