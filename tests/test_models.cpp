@@ -592,9 +592,12 @@ TEST_CASE_TEMPLATE("models: initialize is counter-based and fills every value", 
     const double sd = std::sqrt(sq / double(s.size()) - mean * mean);
     CHECK(std::fabs(mean) < 0.01);
     CHECK(sd == doctest::Approx(0.3).epsilon(0.02));
-    // The value at arena index k is init_scale · normal01(seed, k).
-    const std::size_t k = s.offset + 5;
-    CHECK(p[k] == static_cast<float>(0.3f * tutti::detail::normal01(42, k)));
+    // The value at arena index k is init_scale · init_normal(seed, k), at every index (both
+    // halves of a pair, and a pair that straddles the segment's ends).
+    std::size_t differ = 0;
+    for (std::size_t k = s.offset; k < s.offset + s.size(); ++k)
+      differ += p[k] != static_cast<float>(0.3f * tutti::detail::init_normal(42, k));
+    CHECK(differ == 0);
   }
   CHECK(run_initialize(m, 42) == p);
   CHECK(run_initialize(m, 43) != p);
@@ -602,6 +605,38 @@ TEST_CASE_TEMPLATE("models: initialize is counter-based and fills every value", 
   logistic_regression<Space> lr({}, 5, 3);
   const auto q = run_initialize(lr, 1);
   CHECK(std::all_of(q.begin(), q.end(), [](float v) { return v == 0.f; }));
+}
+
+TEST_CASE("init_normal: the Box-Muller of the math library, a standard normal") {
+  // Within 1e-7 of √(-2 ln u1)·cos(2π u2) (and sin for the odd counter) on the same uniforms.
+  const std::size_t n = 200000;
+  double worst = 0, sum = 0, sq = 0;
+  std::size_t within[3] = {0, 0, 0};
+  for (std::size_t k = 0; k < n; ++k) {
+    const double z = tutti::detail::init_normal(42, k);
+    const std::uint64_t h = tutti::detail::hash2(42, k / 2);
+    const double u1 = (static_cast<double>(h >> 32) + 0.5) * 0x1.0p-32;
+    const double turn =
+        6.283185307179586 * static_cast<double>(static_cast<std::uint32_t>(h)) * 0x1.0p-32;
+    const double ref = std::sqrt(-2.0 * std::log(u1)) * (k % 2 ? std::sin(turn) : std::cos(turn));
+    worst = std::max(worst, std::fabs(z - ref));
+    sum += z;
+    sq += z * z;
+    for (int s = 0; s < 3; ++s) within[s] += std::fabs(z) < s + 1;
+  }
+  CHECK(worst < 1e-7);
+  CHECK(std::fabs(sum / n) < 0.01);
+  CHECK(std::sqrt(sq / n) == doctest::Approx(1.0).epsilon(0.01));
+  // The normal's shares within 1, 2 and 3 standard deviations.
+  CHECK(double(within[0]) / n == doctest::Approx(0.6827).epsilon(0.01));
+  CHECK(double(within[1]) / n == doctest::Approx(0.9545).epsilon(0.005));
+  CHECK(double(within[2]) / n == doctest::Approx(0.9973).epsilon(0.002));
+  double a = 0, b = 0;
+  tutti::detail::init_normal_pair(42, 7, a, b);
+  CHECK(a == tutti::detail::init_normal(42, 14));
+  CHECK(b == tutti::detail::init_normal(42, 15));
+  CHECK(tutti::detail::log_unit(1.0) == 0.0);
+  CHECK(tutti::detail::log_unit(0x1.0p-33) == doctest::Approx(std::log(0x1.0p-33)).epsilon(1e-14));
 }
 
 TEST_CASE("models: initialize does not depend on the OpenMP thread count") {

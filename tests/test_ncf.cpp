@@ -406,10 +406,10 @@ TEST_CASE_TEMPLATE("neural_cf: initialize is counter-based: embeddings, He weigh
     const auto& s = l.find(name);
     double sq = 0;
     for (std::size_t k = s.offset; k < s.offset + s.size(); ++k) sq += double(p[k]) * p[k];
-    // The value at arena index k is sd · normal01(seed, k).
+    // The value at arena index k is sd · init_normal(seed, k).
     const std::size_t k = s.offset + 3;
     return std::pair{std::sqrt(sq / double(s.size())),
-                     double(p[k]) / tutti::detail::normal01(42, k)};
+                     double(p[k]) / tutti::detail::init_normal(42, k)};
   };
   for (const char* e :
        {"gmf_user_embedding", "gmf_item_embedding", "mlp_user_embedding", "mlp_item_embedding"}) {

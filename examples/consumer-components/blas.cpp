@@ -17,7 +17,10 @@ int main() {
     ncf model({.gmf_dim = 4, .layers = {8, 4}, .l2 = 0.f, .loss = tutti::loss_kind::logistic}, 6,
               5);
     std::vector<double> params(model.layout().total());
-    model.initialize(std::span<double>(params), 11);
+    // A seed whose ReLU pre-activations all sit away from the kink at 0: across the kink a
+    // finite difference disagrees with any correct gradient (about one seed in ten at this
+    // size, where the embeddings start at a standard deviation of 0.01).
+    model.initialize(std::span<double>(params), 12);
     const std::vector<std::int32_t> users = {0, 1, 2, 5, 5, 3}, items = {4, 0, 2, 1, 3, 3};
     const std::vector<float> labels = {1.f, 0.f, 1.f, 1.f, 0.f, 1.f};
     const std::vector<float> weights(users.size(), 1.f);

@@ -138,6 +138,8 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   if (leader.rank_local && leader.shard != rank) own.emplace(load(c, rank));
   const loaded_data& d = own ? *own : leader;
   const data_stats stats = d.rank_local ? gather_stats(reducer, d) : local_stats(d);
+  // The model's build (and a warm start's rows) counts with the trainer's.
+  const auto init_start = std::chrono::steady_clock::now();
   auto model = make_model(space, static_cast<float>(stats.mean));
   start_warm(c, d, model, out);
   using Model = decltype(model);
@@ -217,7 +219,6 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
     std::fflush(stdout);
   };
   auto fit_with = [&](auto sampler) {
-    const auto init_start = std::chrono::steady_clock::now();
     trainer<Model, decltype(sampler), Reducer, run_schedule, run_optimizer> t(
         std::move(model), std::move(sampler), std::move(reducer),
         make_schedule(c.schedule, c.warmup_steps),

@@ -92,17 +92,27 @@ TUTTI_HOST_DEVICE inline T mf_score(const T* params, const mf_offsets& o, std::s
 template <class T>
 struct mf_init_fn {
   T* params;
-  std::size_t user_begin, user_end, item_begin, item_end, global_bias;
+  std::size_t total, user_begin, user_end, item_begin, item_end, global_bias;
   double scale;
   T global_bias_init;
   std::uint64_t seed;
-  TUTTI_HOST_DEVICE void operator()(std::size_t k) const {
-    if ((k >= user_begin && k < user_end) || (k >= item_begin && k < item_end))
-      params[k] = static_cast<T>(scale * normal01(seed, k));
-    else if (k == global_bias)
-      params[k] = global_bias_init;
-    else
-      params[k] = T(0);
+  TUTTI_HOST_DEVICE bool embedding(std::size_t k) const {
+    return (k >= user_begin && k < user_end) || (k >= item_begin && k < item_end);
+  }
+  /// Writes arena indices 2·pair and 2·pair + 1 (one draw of init_normal_pair for both).
+  TUTTI_HOST_DEVICE void operator()(std::size_t pair) const {
+    const std::size_t first = 2 * pair;
+    double normal[2] = {0.0, 0.0};
+    if (embedding(first) || (first + 1 < total && embedding(first + 1)))
+      init_normal_pair(seed, pair, normal[0], normal[1]);
+    for (std::size_t k = first; k < first + 2 && k < total; ++k) {
+      if (embedding(k))
+        params[k] = static_cast<T>(scale * normal[k - first]);
+      else if (k == global_bias)
+        params[k] = global_bias_init;
+      else
+        params[k] = T(0);
+    }
   }
 };
 
@@ -339,7 +349,7 @@ class matrix_factorization {
   }
 
   /// Fills `params` (memory of the space, layout().total() values): embedding value at arena
-  /// index k is init_scale·normal01(seed, k), biases and padding 0, global bias
+  /// index k is init_scale·init_normal(seed, k), biases and padding 0, global bias
   /// global_bias_init. Depends only on (layout, seed): identical on every space and thread count.
   /// After `start_from(values)`, copies `values` instead.
   void initialize(std::span<T> params, std::uint64_t seed) const {
@@ -353,9 +363,9 @@ class matrix_factorization {
     }
     const auto d = static_cast<std::size_t>(m_opt.dim);
     parallel_for(
-        m_space, params.size(),
+        m_space, (params.size() + 1) / 2,
         detail::mf_init_fn<T>{
-            params.data(), m_off.user_embedding,
+            params.data(), params.size(), m_off.user_embedding,
             m_off.user_embedding + static_cast<std::size_t>(m_n_users) * d, m_off.item_embedding,
             m_off.item_embedding + static_cast<std::size_t>(m_n_items) * d, m_off.global_bias,
             static_cast<double>(m_opt.init_scale), static_cast<T>(m_opt.global_bias_init), seed});

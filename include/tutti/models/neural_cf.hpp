@@ -68,16 +68,20 @@ struct ncf_offsets {
   std::size_t mlp_item;
 };
 
-/// Kernel over arena indices [begin, begin + count): value k is sd·normal01(seed, k).
+/// Kernel over the pairs of arena indices that meet [begin, end): value k is sd·init_normal(seed,
+/// k), both of a pair from one draw of init_normal_pair; `first_pair` is begin / 2.
 template <class T>
 struct ncf_normal_fn {
   T* params;
-  std::size_t begin;
+  std::size_t begin, end, first_pair;
   double sd;
   std::uint64_t seed;
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
-    const std::size_t k = begin + t;
-    params[k] = static_cast<T>(sd * normal01(seed, k));
+    const std::size_t pair = first_pair + t;
+    double normal[2] = {0.0, 0.0};
+    init_normal_pair(seed, pair, normal[0], normal[1]);
+    for (std::size_t k = 2 * pair; k < 2 * pair + 2; ++k)
+      if (k >= begin && k < end) params[k] = static_cast<T>(sd * normal[k - 2 * pair]);
   }
 };
 
@@ -398,9 +402,9 @@ class neural_cf {
   std::size_t mlp_dim() const noexcept { return m_mlp_dim; }
 
   /// Fills `params` (memory of the space, layout().total() values): embedding value at arena
-  /// index k is init_scale·normal01(seed, k); a dense weight at k is sd·normal01(seed, k) with
-  /// sd = sqrt(2 / fan_in) for the MLP layers (He, for ReLU) and sqrt(1 / fan_in) for the output
-  /// layer; biases and padding 0, the output bias output_bias_init. Depends only on (layout,
+  /// index k is init_scale·init_normal(seed, k); a dense weight at k is sd·init_normal(seed, k)
+  /// with sd = sqrt(2 / fan_in) for the MLP layers (He, for ReLU) and sqrt(1 / fan_in) for the
+  /// output layer; biases and padding 0, the output bias output_bias_init. Depends only on (layout,
   /// seed): identical on every space and thread count.
   void initialize(std::span<T> params, std::uint64_t seed) const {
     TUTTI_EXPECTS(params.size() == m_layout.total(), "tutti::models::neural_cf::initialize",
@@ -409,7 +413,9 @@ class neural_cf {
     fill(m_space, params, T(0));
     T* p = params.data();
     auto normal = [&](std::size_t begin, std::size_t count, double sd) {
-      parallel_for(m_space, count, detail::ncf_normal_fn<T>{p, begin, sd, seed});
+      if (count == 0) return;
+      const std::size_t end = begin + count, pairs = (end + 1) / 2 - begin / 2;
+      parallel_for(m_space, pairs, detail::ncf_normal_fn<T>{p, begin, end, begin / 2, sd, seed});
     };
     const auto nu = static_cast<std::size_t>(m_n_users);
     const auto ni = static_cast<std::size_t>(m_n_items);
