@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -145,6 +146,34 @@ TEST_CASE("a log read as positives: labels above the bar kept as 1, a repeated p
   CHECK(each.n_items() == 4);
   CHECK(tutti::data::labels_all_equal(each));
   CHECK_FALSE(tutti::data::labels_all_equal(d));
+}
+
+TEST_CASE("a log read as positives: the first row of each pair kept, for short and long users") {
+  // Learner 0 has hundreds of rows (sorted by course), the others a few (scanned): the kept rows
+  // are those a brute-force reference keeps, the first positive row of each pair in file order.
+  tutti::detail::splitmix rng(9);
+  interactions d;
+  for (int u = 0; u < 40; ++u) d.user_ids.push_back(u);
+  for (int i = 0; i < 30; ++i) d.item_ids.push_back(i);
+  for (int r = 0; r < 3000; ++r) {
+    d.users.push_back(r % 3 == 0 ? 0 : static_cast<std::int32_t>(1 + rng.below(39)));
+    d.items.push_back(static_cast<std::int32_t>(rng.below(30)));
+    d.labels.push_back(rng.below(5) == 0 ? 0.f : 1.f);
+  }
+  std::set<std::pair<std::int32_t, std::int32_t>> seen;
+  std::vector<std::int32_t> users, items;
+  for (std::size_t r = 0; r < d.size(); ++r)
+    if (d.labels[r] > 0.f && seen.insert({d.users[r], d.items[r]}).second) {
+      users.push_back(d.users[r]);
+      items.push_back(d.items[r]);
+    }
+  tutti::data::positive_counts c;
+  const interactions once = tutti::data::as_positives(d, {}, &c);
+  CHECK(once.users == users);
+  CHECK(once.items == items);
+  CHECK(c.kept == users.size());
+  CHECK(c.rows == c.kept + c.not_positive + c.repeated);
+  CHECK(std::count(d.users.begin(), d.users.end(), 0) > 500);
 }
 
 TEST_CASE("negative tables: each learner's courses sorted and unique, popularity summing to 2^32") {

@@ -115,6 +115,26 @@ TEST_CASE("every epoch uses each training row exactly once across ranks") {
   }
 }
 
+TEST_CASE("the memory accounts are the bytes of the arenas, the rows and the shard the fit held") {
+  const auto parts = small_data(true);
+  using trainer_t =
+      tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant, tutti::adam>;
+  trainer_t t(make_mf(parts.train, tutti::loss_kind::logistic), {}, {}, {}, {},
+              {.batch = 64, .epochs = 1, .seed = 2});
+  const tutti::fit_result r = t.fit(parts.train, parts.test);
+  const tutti::memory_accounts& m = r.memory;
+  CHECK(m.parameters == t.parameters().size() * sizeof(float));
+  CHECK(m.optimizer_state == t.optimizer_state().size() * sizeof(float));
+  CHECK(m.optimizer_state == 2 * m.parameters);             // Adam's two moments
+  CHECK(m.gradients >= m.parameters);                       // the arena and its trailing flags
+  CHECK(m.rows == parts.train.size() * 3 * sizeof(float));  // (user, item, label) per row
+  // One position, one weight and one real count per slot at least.
+  CHECK(m.shard >= parts.train.size() * (2 * sizeof(std::uint64_t) + sizeof(float)));
+  CHECK(m.step_buffers >= parts.train.size() * (sizeof(std::uint64_t) + sizeof(float)));
+  CHECK(m.total() ==
+        m.parameters + m.gradients + m.optimizer_state + m.rows + m.step_buffers + m.shard);
+}
+
 TEST_CASE("training learns: loss falls and the test AUC beats chance clearly") {
   const auto parts = small_data(true, 3000);
   const run r = train_on(2, parts, {.batch = 256, .epochs = 6, .base_lr = 0.02, .seed = 1},

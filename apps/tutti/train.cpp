@@ -10,6 +10,8 @@
 #include "train/options.hpp"
 #include "train/ranks.hpp"
 
+#include <tutti/detail/number_format.hpp>
+
 #include <signal.h>
 
 #include <algorithm>
@@ -241,6 +243,17 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
         "setup: read %.2f s, split %.2f s, trainer built %.2f s; first step done %.2f s after "
         "the start\n",
         d.read_seconds, d.split_seconds, out.init_seconds, out.first_step_seconds);
+  if (!c.quiet) {
+    using tutti::detail::bytes_text;
+    const memory_accounts& m = r.memory;
+    std::printf(
+        "memory (rank 0): parameters %s, gradients %s, optimizer state %s, rows %s, step "
+        "buffers %s, shard %s; peak resident %s (the process)\n",
+        bytes_text(double(m.parameters)).c_str(), bytes_text(double(m.gradients)).c_str(),
+        bytes_text(double(m.optimizer_state)).c_str(), bytes_text(double(m.rows)).c_str(),
+        bytes_text(double(m.step_buffers)).c_str(), bytes_text(double(m.shard)).c_str(),
+        bytes_text(double(detail::peak_resident_bytes())).c_str());
+  }
   const projection proj = detail::project_run(c, r, out.stats);
   if (!c.quiet) detail::print_ledger(r, proj, c.link);
   if (!c.report.empty()) {

@@ -120,6 +120,10 @@ struct train_report {
   // allocated, tables initialised), first_step_seconds (from the start to the end of the first
   // step)}; null in reports written before it was.
   nlohmann::json setup;
+  // What rank 0's trainer held, by account, in bytes ({parameters, gradients, optimizer_state,
+  // rows, step_buffers, shard, total}), and the process's peak resident memory
+  // (peak_resident_bytes); null in reports written before it was.
+  nlohmann::json memory;
 };
 
 namespace detail {
@@ -346,6 +350,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
   if (!r.omp_wait_policy.empty()) j["omp_wait_policy"] = r.omp_wait_policy;
   if (!r.step_graph_refused.empty()) j["step_graph_refused"] = r.step_graph_refused;
   if (!r.setup.is_null()) j["setup"] = r.setup;
+  if (!r.memory.is_null()) j["memory"] = r.memory;
 }
 
 /// Reads a report; what the planner needs must be there (the rank-0 phases, the epochs' steps,
@@ -386,6 +391,7 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
   r.cpu_seconds = report_get_or<double>(j, "cpu_seconds", 0);
   r.omp_wait_policy = report_get_or<std::string>(j, "omp_wait_policy", "");
   r.setup = detail::report_json_or_null(j, "setup");
+  r.memory = detail::report_json_or_null(j, "memory");
 }
 
 }  // namespace tutti::cli

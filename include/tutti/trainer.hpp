@@ -172,6 +172,7 @@ class trainer {
     m_guard.begin_fit(plan.steps_per_epoch, m_params.size(), m_state.size(),
                       /*snapshot=*/!m_row_step);
     fit_result result = begin_result(plan);
+    result.memory = memory_of(buf);
     ledger book;
     step_clock timer(m_space);
     // A reducer that keeps a clock (a simulated link in a test) times the steps too.
@@ -193,6 +194,7 @@ class trainer {
       timer.start();  // the shard of the epoch is charged to the first step's data
       const epoch_plan ep =
           begin_epoch(plan, buf, epoch, epoch == start_epoch ? resume : nullptr, global_step);
+      result.memory.shard = std::max(result.memory.shard, detail::shard_bytes(ep.sh));
       step_log log;
       for (std::size_t step = ep.first_step; step < ep.last_step; ++step, ++global_step) {
         const step_slots s = slots_of(plan, ep, step);
@@ -361,6 +363,8 @@ class trainer {
   // every rank's real slots).
   run_plan plan_run(std::size_t n, const detail::run_setting_list& config);
   step_buffers make_buffers(const data::interactions& train, const run_plan& p) const;
+  buffer<detail::sample_record, space_type> make_records(const data::interactions& train) const;
+  memory_accounts memory_of(const step_buffers& buf) const;
   fit_result begin_result(const run_plan& p);
   // The overlapped reduction's buckets and communication thread (joined when fit returns).
   // Each bucket is checked for non-finite values as it leaves, while it holds this rank's own

@@ -6,7 +6,8 @@
 #    same run started from scratch.
 #  - 1 and 2 ranks start from the same arena and end with the same loss.
 #  - Another --dim, another model, or --export over the export read are refused before the work.
-#  - The report gives the setup phases (read, split, trainer built) and when the first step ended.
+#  - The report gives the setup phases (read, split, trainer built) and when the first step ended,
+#    and the memory the trainer held by account, within the peak resident memory.
 
 # Day 1: 60 learners, 40 courses. Day 2: the same rows, two more per learner, 10 new learners
 # and 2 new courses.
@@ -66,4 +67,23 @@ math(EXPR before "${read} + ${split} + ${init}")
 if(first_step LESS before)
   message(FATAL_ERROR "setup: the first step ended ${first_step} ns after the start, before the "
                       "${before} ns of reading, splitting and building; expected after them")
+endif()
+
+# The memory rank 0's trainer held, by account, adds up to its total, and the process's peak
+# resident memory holds at least that much (every account is written, so resident).
+set(sum 0)
+foreach(account parameters gradients optimizer_state rows step_buffers shard)
+  json_get(bytes "${warm}" memory ${account})
+  math(EXPR sum "${sum} + ${bytes}")
+endforeach()
+json_get(total "${warm}" memory total)
+json_get(peak "${warm}" memory peak_resident_bytes)
+json_get(parameters "${warm}" memory parameters)
+if(NOT sum EQUAL total OR parameters LESS_EQUAL 0)
+  message(FATAL_ERROR "memory: the accounts add up to ${sum} bytes, the total says ${total}, "
+                      "parameters ${parameters}; expected the sum and parameters above 0")
+endif()
+if(peak LESS total)
+  message(FATAL_ERROR "memory: peak resident ${peak} bytes, below the ${total} the trainer "
+                      "held; expected at least that")
 endif()

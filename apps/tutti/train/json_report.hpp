@@ -137,6 +137,13 @@ inline double cpu_seconds() {
          1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
+/// The process's peak resident memory, bytes (Linux reports it in KiB); 0 where unknown.
+inline std::uint64_t peak_resident_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+}
+
 /// Everything the JSON report holds.
 struct run_summary {
   const loaded_data& data;
@@ -201,6 +208,15 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                {"split_seconds", s.data.split_seconds},
                {"init_seconds", s.init_seconds},
                {"first_step_seconds", s.first_step_seconds}};
+  const memory_accounts& m = r.memory;
+  rep.memory = {{"parameters", m.parameters},
+                {"gradients", m.gradients},
+                {"optimizer_state", m.optimizer_state},
+                {"rows", m.rows},
+                {"step_buffers", m.step_buffers},
+                {"shard", m.shard},
+                {"total", m.total()},
+                {"peak_resident_bytes", peak_resident_bytes()}};
   char sum[17];
   std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(r.parameters_checksum));
   rep.parameters_checksum = sum;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,61 @@ struct positive_counts {
   std::size_t repeated = 0;      ///< repeats of a pair dropped (`repeated_pairs::once`)
 };
 
+}  // namespace tutti::data
+
+namespace tutti::detail {
+
+/// Clears `keep[r]` for every kept row r whose (user, item) pair a kept row before it holds, and
+/// returns how many it cleared. The kept rows are grouped by user with a counting sort (stable:
+/// file order within a user); each user's rows are then checked against that user's earlier
+/// rows, by a scan for a short list and a sort of (item, row) for a long one, users in parallel.
+/// `Index` holds a row number.
+template <class Index>
+std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& keep) {
+  const auto n_users = static_cast<std::size_t>(d.n_users());
+  std::vector<Index> start(n_users + 1, 0);
+  for (std::size_t r = 0; r < d.size(); ++r)
+    if (keep[r]) ++start[static_cast<std::size_t>(d.users[r]) + 1];
+  for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
+  std::vector<Index> rows(start[n_users]);
+  {
+    std::vector<Index> at(start.begin(), start.end() - 1);
+    for (std::size_t r = 0; r < d.size(); ++r)
+      if (keep[r]) rows[at[static_cast<std::size_t>(d.users[r])]++] = static_cast<Index>(r);
+  }
+  constexpr std::size_t scanned = 32;  // a user with more rows is sorted
+  std::size_t repeated = 0;
+#pragma omp parallel for schedule(dynamic, 4096) reduction(+ : repeated)
+  for (std::ptrdiff_t u = 0; u < static_cast<std::ptrdiff_t>(n_users); ++u) {
+    const Index* b = rows.data() + start[static_cast<std::size_t>(u)];
+    const std::size_t n =
+        start[static_cast<std::size_t>(u) + 1] - start[static_cast<std::size_t>(u)];
+    if (n <= scanned) {
+      for (std::size_t j = 1; j < n; ++j)
+        for (std::size_t i = 0; i < j; ++i)
+          if (d.items[b[i]] == d.items[b[j]]) {
+            keep[b[j]] = 0;
+            ++repeated;
+            break;
+          }
+      continue;
+    }
+    std::vector<std::pair<std::int32_t, Index>> by_item(n);
+    for (std::size_t j = 0; j < n; ++j) by_item[j] = {d.items[b[j]], b[j]};
+    std::sort(by_item.begin(), by_item.end());  // by item, then by row: the first row first
+    for (std::size_t j = 1; j < n; ++j)
+      if (by_item[j].first == by_item[j - 1].first) {
+        keep[by_item[j].second] = 0;
+        ++repeated;
+      }
+  }
+  return repeated;
+}
+
+}  // namespace tutti::detail
+
+namespace tutti::data {
+
 /// Every row of `d` whose label is above `o.label_above` as a positive (label 1), repeats of a
 /// pair kept or dropped as `o.repeats` says; timestamps, index spaces and names are kept, and
 /// the result is implicit. The order of the kept rows is their order in `d`.
@@ -48,34 +104,27 @@ inline interactions as_positives(const interactions& d, const positive_options& 
   std::vector<char> keep(d.size(), 0);
   for (std::size_t r = 0; r < d.size(); ++r) keep[r] = d.labels[r] > o.label_above;
   for (std::size_t r = 0; r < d.size(); ++r) c.not_positive += !keep[r];
-  if (o.repeats == repeated_pairs::once) {
-    std::vector<std::pair<std::uint64_t, std::size_t>> pairs;
-    pairs.reserve(d.size());
-    for (std::size_t r = 0; r < d.size(); ++r)
-      if (keep[r])
-        pairs.emplace_back(
-            (std::uint64_t(std::uint32_t(d.users[r])) << 32) | std::uint32_t(d.items[r]), r);
-    std::sort(pairs.begin(), pairs.end());  // by pair, then by row: the first row of each first
-    for (std::size_t k = 1; k < pairs.size(); ++k)
-      if (pairs[k].first == pairs[k - 1].first) {
-        keep[pairs[k].second] = 0;
-        ++c.repeated;
-      }
-  }
+  if (o.repeats == repeated_pairs::once)
+    c.repeated = d.size() <= std::numeric_limits<std::uint32_t>::max()
+                     ? detail::drop_repeated_pairs<std::uint32_t>(d, keep)
+                     : detail::drop_repeated_pairs<std::size_t>(d, keep);
+  c.kept = c.rows - c.not_positive - c.repeated;
   interactions out;
   out.user_ids = d.user_ids;
   out.item_ids = d.item_ids;
   out.user_names = d.user_names;
   out.item_names = d.item_names;
   out.implicit = true;
+  out.users.reserve(c.kept);
+  out.items.reserve(c.kept);
+  out.labels.assign(c.kept, 1.f);
+  if (d.has_timestamps()) out.timestamps.reserve(c.kept);
   for (std::size_t r = 0; r < d.size(); ++r) {
     if (!keep[r]) continue;
     out.users.push_back(d.users[r]);
     out.items.push_back(d.items[r]);
-    out.labels.push_back(1.f);
     if (d.has_timestamps()) out.timestamps.push_back(d.timestamps[r]);
   }
-  c.kept = out.size();
   if (counts != nullptr) *counts = c;
   return out;
 }

@@ -46,4 +46,14 @@ struct shard {
   }
 };
 
+namespace detail {
+
+/// Bytes `s` holds (its vectors' capacities).
+inline std::uint64_t shard_bytes(const shard& s) noexcept {
+  return s.indices.capacity() * sizeof(std::uint64_t) + s.weights.capacity() * sizeof(float) +
+         s.real_prefix.capacity() * sizeof(std::uint64_t);
+}
+
+}  // namespace detail
+
 }  // namespace tutti

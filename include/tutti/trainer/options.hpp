@@ -316,6 +316,22 @@ struct train_options {
   bool step_graphs = true;
 };
 
+/// Bytes one rank's trainer holds for a fit, by what holds them: the arenas in the model's space,
+/// the training rows and the step's buffers there, and the epoch's shard on the host.
+struct memory_accounts {
+  std::uint64_t parameters = 0;       ///< the parameter arena
+  std::uint64_t gradients = 0;        ///< the gradient arena (0 where the reducer lends it)
+  std::uint64_t optimizer_state = 0;  ///< the optimizer's state arena
+  std::uint64_t rows = 0;             ///< the training rows as the step reads them
+  /// The epoch's slots and their weights, the batch's rows, the negatives' tables.
+  std::uint64_t step_buffers = 0;
+  std::uint64_t shard = 0;  ///< the largest epoch's shard (positions, weights, real counts)
+  /// Every account's bytes.
+  std::uint64_t total() const noexcept {
+    return parameters + gradients + optimizer_state + rows + step_buffers + shard;
+  }
+};
+
 /// Result of `trainer::fit`.
 struct fit_result {
   std::vector<epoch_record> epochs;       ///< one record per epoch
@@ -332,6 +348,7 @@ struct fit_result {
   std::size_t param_count = 0;   ///< model parameters (padding excluded)
   std::size_t arena_floats = 0;  ///< floats of the parameter arena (padding included)
   std::size_t optimizer_state_floats = 0;  ///< floats of optimizer state
+  memory_accounts memory;                  ///< what this rank's trainer holds, by account
   /// The gradient noise scale at the end of the run (`train_options::noise_scale_every`);
   /// `known()` is false when no step could be measured, and `noise_scale_why` says why.
   noise_scale_estimate noise_scale;

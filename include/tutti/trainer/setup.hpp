@@ -43,15 +43,32 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
+    const data::interactions& train) const -> buffer<detail::sample_record, space_type> {
+  const auto fill = [&](detail::sample_record* out) {
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(train.size()); ++i)
+      out[i] = {train.users[static_cast<std::size_t>(i)], train.items[static_cast<std::size_t>(i)],
+                train.labels[static_cast<std::size_t>(i)]};
+  };
+  if constexpr (space_type::host_accessible) {  // written in place, by every thread
+    buffer<detail::sample_record, space_type> records(train.size(), m_space);
+    fill(records.data());
+    return records;
+  } else {
+    std::vector<detail::sample_record> records(train.size());
+    fill(records.data());
+    return make_buffer(m_space, std::span<const detail::sample_record>(records));
+  }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
     const data::interactions& train, const run_plan& p) const -> step_buffers {
   const std::size_t mb = p.micro_batch;
-  std::vector<detail::sample_record> records(train.size());
-  for (std::size_t i = 0; i < records.size(); ++i)
-    records[i] = {train.users[i], train.items[i], train.labels[i]};
   // With K negatives a slot gathers 1 + K rows.
   const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
-  step_buffers buf{make_buffer(m_space, std::span<const detail::sample_record>(records)),
+  step_buffers buf{make_records(train),
                    buffer<std::uint64_t, space_type>(p.slots, m_space),
                    buffer<float, space_type>(p.slots, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),
@@ -74,6 +91,24 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
       buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
   }
   return buf;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+memory_accounts trainer<Model, Sampler, Reducer, Schedule, Optimizer>::memory_of(
+    const step_buffers& buf) const {
+  const auto bytes = [](const auto& b) {
+    return static_cast<std::uint64_t>(b.size() * sizeof(*b.data()));
+  };
+  memory_accounts m;
+  m.parameters = bytes(m_params);
+  m.gradients = bytes(m_grads_storage);
+  m.optimizer_state = bytes(m_state);
+  m.rows = bytes(buf.records);
+  m.step_buffers = bytes(buf.slots) + bytes(buf.slot_weights) + bytes(buf.b_users) +
+                   bytes(buf.b_items) + bytes(buf.b_labels) + bytes(buf.b_weights) +
+                   bytes(buf.taken_offsets) + bytes(buf.taken) + bytes(buf.cumulative) +
+                   bytes(buf.epoch_key) + bytes(buf.item_log_q);
+  return m;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
