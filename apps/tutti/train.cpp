@@ -128,6 +128,29 @@ checkpoint_state find_resume(const train_config& c, bool leader) {
 }
 
 /// The lines above the epoch table: the data, the cleaning, the run and the table's header.
+/// Where the optimizer is adam by default and a step touches few of the tables' rows, the
+/// header's note: how many more values the dense step updates than a row-sparse one would, and
+/// which optimizers take the row-sparse step. Empty otherwise.
+std::string dense_default_note(const train_config& c, const detail::loaded_data& d) {
+  if (c.optimizer_given || c.optimizer != "adam" || (c.model != "mf" && c.model != "ncf"))
+    return {};
+  const auto users = static_cast<double>(d.all.n_users());
+  const auto items = static_cast<double>(d.all.n_items());
+  const double lists = double(sampled_negatives_of(c) + 1);
+  // At most a batch of learners and a batch of lists of courses in a step.
+  const double touched = std::min(users, double(c.batch)) + std::min(items, c.batch * lists);
+  const double share = touched / (users + items);
+  if (share > 0.25) return {};
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "adam (the default) updates every row of the tables each step; a step touches "
+                "at most %.0f of their %.0f rows (%.2g %%): --optimizer lazy-adam or "
+                "rowwise-adagrad update only those (the same quality on the repository's data; "
+                "docs/optimizers.md)",
+                touched, users + items, 100 * share);
+  return buf;
+}
+
 void print_header(const train_config& c, const detail::loaded_data& d) {
   const bool implicit = d.all.implicit;
   std::printf("tutti train: %s\n", d.source.c_str());
@@ -170,6 +193,8 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
       "  model %s (%s loss), %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
       c.model.c_str(), to_string(loss_of(c, implicit)), c.ranks, c.batch, c.optimizer.c_str(), c.lr,
       c.scaling.c_str(), c.schedule.c_str());
+  if (const std::string note = dense_default_note(c, d); !note.empty())
+    std::printf("  note: %s\n", note.c_str());
   std::printf("\n%6s  %12s  %17s  %12s  %9s  %9s\n", "epoch", "train loss", "test metric",
               "samples/s", "seconds", "B_noise");
   std::fflush(stdout);

@@ -11,6 +11,8 @@
 #    above popularity too, and the report names the loss.
 #  - Labels that are all 1 trained as labels, or with no negatives, are refused; so is a --loss
 #    the labels or the model cannot take.
+#  - Adam by default on tables a step touches a few rows of: the header names the row-sparse
+#    optimizers, once; not when --optimizer is given.
 
 set(common --feedback implicit --holdout last --learners 1000 --courses 200 --epochs 12
     --batch 1024 --seed 5)
@@ -155,3 +157,24 @@ expect_error(2 "expected --loss logistic, bpr or softmax" train --feedback impli
              ${file_args})
 expect_error(2 "whose labels are ratings; expected --loss squared" train --synthetic-ratings
              --loss bpr --sampled-negatives 2 --learners 50 --courses 20 --epochs 1)
+
+# Adam by default, on tables a step touches a few rows of: the header says, once, that a
+# row-sparse optimizer would update only those; not when --optimizer is given, nor on a table a
+# step touches most of.
+set(wide --feedback implicit --learners 3000 --courses 50 --epochs 1 --batch 128 --seed 5
+    --ranks 1)
+tutti_ok(train ${wide})
+string(REGEX MATCHALL "note: adam \\(the default\\) updates every row" notes "${out}")
+list(LENGTH notes n_notes)
+if(NOT n_notes EQUAL 1 OR NOT out MATCHES "--optimizer lazy-adam or rowwise-adagrad")
+  message(FATAL_ERROR "default adam on 3,050 rows, 178 touched a step at most: expected the "
+                      "row-sparse note once, got:\n${out}")
+endif()
+tutti_ok(train ${wide} --optimizer adam)
+if(out MATCHES "note: adam")
+  message(FATAL_ERROR "--optimizer adam given: expected no note, got:\n${out}")
+endif()
+tutti_ok(train --feedback implicit --learners 200 --courses 50 --epochs 1 --batch 1024 --ranks 1)
+if(out MATCHES "note: adam")
+  message(FATAL_ERROR "200 learners, batch 1024: every row touched, expected no note, got:\n${out}")
+endif()

@@ -55,6 +55,7 @@ struct train_config {
   std::size_t warmup_steps = 0;
   std::string schedule = "cosine";
   std::string optimizer = "adam";
+  bool optimizer_given = false;  // --optimizer was on the command line (else adam, the default)
   float momentum = 0.9f;
   float weight_decay = 0.f;
   std::string tail = "pad";

@@ -144,6 +144,7 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
   app.add_option("--optimizer", c.optimizer, "optimizer")
       ->check(CLI::IsMember(
           {"sgd", "adam", "lars", "lamb", "lazy-adam", "rowwise-adagrad", "row-sparse-sgd"}))
+      ->each([&c](const std::string&) { c.optimizer_given = true; })
       ->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 0.999))
