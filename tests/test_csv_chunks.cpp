@@ -4,6 +4,8 @@
 /// threads: for every cut, the rows, indices and errors of the one-pass reader.
 #include <doctest/doctest.h>
 
+#include "corrupt_text.hpp"
+
 #include <tutti/data/csv.hpp>
 #include <tutti/detail/random.hpp>
 
@@ -12,6 +14,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -122,20 +125,9 @@ TEST_CASE("csv chunks: corrupted input gives the one-pass reader's rows or error
   const char alphabet[] = {',', '\n', '\r', '.', '-', '+', 'e', 'x', ' ', '\t', '9', '0', '"'};
   tutti::detail::splitmix rng(23);
   for (int trial = 0; trial < 300; ++trial) {
-    std::string text = plain;
-    for (std::uint64_t k = 0, n = 1 + rng.below(3); k < n; ++k) {
-      const std::size_t at = 40 + rng.below(text.size() - 40);  // the header stays readable
-      switch (rng.below(3)) {
-        case 0:
-          text[at] = alphabet[rng.below(sizeof alphabet)];
-          break;
-        case 1:
-          text.erase(at, 1 + rng.below(8));
-          break;
-        default:
-          text.insert(at, 1, alphabet[rng.below(sizeof alphabet)]);
-      }
-    }
+    // The header (its first 40 bytes) stays readable.
+    const std::string text =
+        tutti_test::corrupt_text(plain, std::string_view(alphabet, sizeof alphabet), 40, rng);
     CAPTURE(trial);
     check_same(text, {.timestamp_col = "auto", .ids = tutti::data::id_format::integers},
                1 + rng.below(200));

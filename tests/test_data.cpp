@@ -3,6 +3,7 @@
 /// @brief Tests of the CSV/TSV loader, the synthetic course data and the train/test split.
 #include <doctest/doctest.h>
 
+#include "corrupt_text.hpp"
 #include "scratch_dir.hpp"
 #include "skip.hpp"
 
@@ -22,6 +23,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -700,20 +702,8 @@ TEST_CASE("parse_csv: corrupted input either parses whole or raises data_error")
   tutti::detail::splitmix rng(11);
   std::size_t parsed = 0, rejected = 0;
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string text = plain;
-    for (std::uint64_t k = 0, n = 1 + rng.below(3); k < n; ++k) {
-      std::size_t at = rng.below(text.size());
-      switch (rng.below(3)) {
-        case 0:
-          text[at] = alphabet[rng.below(sizeof alphabet)];
-          break;
-        case 1:
-          text.erase(at, 1 + rng.below(8));
-          break;
-        default:
-          text.insert(at, 1, alphabet[rng.below(sizeof alphabet)]);
-      }
-    }
+    const std::string text =
+        tutti_test::corrupt_text(plain, std::string_view(alphabet, sizeof alphabet), 0, rng);
     try {
       interactions d = tutti::data::parse_csv(text, {.timestamp_col = "auto"}, "fuzz.csv");
       ++parsed;
