@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file fuzz/csv_fuzz.hpp
 /// @brief The CSV/TSV loader's fuzz property: one input through `parse_csv` and
-/// `parse_csv_clean`, checked against each other.
+/// `parse_csv_clean`, checked against each other, and integer ids read in small chunks against
+/// the one-pass reader.
 ///
 /// Shared by the libFuzzer target (fuzz/csv_fuzz.cpp, which aborts on a broken property) and the
 /// unit suite (tests/test_clean.cpp replays fuzz/regressions/csv_fuzz/ through it).
@@ -128,6 +129,42 @@ inline std::string quote_every_field(std::string_view text, char delim) {
 }
 
 /// Runs one input; "" when every property holds, else a description of the first that broke.
+/// "" when the reader of integer ids by chunks, cut every `bytes` bytes, gives what the one-pass
+/// reader gives (the same rows and indices, or the same error: line, column, message); else what
+/// differs. Texts whose header or ids the chunked reader does not take are "" too.
+inline std::string chunked_differs(std::string_view text, const csv_case& c, std::size_t bytes) {
+  namespace d = tutti::detail;
+  std::size_t body = 0;
+  d::csv_layout lay;
+  try {
+    const char delim = d::csv_check_options(c.csv, c.source, "fuzz");
+    text = d::csv_strip_bom(text);
+    d::csv_reject_nul(text, delim, c.source);
+    lay = d::csv_read_header(text, c.csv, delim, c.source, body);
+  } catch (const tutti::data_error&) {
+    return "";
+  }
+  if (lay.user_names || lay.item_names) return "";
+  auto read = [&](bool chunked) -> std::pair<tutti::data::interactions, std::string> {
+    try {
+      return {chunked ? d::csv_parse_rows_chunked(text, body, lay, c.csv, c.source, bytes)
+                      : d::csv_parse_rows(text, body, lay, c.csv, c.source),
+              ""};
+    } catch (const tutti::data_error& e) {
+      return {{}, std::to_string(e.line()) + ":" + std::to_string(e.column()) + " " + e.what()};
+    }
+  };
+  const auto [one, one_error] = read(false);
+  const auto [cut, cut_error] = read(true);
+  if (one_error != cut_error)
+    return "chunked reader's error '" + cut_error + "', not '" + one_error + "'";
+  if (one.users != cut.users || one.items != cut.items || one.labels != cut.labels ||
+      one.timestamps != cut.timestamps || one.user_ids != cut.user_ids ||
+      one.item_ids != cut.item_ids)
+    return "chunked reader's rows differ from the one-pass reader's";
+  return "";
+}
+
 inline std::string csv_check(const std::uint8_t* data, std::size_t size) {
   using tutti::data::cleaned_data;
   using tutti::data::duplicate_policy;
@@ -150,6 +187,9 @@ inline std::string csv_check(const std::uint8_t* data, std::size_t size) {
       strict_line = e.line();
       if (strict_line == 0) return "parse_csv: data_error without a line";
     }
+
+    // 1b. Integer ids read in chunks cut every few bytes: the one-pass reader's result.
+    if (auto bad = chunked_differs(text, c, 1 + size % 13); !bad.empty()) return bad;
 
     // 2. The cleaning loader: fails only on the header, as the strict one does.
     cleaned_data cl;

@@ -12,7 +12,9 @@
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/error.hpp>
 
+#if defined(_OPENMP)
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstddef>
@@ -24,6 +26,16 @@
 #include <vector>
 
 namespace tutti::detail {
+
+/// Threads the reader may use: OpenMP's, or one where the loader is built without it (the
+/// pragmas below are then ignored and the chunks read in turn, to the same result).
+inline int csv_threads() {
+#if defined(_OPENMP)
+  return std::max(1, omp_get_max_threads());
+#else
+  return 1;
+#endif
+}
 
 /// Bytes of text a chunk of the reader holds (whole lines, so a little more).
 inline constexpr std::size_t csv_chunk_bytes = std::size_t{1} << 22;
@@ -191,7 +203,7 @@ inline data::interactions csv_parse_rows_chunked(std::string_view text, std::siz
   out.labels.reserve(estimate);
   if (lay.with_time()) out.timestamps.reserve(estimate);
   // A window of chunks is read at once and then indexed: the raw ids in memory are a window's.
-  const std::size_t window = 4 * static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  const std::size_t window = 4 * static_cast<std::size_t>(csv_threads());
   bool ended = false;
   for (std::size_t w = 0; w < chunks.size() && !ended; w += window) {
     const auto n = static_cast<std::ptrdiff_t>(std::min(window, chunks.size() - w));
@@ -228,7 +240,9 @@ inline data::interactions csv_parse_rows_chunked(std::string_view text, std::siz
       c.times = {};
     }
     std::exception_ptr thrown[2];
-#pragma omp parallel for num_threads(2) schedule(static, 1)
+    // Two threads where two are allowed (one with OMP_NUM_THREADS=1).
+    const int columns_at_once = std::min(2, csv_threads());
+#pragma omp parallel for num_threads(columns_at_once) schedule(static, 1)
     for (int col = 0; col < 2; ++col) {
       try {
         csv_map_chunk_ids(read, col, maps[col], dense[col], source);
