@@ -144,9 +144,7 @@ inline void csv_read_chunk(std::string_view text, const csv_layout& lay,
         return;
       }
       c.failed = true;
-      c.fault_message = "blank line before more rows; expected " + std::to_string(lay.n_cols) +
-                        " fields separated by " +
-                        (lay.delim == '\t' ? "tabs" : "'" + std::string(1, lay.delim) + "'");
+      c.fault_message = csv_blank_line_message(lay);
       return;
     }
     pos = next;

@@ -544,6 +544,14 @@ inline csv_row_status csv_parse_row(std::string_view line, const csv_layout& lay
   return {};
 }
 
+/// The message of a blank line with rows after it (the readers stop at it; blank lines at the
+/// end of a file are accepted).
+inline std::string csv_blank_line_message(const csv_layout& lay) {
+  return "blank line before more rows; expected " + std::to_string(lay.n_cols) +
+         " fields separated by " +
+         (lay.delim == '\t' ? "tabs" : "'" + std::string(1, lay.delim) + "'");
+}
+
 /// 1-based column a fault is reported at (as `tutti::data_error::column()`).
 inline std::size_t csv_fault_column(const csv_row_status& st, const csv_layout& lay) {
   if (st.fault == csv_fault::too_few_fields) return st.field + 1;
@@ -669,7 +677,6 @@ inline data::interactions csv_parse_rows(std::string_view text, std::size_t pos,
                                          const csv_layout& lay, const data::csv_options& opt,
                                          const std::string& source) {
   const bool with_time = lay.with_time();
-  const char delim = lay.delim;
   // Rows are built into locals and moved out only once the whole file has parsed.
   std::size_t estimate = text.size() / (lay.header_len + 1) + 1;
   std::vector<std::int32_t> users, items;
@@ -691,10 +698,7 @@ inline data::interactions csv_parse_rows(std::string_view text, std::size_t pos,
     ++line_no;
     if (csv_all_blank(line)) {
       if (csv_all_blank(text.substr(next))) break;
-      throw data_error(source, line_no, 0,
-                       "blank line before more rows; expected " + std::to_string(lay.n_cols) +
-                           " fields separated by " +
-                           (delim == '\t' ? "tabs" : "'" + std::string(1, delim) + "'"));
+      throw data_error(source, line_no, 0, csv_blank_line_message(lay));
     }
     pos = next;
     if (auto st = csv_parse_row(line, lay, opt.implicit, sc, row); !st)
