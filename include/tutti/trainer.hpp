@@ -133,7 +133,6 @@ class trainer {
         m_options(std::move(options)),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_grads(gradient_arena(m_model.layout().total() + trailing_floats)),
         m_state(detail::optimizer_state_floats(m_optimizer, m_model.layout()), m_space),
         m_step_loss(1, m_space),
         m_guard(m_options.nonfinite, m_space),
@@ -142,6 +141,8 @@ class trainer {
     detail::check_target_loss(m_options, m_model.loss());
     detail::check_negatives_loss(m_options, m_model.loss());
     plan_sparse_exchange();
+    plan_gradient_slots();
+    m_grads = gradient_arena(gradient_values() + trailing_floats);
     plan_row_step();
     check_overlap_options();
     fill(m_space, m_params.span(), 0.f);
@@ -515,6 +516,14 @@ class trainer {
   void update_rows_on_space(std::size_t step, double lr, std::uint64_t t);
   // Whether segment i is row-sparse: the model says, or else its kind is embedding.
   bool is_row_sparse(std::size_t i) const;
+  // Lays out a gradient in slots sized by the batch, where the row-sparse step can take
+  // one (`train_options::compact_gradient`: one rank on a host space, one micro-batch a step, a
+  // model that writes its gradient to slots, an optimizer that updates runs of rows); else none.
+  void plan_gradient_slots();
+  // Values of the gradient arena before its trailing floats: the layout's, or the slots'.
+  std::size_t gradient_values() const noexcept {
+    return m_in_slots ? m_slot_layout.total() : m_params.size();
+  }
   // True when the optimizer asks for the row-sparse step (`optimizer_steps_rows`), on any space:
   // where the step cannot run, `plan_row_step` says so.
   bool wants_row_step() const;
@@ -613,7 +622,10 @@ class trainer {
   train_options m_options;
   space_type m_space;
   buffer<float, space_type> m_params;
-  // The gradient arena: layout().total() gradients, then this rank's finite flag and stop
+  // A gradient in slots (`plan_gradient_slots`) and its layout, or the layout's arena.
+  bool m_in_slots = false;
+  parameter_layout m_slot_layout;
+  // The gradient arena: gradient_values() gradients, then this rank's finite flag and stop
   // request. It is m_grads_storage, or memory the reducer lends (`shared_gradient_arena`).
   buffer<float, space_type> m_grads_storage;
   std::span<float> m_grads;

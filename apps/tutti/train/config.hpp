@@ -90,6 +90,7 @@ struct train_config {
   std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
+  std::string compact_gradient = "on";  // row-sparse step of one host rank: gradient in slots
   bool overlap = false;                 // reduce buckets on a thread while backward runs
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB

@@ -188,7 +188,9 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .seconds = s.seconds,
                    .omp_threads = std::nullopt,
                    .cpu_seconds = cpu_seconds(),
-                   .omp_wait_policy = {}};
+                   .omp_wait_policy = {},
+                   .setup = {},
+                   .memory = {}};
   rep.eval["baseline"] = {{"name", s.baseline.name}, {"value", s.baseline.value}};
   if (r.ranking) {
     rep.ranking = to_json(*r.ranking);

@@ -215,6 +215,12 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
                  "reduction through MPI_Allreduce)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--compact-gradient", c.compact_gradient,
+                 "row-sparse optimizers on one host rank: on (the gradient of the rows a step "
+                 "touched in a buffer sized by the batch) or off (a gradient arena the size of "
+                 "the tables; the same parameters, bit for bit)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("--overlap", c.overlap,
                "overlapped reduction: buckets of the gradient are reduced while backward "
                "computes the rest (host ranks: a communication thread per rank; --space cuda: "

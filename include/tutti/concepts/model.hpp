@@ -12,6 +12,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 namespace tutti {
@@ -112,6 +113,19 @@ concept model = detail::model_has_space<M> && detail::model_has_value_type<M> &&
 template <class M>
 concept model_reports_touched_rows = requires(const M& m, std::size_t segment) {
   { m.touched_rows(segment) } -> std::convertible_to<std::span<const std::int32_t>>;
+};
+
+/// Capability: `m.write_gradient_to_slots(std::optional<parameter_layout> gradients)`. Given a
+/// layout of the model's segments (same names, columns and order, each row-sparse segment with
+/// as many rows as the distinct rows a batch may touch), every later `loss_and_gradient` takes
+/// a `grads` arena of `gradients->total()` values and adds the gradient of the k-th row
+/// `touched_rows(s)` lists to row k of segment s (a dense segment where `gradients` puts it):
+/// the gradient is sized by the batch, not the tables. `std::nullopt` goes back to the model's
+/// own layout. The row-sparse step of one rank on a host space uses it (docs/training.md).
+template <class M>
+concept model_writes_gradient_slots = model_reports_touched_rows<M> &&
+    requires(M& m, std::optional<parameter_layout> gradients) {
+  m.write_gradient_to_slots(gradients);
 };
 
 /// Capability: the model checks, as it writes them, the values its last `loss_and_gradient` call

@@ -123,9 +123,11 @@ struct any_row_use {
 /// Capability: `with_row_update(layout, params, grads, state, lr, step, use)` calls
 /// `use(fn)` once with the row-sparse step as a function of one run of rows
 /// (`fn(const detail::row_run&)`, optionally `fn.prefetch(run)`): `step_rows` is `fn` over every
-/// run of the selection. A run's update reads the gradient of that run only, so the trainer
-/// visits each run once for the update and its own work on the same rows (zeroing the gradient
-/// while it is in cache) instead of one pass each.
+/// run of the selection. A run's update reads the gradient of that run only, at `grads[run.grad]`
+/// on (the run's own place in the arena, or its slots in a gradient sized by the batch, which
+/// may then be smaller than `params`), so the trainer visits each run once for the update and
+/// its own work on the same rows (zeroing the gradient while it is in cache) instead of one pass
+/// each.
 template <class O, class Space>
 concept optimizer_fuses_rows = optimizer_steps_rows<O, Space> &&
     requires(const O& o, const parameter_layout& layout, std::span<float> p,

@@ -20,12 +20,15 @@
 
 namespace tutti::detail {
 
+/// Values of a run's gradient.
+inline std::size_t run_values(const segment* segments, const row_run& r) {
+  return static_cast<std::size_t>(r.last - r.first) * segments[r.segment].cols;
+}
+
 /// Host: asks for the first lines of a run's gradient rows (see detail/prefetch.hpp).
 inline void prefetch_gradient_run(const float* g, const segment* segments, const row_run& r,
                                   bool write) {
-  const segment& s = segments[r.segment];
-  prefetch_bytes(g + s.offset + static_cast<std::size_t>(r.first) * s.cols,
-                 static_cast<std::size_t>(r.last - r.first) * s.cols * sizeof(float), write);
+  prefetch_bytes(g + r.grad, run_values(segments, r) * sizeof(float), write);
 }
 
 /// Host: 1 when a run of rows of the gradient holds an infinity or a NaN.
@@ -34,9 +37,7 @@ struct nonfinite_run_fn {
   const segment* segments;
   std::atomic<unsigned>* bad;
   void operator()(const row_run& r) const {
-    const segment& s = segments[r.segment];
-    const std::size_t lo = s.offset + static_cast<std::size_t>(r.first) * s.cols;
-    const std::size_t hi = s.offset + static_cast<std::size_t>(r.last) * s.cols;
+    const std::size_t lo = r.grad, hi = r.grad + run_values(segments, r);
     unsigned found = 0;
     for (std::size_t i = lo; i < hi; ++i) found |= finite_value(g[i]) ? 0u : 1u;
     if (found) bad->store(1u, std::memory_order_relaxed);
@@ -50,9 +51,7 @@ struct squared_run_fn {
   const segment* segments;
   std::atomic<double>* sum;
   void operator()(const row_run& r) const {
-    const segment& s = segments[r.segment];
-    const std::size_t lo = s.offset + static_cast<std::size_t>(r.first) * s.cols;
-    const std::size_t hi = s.offset + static_cast<std::size_t>(r.last) * s.cols;
+    const std::size_t lo = r.grad, hi = r.grad + run_values(segments, r);
     sum->fetch_add(squared_sum(g, lo, hi), std::memory_order_relaxed);
   }
   void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, false); }
@@ -62,11 +61,7 @@ struct squared_run_fn {
 struct zero_run_fn {
   float* g;
   const segment* segments;
-  void operator()(const row_run& r) const {
-    const segment& s = segments[r.segment];
-    std::fill(g + s.offset + static_cast<std::size_t>(r.first) * s.cols,
-              g + s.offset + static_cast<std::size_t>(r.last) * s.cols, 0.f);
-  }
+  void operator()(const row_run& r) const { std::fill_n(g + r.grad, run_values(segments, r), 0.f); }
   void prefetch(const row_run& r) const { prefetch_gradient_run(g, segments, r, true); }
 };
 
@@ -85,17 +80,23 @@ struct then_zero_run_fn {
 
 /// What the row-sparse step keeps between its phases. The gradient arena is all zeros between
 /// steps: the model adds into it, and after the optimizer the rows it touched (on any rank) and
-/// the dense segments are zeroed again, so no step pays for the whole table.
+/// the dense segments are zeroed again, so no step pays for the whole table. The arena is the
+/// layout's, or a gradient in slots sized by the batch (`tutti::model_writes_gradient_slots`):
+/// the k-th touched row of a segment at row k of that segment in `slots`.
 class row_step {
  public:
-  /// `sparse[k]` is the layout index of the k-th row-sparse segment.
-  void plan(const parameter_layout& layout, std::vector<std::size_t> sparse) {
+  /// `sparse[k]` is the layout index of the k-th row-sparse segment; `slots`, where given, the
+  /// layout of a gradient in slots.
+  void plan(const parameter_layout& layout, std::vector<std::size_t> sparse,
+            const parameter_layout* slots = nullptr) {
     m_layout = layout;
+    m_in_slots = slots != nullptr;
+    if (slots != nullptr) m_slots = *slots;
     m_sparse = std::move(sparse);
     m_selection.assign(layout.segments().size(), segment_rows{});
     std::vector<segment_rows> dense(m_selection);
     for (std::size_t k : m_sparse) dense[k] = segment_rows{false, {}};
-    m_dense_runs.build(m_layout, dense);
+    m_dense_runs.build(m_layout, dense, slots_layout());
   }
 
   /// The selection of `touched[k]` for the k-th row-sparse segment, whole dense segments; its
@@ -103,7 +104,7 @@ class row_step {
   row_selection select(std::span<const std::vector<std::int32_t>> touched) {
     for (std::size_t k = 0; k < m_sparse.size(); ++k)
       m_selection[m_sparse[k]] = segment_rows{false, touched[k]};
-    m_runs.build(m_layout, m_selection);
+    m_runs.build(m_layout, m_selection, slots_layout());
     return m_selection;
   }
 
@@ -155,6 +156,9 @@ class row_step {
     const auto world = static_cast<std::size_t>(reducer.world_size());
     const std::size_t segs = touched.size();
     if (world == 1 || segs == 0) return 0;
+    TUTTI_EXPECTS(!m_in_slots, "tutti::trainer",
+                  "a gradient in slots is one rank's; expected the layout's arena on " +
+                      std::to_string(world) + " ranks");
     m_counts.resize(segs);
     m_all_counts.resize(segs * world);
     for (std::size_t k = 0; k < segs; ++k) m_counts[k] = touched[k].size();
@@ -190,6 +194,8 @@ class row_step {
   }
 
  private:
+  const parameter_layout* slots_layout() const noexcept { return m_in_slots ? &m_slots : nullptr; }
+
   template <class Space>
   bool any_nonfinite_in(const Space& space, const row_runs& runs, const float* grads) const {
     std::atomic<unsigned> bad{0};
@@ -198,6 +204,8 @@ class row_step {
   }
 
   parameter_layout m_layout;
+  bool m_in_slots = false;   // a gradient in slots, or the layout's own arena
+  parameter_layout m_slots;  // the slots' layout
   std::vector<std::size_t> m_sparse;
   std::vector<segment_rows> m_selection;
   row_runs m_runs;

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -385,9 +386,16 @@ class matrix_factorization {
   /// space each table whole). The gradient is bitwise the same as without `ready`.
   void loss_and_gradient(std::span<const T> params, const batch_view& batch, std::span<T> grads,
                          T scale, T* loss_sum, const gradient_ready& ready) {
-    detail::check_loss_and_gradient_args("tutti::models::matrix_factorization::loss_and_gradient",
-                                         m_layout.total(), params.size(), grads.size(), batch);
+    constexpr const char* fn = "tutti::models::matrix_factorization::loss_and_gradient";
+    detail::check_loss_and_gradient_args(fn, m_layout.total(), params.size(), grads.size(), batch,
+                                         gradient_values());
     const std::size_t n = batch.size();
+    const bool to_slots = m_slots.has_value();
+    TUTTI_EXPECTS(!to_slots || !ready, fn,
+                  "a gradient in slots is final only after the whole batch; expected no "
+                  "gradient_ready report with write_gradient_to_slots");
+    if (to_slots) check_slot_rows(n);
+    const detail::mf_offsets& at = to_slots ? m_slot_off : m_off;  // where the gradient goes
     m_last_slots = n;
     m_user_rows_found = false;
     m_item_rows_found = false;
@@ -438,9 +446,18 @@ class matrix_factorization {
     // from the end, so each report can start a reduction while the rest is summed.
     accumulator::group_two(m_space, m_users, batch.users.data(), m_n_users, m_items,
                            batch.items.data(), m_n_items, w, n);
-    m_users.add_sum(m_space, sg, g + m_off.global_bias);
+    m_users.add_sum(m_space, sg, g + at.global_bias);
     if (loss_sum != nullptr) m_users.add_sum(m_space, sl, loss_sum);
     ready(m_off.global_bias, 1);
+    if constexpr (Space::host_accessible) {
+      if (to_slots) {  // the k-th touched row's embedding gradient and bias to place k
+        m_items.scatter_add_split_to_slots(m_space, ic, d + 1, d + 1, g + at.item_embedding, d, d,
+                                           g + at.item_bias, one);
+        m_users.scatter_add_split_to_slots(m_space, uc, d + 1, d + 1, g + at.user_embedding, d, d,
+                                           g + at.user_bias, one);
+        return;
+      }
+    }
     if (!ready) {
       // One pass per table: a row's embedding gradient and its bias together (the same bits).
       m_items.scatter_add_split(m_space, ic, d + 1, d + 1, g + m_off.item_embedding, d, d,
@@ -455,6 +472,39 @@ class matrix_factorization {
     ready(m_off.user_bias, static_cast<std::size_t>(m_n_users));
     m_items.scatter_add_ready(m_space, ic, d + 1, d, g, m_off.item_embedding, m_n_items, ready);
     m_users.scatter_add_ready(m_space, uc, d + 1, d, g, m_off.user_embedding, m_n_users, ready);
+  }
+
+  /// `tutti::model_writes_gradient_slots`: from the next `loss_and_gradient` on, `grads` is an
+  /// arena of `gradients->total()` values, the layout of this model's five segments (same names,
+  /// columns and order) with "user_embedding" and "user_bias" of as many rows as the distinct
+  /// learners a batch may hold, "item_embedding" and "item_bias" as many as its distinct items:
+  /// the gradient of the k-th row `touched_rows(s)` lists is added to row k of segment s, every
+  /// sum bitwise what the model's own layout gets. `std::nullopt`: the model's own layout again.
+  /// Host spaces.
+  void write_gradient_to_slots(std::optional<parameter_layout> gradients) requires(
+      Space::host_accessible) {
+    constexpr const char* fn = "tutti::models::matrix_factorization::write_gradient_to_slots";
+    if (!gradients) {
+      m_slots.reset();
+      return;
+    }
+    const auto& mine = m_layout.segments();
+    const auto& theirs = gradients->segments();
+    TUTTI_EXPECTS(theirs.size() == mine.size(), fn,
+                  "the gradient layout has " + std::to_string(theirs.size()) +
+                      " segments; expected the model's " + std::to_string(mine.size()));
+    for (std::size_t s = 0; s < mine.size(); ++s)
+      TUTTI_EXPECTS(theirs[s].name == mine[s].name && theirs[s].cols == mine[s].cols &&
+                        theirs[s].rows <= mine[s].rows && (row_sparse(s) || theirs[s].rows == 1),
+                    fn,
+                    "segment " + std::to_string(s) + " of the gradient layout is '" +
+                        theirs[s].name + "' (" + std::to_string(theirs[s].rows) + "x" +
+                        std::to_string(theirs[s].cols) + "); expected '" + mine[s].name +
+                        "' with " + std::to_string(mine[s].cols) + " columns and at most " +
+                        std::to_string(row_sparse(s) ? mine[s].rows : 1) + " rows");
+    m_slot_off = {theirs[0].offset, theirs[1].offset, theirs[2].offset, theirs[3].offset,
+                  theirs[4].offset};
+    m_slots = std::move(gradients);
   }
 
   /// `tutti::model_repeats_its_kernels`: a call's kernels and their arguments depend on the
@@ -525,6 +575,23 @@ class matrix_factorization {
   }
 
  private:
+  // Values `loss_and_gradient` expects in `grads`.
+  std::size_t gradient_values() const noexcept {
+    return m_slots ? m_slots->total() : m_layout.total();
+  }
+
+  // Every learner and item of a batch of n slots has a slot.
+  void check_slot_rows(std::size_t n) const {
+    const auto& segs = m_slots->segments();
+    for (std::size_t s = 0; s < 4; ++s) {
+      const std::size_t need = std::min(n, m_layout.segments()[s].rows);
+      TUTTI_EXPECTS(segs[s].rows >= need, "tutti::models::matrix_factorization::loss_and_gradient",
+                    "the gradient layout has " + std::to_string(segs[s].rows) + " slots for '" +
+                        segs[s].name + "' and the batch has " + std::to_string(n) +
+                        " slots; expected at least " + std::to_string(need));
+    }
+  }
+
   mf_options m_opt;
   std::int32_t m_n_users;
   std::int32_t m_n_items;
@@ -552,6 +619,8 @@ class matrix_factorization {
   mutable bool m_item_rows_found = false;
   std::size_t m_last_slots = 0;
   std::shared_ptr<const std::vector<T>> m_start;  // start_from's values, or null
+  std::optional<parameter_layout> m_slots;        // write_gradient_to_slots's layout
+  detail::mf_offsets m_slot_off{};                // its segments' offsets
 };
 
 }  // namespace tutti::models

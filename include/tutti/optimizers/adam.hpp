@@ -35,9 +35,11 @@ struct adam_kernel {
   float decay;         // 1 - lr * weight_decay (AdamW); 1 for Adam
   bool decoupled;
 
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { update(i, g[i]); }
+
+  /// Element i with gradient `d`.
+  TUTTI_HOST_DEVICE void update(std::size_t i, float d) const {
     float w = p[i];
-    float d = g[i];
     if (l2 != 0.f) d += l2 * w;
     if (decoupled) w *= decay;
     const float mi = beta1 * m[i] + (1.f - beta1) * d;
@@ -47,26 +49,31 @@ struct adam_kernel {
     p[i] = w - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
   }
 
-  /// Host: asks for the first lines of elements [lo, hi) of every array `run` reads.
-  void prefetch(std::size_t lo, std::size_t hi) const {
+  /// Host: asks for the first lines of elements [lo, hi) of every array `run` reads, their
+  /// gradient at `gl`.
+  void prefetch(std::size_t lo, std::size_t hi, const float* gl) const {
     const std::size_t bytes = (hi - lo) * sizeof(float);
     prefetch_bytes(p + lo, bytes, true);
-    prefetch_bytes(g + lo, bytes);
+    prefetch_bytes(gl, bytes);
     prefetch_bytes(m + lo, bytes, true);
     prefetch_bytes(v + lo, bytes, true);
   }
 
   /// Elements [lo, hi) on the host: the operations of `operator()`, in its order, on vectors
   /// (see detail/host_simd.hpp), then the scalar tail.
-  void run(std::size_t lo, std::size_t hi) const {
+  void run(std::size_t lo, std::size_t hi) const { run(lo, hi, g + lo); }
+
+  /// The same with the gradient of element lo at gl[0] (a row's gradient kept apart from the
+  /// arena's order: a gradient sized by the batch).
+  void run(std::size_t lo, std::size_t hi, const float* gl) const {
 #if TUTTI_HOST_SIMD
     using V = host_floats;
     constexpr auto aligned = stdx::element_aligned;
     const V b1(beta1), b1c(1.f - beta1), b2(beta2), b2c(1.f - beta2), vl2(l2), vdecay(decay);
     const V vstep(step_size), vbc2(inv_sqrt_bc2), veps(eps);
-    for (; lo + V::size() <= hi; lo += V::size()) {
+    for (; lo + V::size() <= hi; lo += V::size(), gl += V::size()) {
       V w(p + lo, aligned);
-      V d(g + lo, aligned);
+      V d(gl, aligned);
       if (l2 != 0.f) d += vl2 * w;
       if (decoupled) w *= vdecay;
       const V mi = b1 * V(m + lo, aligned) + b1c * d;
@@ -77,7 +84,7 @@ struct adam_kernel {
       out.copy_to(p + lo, aligned);
     }
 #endif
-    for (; lo < hi; ++lo) (*this)(lo);
+    for (; lo < hi; ++lo, ++gl) update(lo, *gl);
   }
 };
 

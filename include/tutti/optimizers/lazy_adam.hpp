@@ -91,7 +91,7 @@ struct lazy_adam {
     a.validate();
     const std::size_t n = params.size();
     detail::check_optimizer_step("tutti::lazy_adam", n, grads.size(), state.size(), state_size(n),
-                                 lr);
+                                 lr, true);
     detail::check_one_based_step("tutti::lazy_adam", step);
     return a.make_kernel(params, grads, state, lr, step);
   }

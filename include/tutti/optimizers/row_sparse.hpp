@@ -36,11 +36,13 @@
 namespace tutti {
 namespace detail {
 
-/// A run of rows [first, last) of one segment.
+/// A run of rows [first, last) of one segment; its gradient starts at value `grad` of the
+/// gradient arena (the rows' own place, or their slots in a gradient sized by the batch).
 struct row_run {
   std::uint32_t segment;
   std::int32_t first;
   std::int32_t last;
+  std::size_t grad;
 };
 
 /// Calls `fn.prefetch(run)` where the run function has one: it asks for the memory the function
@@ -57,7 +59,11 @@ inline void prefetch_run(const Fn& fn, const row_run& run) {
 /// of each table as the model's grouped backward gave it (sorted rows, cut in equal halves).
 class row_runs {
  public:
-  void build(const parameter_layout& layout, row_selection sel) {
+  /// Runs of `sel`. With `slots` (a gradient sized by the batch: the layout's segments, the
+  /// listed ones with as many rows as they list), the gradient of the k-th row a segment lists
+  /// is row k of that segment in `slots`, and a whole segment's is at its offset there.
+  void build(const parameter_layout& layout, row_selection sel,
+             const parameter_layout* slots = nullptr) {
     const auto& segs = layout.segments();
     TUTTI_EXPECTS(sel.size() == segs.size(), "tutti::row_selection",
                   "the selection has " + std::to_string(sel.size()) + " entries for a layout of " +
@@ -66,8 +72,14 @@ class row_runs {
     m_before.clear();
     m_segment_first.assign(1, 0);
     m_values = 0;
-    auto push = [&](std::uint32_t s, std::int32_t first, std::int32_t last, std::size_t cols) {
-      m_runs.push_back({s, first, last});
+    if (slots != nullptr)
+      TUTTI_EXPECTS(slots->segments().size() == segs.size(), "tutti::row_selection",
+                    "the gradient slots have " + std::to_string(slots->segments().size()) +
+                        " segments for a layout of " + std::to_string(segs.size()) +
+                        "; expected one per segment");
+    auto push = [&](std::uint32_t s, std::int32_t first, std::int32_t last, std::size_t cols,
+                    std::size_t grad) {
+      m_runs.push_back({s, first, last, grad});
       m_before.push_back(m_values);
       m_values += static_cast<std::size_t>(last - first) * cols;
     };
@@ -75,17 +87,28 @@ class row_runs {
       const auto seg = static_cast<std::uint32_t>(s);
       const std::size_t cols = segs[s].cols;
       const auto rows = static_cast<std::int32_t>(segs[s].rows);
+      const std::size_t grad_offset =
+          slots != nullptr ? slots->segments()[s].offset : segs[s].offset;
+      const auto at = [&](std::size_t row) {
+        return grad_offset + row * cols;
+      };
       if (sel[s].whole) {
         const auto piece = static_cast<std::int32_t>(
             std::max<std::size_t>(1, host_block / std::max<std::size_t>(cols, 1)));
         for (std::int32_t r = 0; r < rows; r += piece)
-          push(seg, r, std::min(rows, r + piece), cols);
+          push(seg, r, std::min(rows, r + piece), cols, at(static_cast<std::size_t>(r)));
       } else {
         const std::span<const std::int32_t> ids = sel[s].rows;
+        if (slots != nullptr)
+          TUTTI_EXPECTS(ids.size() <= slots->segments()[s].rows, "tutti::row_selection",
+                        "segment " + std::to_string(s) + " lists " + std::to_string(ids.size()) +
+                            " rows for " + std::to_string(slots->segments()[s].rows) +
+                            " gradient slots; expected at most one row per slot");
         for (std::size_t j = 0; j < ids.size();) {
           std::size_t k = j + 1;
           while (k < ids.size() && ids[k] == ids[k - 1] + 1) ++k;
-          push(seg, ids[j], ids[k - 1] + 1, cols);
+          push(seg, ids[j], ids[k - 1] + 1, cols,
+               slots != nullptr ? at(j) : at(static_cast<std::size_t>(ids[j])));
           j = k;
         }
       }
@@ -168,7 +191,8 @@ class row_runs {
   std::size_t m_values = 0;
 };
 
-/// Runs an element-wise kernel (`run(lo, hi)` over arena positions) on the values of a run.
+/// Runs an element-wise kernel (`run(lo, hi, g)` over arena positions, the gradient of
+/// position lo at g[0]) on the values of a run; the kernel's `g` is the gradient arena.
 template <class Kernel>
 struct elementwise_rows_fn {
   Kernel kernel;
@@ -176,13 +200,13 @@ struct elementwise_rows_fn {
   void operator()(const row_run& r) const {
     const segment& s = segments[r.segment];
     kernel.run(s.offset + static_cast<std::size_t>(r.first) * s.cols,
-               s.offset + static_cast<std::size_t>(r.last) * s.cols);
+               s.offset + static_cast<std::size_t>(r.last) * s.cols, kernel.g + r.grad);
   }
   void prefetch(const row_run& r) const {
-    if constexpr (requires { kernel.prefetch(std::size_t{}, std::size_t{}); }) {
+    if constexpr (requires { kernel.prefetch(std::size_t{}, std::size_t{}, kernel.g); }) {
       const segment& s = segments[r.segment];
       kernel.prefetch(s.offset + static_cast<std::size_t>(r.first) * s.cols,
-                      s.offset + static_cast<std::size_t>(r.last) * s.cols);
+                      s.offset + static_cast<std::size_t>(r.last) * s.cols, kernel.g + r.grad);
     }
   }
 };

@@ -83,7 +83,7 @@ struct row_sparse_sgd {
     validate();
     const std::size_t n = params.size();
     detail::check_optimizer_step("tutti::row_sparse_sgd", n, grads.size(), state.size(),
-                                 state_size(n), lr);
+                                 state_size(n), lr, true);
     return detail::sgd_kernel{
         params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
         weight_decay,  nesterov};

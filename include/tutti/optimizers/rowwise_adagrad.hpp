@@ -29,8 +29,10 @@ struct rowwise_adagrad_row_fn {
   std::size_t cols;
   float lr;
   float eps;
-  TUTTI_HOST_DEVICE void operator()(std::size_t r) const {
-    const float* gr = g + r * cols;
+  TUTTI_HOST_DEVICE void operator()(std::size_t r) const { update(r, g + r * cols); }
+
+  /// Row r with gradient `gr`.
+  TUTTI_HOST_DEVICE void update(std::size_t r, const float* gr) const {
     float* pr = p + r * cols;
     float sq = 0.f;
     for (std::size_t c = 0; c < cols; ++c) sq += gr[c] * gr[c];
@@ -48,10 +50,13 @@ struct adagrad_value_fn {
   float* acc;  // one float per value
   float lr;
   float eps;
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    const float a = acc[i] + g[i] * g[i];
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { update(i, g[i]); }
+
+  /// Value i with gradient `d`.
+  TUTTI_HOST_DEVICE void update(std::size_t i, float d) const {
+    const float a = acc[i] + d * d;
     acc[i] = a;
-    p[i] -= lr * g[i] / (std::sqrt(a) + eps);
+    p[i] -= lr * d / (std::sqrt(a) + eps);
   }
 };
 
@@ -98,13 +103,15 @@ struct rowwise_adagrad_run_fn {
   void operator()(const row_run& run) const {
     const segment& s = segments[run.segment];
     float* acc = state + state_offsets[run.segment];
+    const float* gr = g + run.grad;  // the run's gradient, row after row
     if (s.kind == segment_kind::embedding) {
-      const rowwise_adagrad_row_fn f{p + s.offset, g + s.offset, acc, s.cols, lr, eps};
-      for (auto r = run.first; r < run.last; ++r) f(static_cast<std::size_t>(r));
+      const rowwise_adagrad_row_fn f{p + s.offset, nullptr, acc, s.cols, lr, eps};
+      for (auto r = run.first; r < run.last; ++r, gr += s.cols) f.update(std::size_t(r), gr);
     } else {
-      const adagrad_value_fn f{p + s.offset, g + s.offset, acc, lr, eps};
+      const adagrad_value_fn f{p + s.offset, nullptr, acc, lr, eps};
       const std::size_t hi = static_cast<std::size_t>(run.last) * s.cols;
-      for (std::size_t i = static_cast<std::size_t>(run.first) * s.cols; i < hi; ++i) f(i);
+      for (std::size_t i = static_cast<std::size_t>(run.first) * s.cols; i < hi; ++i, ++gr)
+        f.update(i, *gr);
     }
   }
   void prefetch(const row_run& run) const {
@@ -113,7 +120,7 @@ struct rowwise_adagrad_run_fn {
     const std::size_t bytes =
         static_cast<std::size_t>(run.last - run.first) * s.cols * sizeof(float);
     prefetch_bytes(p + at, bytes, true);
-    prefetch_bytes(g + at, bytes);
+    prefetch_bytes(g + run.grad, bytes);
     const std::size_t per_row = s.kind == segment_kind::embedding ? 1 : s.cols;
     prefetch_bytes(
         state + state_offsets[run.segment] + static_cast<std::size_t>(run.first) * per_row,
@@ -262,7 +269,7 @@ struct rowwise_adagrad {
     validate();
     const std::vector<std::size_t> at = state_offsets(layout);
     detail::check_optimizer_step("tutti::rowwise_adagrad::with_row_update", params.size(),
-                                 grads.size(), state.size(), at.back(), lr);
+                                 grads.size(), state.size(), at.back(), lr, true);
     use(detail::rowwise_adagrad_run_fn{params.data(), grads.data(), state.data(),
                                        layout.segments().data(), at.data(), lr, eps});
   }

@@ -28,8 +28,10 @@ struct sgd_kernel {
   float weight_decay;
   bool nesterov;
 
-  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
-    float d = g[i];
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const { update(i, g[i]); }
+
+  /// Element i with gradient `d`.
+  TUTTI_HOST_DEVICE void update(std::size_t i, float d) const {
     // Skipped when zero (as PyTorch) so an infinite parameter does not turn into NaN via 0 * inf.
     if (weight_decay != 0.f) d += weight_decay * p[i];
     if (v != nullptr) {
@@ -42,14 +44,17 @@ struct sgd_kernel {
 
   /// Elements [lo, hi) on the host: the operations of `operator()`, in its order, on vectors
   /// (see detail/host_simd.hpp), then the scalar tail.
-  void run(std::size_t lo, std::size_t hi) const {
+  void run(std::size_t lo, std::size_t hi) const { run(lo, hi, g + lo); }
+
+  /// The same with the gradient of element lo at gl[0] (a gradient sized by the batch).
+  void run(std::size_t lo, std::size_t hi, const float* gl) const {
 #if TUTTI_HOST_SIMD
     using V = host_floats;
     constexpr auto aligned = stdx::element_aligned;
     const V vlr(lr), vmomentum(momentum), vwd(weight_decay);
-    for (; lo + V::size() <= hi; lo += V::size()) {
+    for (; lo + V::size() <= hi; lo += V::size(), gl += V::size()) {
       const V w(p + lo, aligned);
-      V d(g + lo, aligned);
+      V d(gl, aligned);
       if (weight_decay != 0.f) d += vwd * w;
       if (v != nullptr) {
         const V buf = vmomentum * V(v + lo, aligned) + d;
@@ -60,16 +65,20 @@ struct sgd_kernel {
       out.copy_to(p + lo, aligned);
     }
 #endif
-    for (; lo < hi; ++lo) (*this)(lo);
+    for (; lo < hi; ++lo, ++gl) update(lo, *gl);
   }
 };
 
 /// Checks the spans and rate handed to an optimizer's `step`; `fn` names the caller.
+/// `in_slots`: a row-sparse update whose runs say where each row's gradient is (a gradient in
+/// slots, sized by the batch), so `grads` may be smaller than `params`.
 inline void check_optimizer_step(const char* fn, std::size_t params, std::size_t grads,
-                                 std::size_t state, std::size_t state_needed, float lr) {
-  TUTTI_EXPECTS(grads == params, fn,
+                                 std::size_t state, std::size_t state_needed, float lr,
+                                 bool in_slots = false) {
+  TUTTI_EXPECTS(grads == params || (in_slots && grads < params), fn,
                 "grads has " + std::to_string(grads) + " elements, params " +
-                    std::to_string(params) + "; expected equal sizes");
+                    std::to_string(params) + "; expected equal sizes" +
+                    (in_slots ? " (or fewer: a gradient in slots)" : ""));
   TUTTI_EXPECTS(state >= state_needed, fn,
                 "state has " + std::to_string(state) + " elements; expected at least state_size(" +
                     std::to_string(params) + ") = " + std::to_string(state_needed));

@@ -33,7 +33,7 @@ template <class Model, class Sampler, class Reducer, class Schedule, class Optim
 double trainer<Model, Sampler, Reducer, Schedule, Optimizer>::arena_squared_norm() const {
   if constexpr (space_type::host_accessible)
     if (m_row_step) return m_rows.squared_norm(m_space, m_grads.data());
-  return detail::squared_norm(m_space, m_grads.data(), m_params.size());
+  return detail::squared_norm(m_space, m_grads.data(), gradient_values());
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -42,9 +42,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::record_small_noise(b
   if (!m_noise_step.first_micro && !from_buckets) m_noise_small = arena_squared_norm();
   const auto small = static_cast<float>(m_noise_small * m_noise_step.factor);
   if constexpr (space_type::host_accessible)
-    m_grads.data()[m_params.size() + 2] = small;
+    m_grads.data()[gradient_values() + 2] = small;
   else
-    fill(m_space, m_grads.subspan(m_params.size() + 2, 1), small);
+    fill(m_space, m_grads.subspan(gradient_values() + 2, 1), small);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -52,9 +52,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::add_noise_measuremen
   if (!m_noise_step.active()) return;
   float trailing[3] = {0.f, 0.f, 0.f};  // non-finite flag, stop request, small-batch norm
   if constexpr (space_type::host_accessible) {
-    trailing[2] = m_grads.data()[m_params.size() + 2];
+    trailing[2] = m_grads.data()[gradient_values() + 2];
   } else {
-    m_space.copy_to_host(trailing, m_grads.data() + m_params.size(), sizeof trailing);
+    m_space.copy_to_host(trailing, m_grads.data() + gradient_values(), sizeof trailing);
     if (trailing[0] != 0.f) return;  // a skipped step
   }
   m_noise.add(trailing[2], m_noise_step.inv_small, arena_squared_norm(), double(m_options.batch));

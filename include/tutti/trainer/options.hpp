@@ -259,6 +259,12 @@ struct train_options {
   /// more). Not with `sparse_exchange`; under MPI, the thread level must be at least
   /// MPI_THREAD_SERIALIZED.
   bool overlap_reduce = false;
+  /// The row-sparse step keeps the gradient of the rows a step touched in slots sized by the
+  /// batch instead of a gradient arena the size of the tables, where it can: one rank on a host
+  /// space, `accumulation` 1, a model with `tutti::model_writes_gradient_slots` and an optimizer
+  /// with `tutti::optimizer_fuses_rows`. The parameters are bitwise the same either way; false
+  /// keeps the table-sized arena.
+  bool compact_gradient = true;
   /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
   std::size_t bucket_bytes = std::size_t{25} << 20;
   /// The overlapped reduction's last bucket, the arena's first values (which backward makes

@@ -94,7 +94,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_step_values(co
       if (m_row_step)
         v.optimizer =
             m_optimizer.row_step_values(m_model.layout(), m_params.span(),
-                                        std::span<const float>(m_grads.first(m_params.size())),
+                                        std::span<const float>(m_grads.first(gradient_values())),
                                         m_state.span(), static_cast<float>(lr), t);
     }
     m_space.copy_from_host(m_values.data(), &v, sizeof v);

@@ -38,7 +38,9 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   if (m_reducer.rank() == 0 && !m_options.resume) report_learning_rate(p.lr0);
   p.guarded = m_options.nonfinite != nonfinite_policy::off;
   p.micro_batch = (local_batch + m_options.accumulation - 1) / m_options.accumulation;
-  p.wire_bytes = dense_wire_bytes(m_grads.size());
+  // What a dense reduce of the layout's arena would send (a gradient in slots sends nothing:
+  // it is one rank's).
+  p.wire_bytes = dense_wire_bytes(m_params.size() + trailing_floats);
   return p;
 }
 
@@ -158,7 +160,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_overlap(overla
         parallel_for(
             m_space, end - begin,
             detail::finite_check_fn{m_grads.data() + begin, end - begin, m_step_loss.data(),
-                                    m_grads.data() + m_params.size(), m_step_local_flag});
+                                    m_grads.data() + gradient_values(), m_step_local_flag});
       if (m_noise_step.active() && !m_noise_step.first_micro)  // waits, on measured steps
         m_noise_small += detail::squared_norm(m_space, m_grads.data() + begin, end - begin);
     };
@@ -229,8 +231,30 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_hos
                 "const` and an embedding segment); expected such a model, or a dense optimizer");
   std::vector<std::size_t> sparse;
   for (const auto& g : m_exchange.segments()) sparse.push_back(g.index);
-  m_rows.plan(m_model.layout(), std::move(sparse));
+  m_rows.plan(m_model.layout(), std::move(sparse), m_in_slots ? &m_slot_layout : nullptr);
+  if constexpr (model_writes_gradient_slots<Model>)
+    if (m_in_slots) m_model.write_gradient_to_slots(m_slot_layout);
   m_row_step = true;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_gradient_slots() {
+  if constexpr (space_type::host_accessible && model_writes_gradient_slots<Model> &&
+                optimizer_fuses_rows<Optimizer, space_type>) {
+    if (!m_options.compact_gradient || !wants_row_step() || m_exchange.empty() ||
+        m_reducer.world_size() != 1 || m_options.accumulation > 1 || m_options.overlap_reduce)
+      return;
+    // A step's batch gathers 1 + K rows a sample: no table has more distinct rows in it.
+    const std::size_t batch_rows =
+        m_options.batch * (std::size_t(m_options.negatives.per_positive) + 1);
+    const auto& segs = m_model.layout().segments();
+    std::vector<bool> listed(segs.size(), false);
+    for (const auto& g : m_exchange.segments()) listed[g.index] = true;
+    for (std::size_t i = 0; i < segs.size(); ++i)
+      m_slot_layout.add(segs[i].name, listed[i] ? std::min(segs[i].rows, batch_rows) : segs[i].rows,
+                        segs[i].cols, segs[i].kind);
+    m_in_slots = true;
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

@@ -116,7 +116,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::backward(const batch
                                                                      float scale, bool report,
                                                                      overlap& pipeline) {
   const auto params = std::span<const float>(m_params.span());
-  const auto grads = m_grads.first(m_params.size());
+  const auto grads = m_grads.first(gradient_values());
   if constexpr (model_reports_gradient_ready<Model>) {
     if (report) {
       auto ready = [&pipeline](std::size_t offset, std::size_t values) {
@@ -156,7 +156,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const ru
                                                                         step_clock& timer,
                                                                         fit_result& result)
     -> reduced {
-  const std::size_t arena = m_params.size();
+  const std::size_t arena = gradient_values();
   if (m_options.measure_wait) {
     double arrive[1] = {0.0};
     m_reducer.all_reduce_max(std::span<double>(arrive));
@@ -201,7 +201,7 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(std::siz
                                                                         step_clock& timer) {
   const std::uint64_t* entry = nullptr;  // a device logs at the index in the space's memory
   if constexpr (!space_type::host_accessible) entry = detail::entry_at(m_values.data());
-  const bool skip = m_guard.commit(step, m_grads.data() + m_params.size(), m_step_loss.data(),
+  const bool skip = m_guard.commit(step, m_grads.data() + gradient_values(), m_step_loss.data(),
                                    m_sums.data(), step_weight, entry);
   if constexpr (!space_type::host_accessible)
     if (!m_row_step) m_guard.protect(m_params.span(), m_state.span());
@@ -322,7 +322,7 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::dense_wire_
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::apply_optimizer(double lr,
                                                                             std::uint64_t t) {
-  const auto grads = std::span<const float>(m_grads.first(m_params.size()));
+  const auto grads = std::span<const float>(m_grads.first(gradient_values()));
   const auto rate = static_cast<float>(lr);
   if constexpr (optimizer_steps_rows<Optimizer, space_type>) {
     if (m_row_step) {
@@ -345,7 +345,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows(bool ski
       if (!skip) {
         // The update and the zeroing of each run in one pass over the touched rows.
         m_optimizer.with_row_update(m_model.layout(), m_params.span(),
-                                    std::span<const float>(m_grads.first(m_params.size())),
+                                    std::span<const float>(m_grads.first(gradient_values())),
                                     m_state.span(), static_cast<float>(lr), t, [&](const auto& fn) {
                                       m_rows.visit_then_zero(m_space, fn, m_grads.data());
                                     });
@@ -359,7 +359,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows(bool ski
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_rows_on_space(std::size_t step) {
-  m_rows_on.check(m_space, m_grads.data(), m_grads.data() + m_params.size(),
+  m_rows_on.check(m_space, m_grads.data(), m_grads.data() + gradient_values(),
                   m_guard.local_entry(step));
 }
 
@@ -384,7 +384,7 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_ro
       bytes += dense_wire_bytes(segs[s].size());
     }
   }
-  m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), trailing_floats));
+  m_reducer.all_reduce_mean(m_grads.subspan(gradient_values(), trailing_floats));
   return bytes + dense_wire_bytes(trailing_floats);
 }
 
@@ -397,13 +397,13 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows_on_space
     // write_step_values), from the space's memory: the host never waits for them.
     (void)lr, (void)t;
     m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
-                                   std::span<const float>(m_grads.first(m_params.size())),
+                                   std::span<const float>(m_grads.first(gradient_values())),
                                    m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
                                    detail::optimizer_values_at(m_values.data()));
   } else if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type>) {
     // The kernels read the step's skip flag themselves, so the host never waits for it.
     m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
-                                   std::span<const float>(m_grads.first(m_params.size())),
+                                   std::span<const float>(m_grads.first(gradient_values())),
                                    m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
                                    static_cast<float>(lr), t);
   }
@@ -413,9 +413,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows_on_space
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::clear_flags() {
   if constexpr (space_type::host_accessible)
-    std::fill_n(m_grads.data() + m_params.size(), trailing_floats, 0.f);
+    std::fill_n(m_grads.data() + gradient_values(), trailing_floats, 0.f);
   else
-    fill(m_space, m_grads.subspan(m_params.size(), trailing_floats), 0.f);
+    fill(m_space, m_grads.subspan(gradient_values(), trailing_floats), 0.f);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -430,13 +430,14 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::collect_touched_rows
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_flags(
     std::uint64_t dense_bytes) {
-  m_reducer.all_reduce_mean(m_grads.subspan(m_params.size(), trailing_floats));
+  m_reducer.all_reduce_mean(m_grads.subspan(gradient_values(), trailing_floats));
   return dense_bytes;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_gradients(
     std::uint64_t dense_bytes, fit_result& result) {
+  if (m_in_slots) return reduce_flags(dense_bytes);  // one rank: its slots are the gradient
   if constexpr (space_type::host_accessible) {
     if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_exchange.empty()) {
       const auto done = m_exchange.exchange(
@@ -456,7 +457,7 @@ template <class Model, class Sampler, class Reducer, class Schedule, class Optim
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::size_t step,
                                                                          bool arena_checked,
                                                                          bool arena_bad) {
-  const std::size_t arena = m_params.size();
+  const std::size_t arena = gradient_values();
   const std::size_t unchecked =
       arena_checked || (m_row_step && !space_type::host_accessible) ? 0 : arena;
   m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,

@@ -94,6 +94,11 @@ struct init_row_sort_fn {
 /// Where column c of a row's sum goes: columns [0, split) to `main` (row stride `main_stride`),
 /// columns [split, cols) to `tail` (row stride `tail_stride`), so one pass over a grouping fills
 /// two segments (an embedding table and its bias column) from one per-slot contribution.
+///
+/// With `slots_before` a row's sum goes to its slot instead of its row: the k-th distinct row
+/// of the grouping, ascending, to place k (a compact gradient sized by the batch, not the
+/// table). `slots_before[k]` is the number of distinct rows whose run starts before sorted
+/// chunk k (one entry per chunk, then the total).
 template <class T>
 struct row_dest {
   T* main;
@@ -101,9 +106,15 @@ struct row_dest {
   std::size_t split;
   T* tail = nullptr;
   std::size_t tail_stride = 0;
+  const std::int32_t* slots_before = nullptr;
   TUTTI_HOST_DEVICE T* at(std::int32_t row, std::size_t c) const {
     const auto r = static_cast<std::size_t>(row);
     return c < split ? main + r * main_stride + c : tail + r * tail_stride + (c - split);
+  }
+  /// Where the row whose run starts at sorted position j goes: `row`, or its slot (`slot`,
+  /// counted by the caller) when the sums go to slots.
+  TUTTI_HOST_DEVICE std::int32_t place(std::int32_t row, std::int32_t slot) const {
+    return slots_before != nullptr ? slot : row;
   }
 };
 
@@ -133,9 +144,13 @@ struct chunk_pieces_fn {
     const std::size_t begin = k * chunk;
     const std::size_t end = begin + chunk < n ? begin + chunk : n;
     std::size_t j = begin;
+    // The slot of the run in progress (the one before the chunk's first start, then each start).
+    std::int32_t slot = dest.slots_before != nullptr ? dest.slots_before[k] - 1 : 0;
     while (j < end) {
       const std::int32_t row = keys[j];
       if (row == padding_key || row >= row_hi) return;  // only later rows from here on
+      const bool starts_before = j == begin && begin > 0 && keys[begin - 1] == row;
+      if (!starts_before) ++slot;
       std::size_t e = j;
       if (row < row_lo) {
         while (e < end && keys[e] == row) ++e;
@@ -145,14 +160,13 @@ struct chunk_pieces_fn {
       T sum = T(0);
       for (; e < end && keys[e] == row; ++e)
         sum += contrib[static_cast<std::size_t>(order[e]) * contrib_stride + c];
-      const bool starts_before = j == begin && begin > 0 && keys[begin - 1] == row;
       const bool continues_after = e == end && end < n && keys[end] == row;
       if (starts_before)
         first_piece[k * cols + c] = sum;
       else if (continues_after)
         last_piece[k * cols + c] = sum;
       else
-        *dest.at(row, c) += sum;
+        *dest.at(dest.place(row, slot), c) += sum;
       j = e;
     }
   }
@@ -172,12 +186,16 @@ struct chunk_rows_fn {
     const std::size_t k = f.first_chunk + t;
     const std::size_t begin = k * f.chunk;
     const std::size_t end = begin + f.chunk < f.n ? begin + f.chunk : f.n;
+    const bool to_slots = f.dest.slots_before != nullptr;
     for (std::size_t c0 = 0; c0 < f.cols; c0 += tile) {
       const std::size_t w = f.cols - c0 < tile ? f.cols - c0 : tile;
       std::size_t j = begin;
+      std::int32_t slot = to_slots ? f.dest.slots_before[k] - 1 : 0;  // as chunk_pieces_fn
       while (j < end) {
         const std::int32_t row = f.keys[j];
         if (row == padding_key || row >= f.row_hi) break;  // only later rows from here on
+        const bool starts_before = j == begin && begin > 0 && f.keys[begin - 1] == row;
+        if (!starts_before) ++slot;
         std::size_t e = j;
         if (row < f.row_lo) {
           while (e < end && f.keys[e] == row) ++e;
@@ -185,10 +203,10 @@ struct chunk_rows_fn {
           continue;
         }
         // The row `prefetch_ahead` sorted positions on is written soon: ask for it now (rows of a
-        // large table are cache misses).
+        // large table are cache misses; slots are few and close together).
         if (j + prefetch_ahead < end) {
           const std::int32_t ahead = f.keys[j + prefetch_ahead];
-          if (ahead != padding_key && ahead != row) {
+          if (!to_slots && ahead != padding_key && ahead != row) {
             if (c0 < f.dest.split)
               prefetch_bytes(f.dest.at(ahead, c0), std::min(w, f.dest.split - c0) * sizeof(T),
                              true);
@@ -206,16 +224,16 @@ struct chunk_rows_fn {
         for (; e < end && f.keys[e] == row; ++e)
           add_into(sum, f.contrib + static_cast<std::size_t>(f.order[e]) * f.contrib_stride + c0,
                    w);
-        const bool starts_before = j == begin && begin > 0 && f.keys[begin - 1] == row;
         const bool continues_after = e == end && end < f.n && f.keys[end] == row;
         if (starts_before || continues_after) {
           T* out = (starts_before ? f.first_piece : f.last_piece) + k * f.cols + c0;
           for (std::size_t c = 0; c < w; ++c) out[c] = sum[c];
         } else {
+          const std::int32_t to = f.dest.place(row, slot);
           const std::size_t in_main = c0 < f.dest.split ? std::min(w, f.dest.split - c0) : 0;
-          if (in_main > 0) bad |= add_into_checked(f.dest.at(row, c0), sum, in_main);
+          if (in_main > 0) bad |= add_into_checked(f.dest.at(to, c0), sum, in_main);
           if (in_main < w)
-            bad |= add_into_checked(f.dest.at(row, c0 + in_main), sum + in_main, w - in_main);
+            bad |= add_into_checked(f.dest.at(to, c0 + in_main), sum + in_main, w - in_main);
         }
         j = e;
       }
@@ -250,6 +268,11 @@ struct chain_pieces_fn {
     if (begin > 0 && keys[begin - 1] == row) return -1;  // the run started in an earlier chunk
     return row;
   }
+  /// Where chunk k's chained row goes: the row, or its slot (the last run started before chunk
+  /// k + 1).
+  TUTTI_HOST_DEVICE std::int32_t chained_place(std::size_t k, std::int32_t row) const {
+    return dest.place(row, dest.slots_before != nullptr ? dest.slots_before[k + 1] - 1 : 0);
+  }
   TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
     const std::size_t k = first_chunk + t / cols;
     const std::size_t c = t % cols;
@@ -261,7 +284,7 @@ struct chain_pieces_fn {
       const std::size_t end2 = (k2 + 1) * chunk;
       if (end2 >= n || keys[end2] != row) break;
     }
-    *dest.at(row, c) += total;
+    *dest.at(chained_place(k, row), c) += total;
   }
 };
 
@@ -487,6 +510,25 @@ class sparse_accumulator {
                    (m_n + chunk - 1) / chunk, 0, padding_key);
   }
 
+  /// `scatter_add_split` into slots instead of rows: the k-th distinct row of the last grouping,
+  /// ascending (the k-th id `rows` lists), to row k of `dest` and of `tail`, so a gradient sized
+  /// by the batch holds what a table-sized one would (every sum bitwise the same). Returns the
+  /// number of slots written. Host-accessible spaces.
+  std::size_t scatter_add_split_to_slots(const Space& space, const T* contrib,
+                                         std::size_t contrib_stride, std::size_t cols, T* dest,
+                                         std::size_t dest_stride, std::size_t split, T* tail,
+                                         std::size_t tail_stride) requires(Space::host_accessible) {
+    if (m_n == 0) return 0;
+    const std::size_t chunks = (m_n + chunk - 1) / chunk;
+    number_slots(chunks);
+    if (cols > 0)
+      scatter_chunks(
+          space, contrib, contrib_stride, cols,
+          row_dest<T>{dest, dest_stride, split, tail, tail_stride, m_slots_before.data()}, 0,
+          chunks, 0, padding_key);
+    return static_cast<std::size_t>(m_slots_before[chunks]);
+  }
+
   /// `scatter_add` for the rows in [row_lo, row_hi) only, with the same chunks (so every row's
   /// sum is bitwise what `scatter_add` gives it). Host-accessible spaces only: the rows' sorted
   /// positions are found by a binary search over the keys.
@@ -620,14 +662,30 @@ class sparse_accumulator {
     }
   }
 
+  /// Host: `m_slots_before[k]`, the distinct rows whose run starts before sorted chunk k, for
+  /// every chunk, then their total (one pass over the sorted keys).
+  void number_slots(std::size_t chunks) requires(Space::host_accessible) {
+    m_slots_before.resize(chunks + 1);
+    const std::int32_t* keys = m_keys.data();
+    std::int32_t seen = 0;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      m_slots_before[k] = seen;
+      const std::size_t end = std::min(m_n, (k + 1) * chunk);
+      for (std::size_t j = k * chunk; j < end && keys[j] != padding_key; ++j)
+        seen += j == 0 || keys[j - 1] != keys[j] ? 1 : 0;
+    }
+    m_slots_before[chunks] = seen;
+  }
+
   /// Host: clears `m_written_finite` when a row that `chain` wrote (a run crossing from chunk k
   /// into the next, k in [k0, k1)) holds a value that is not finite.
   void check_chained(const chain_pieces_fn<T>& chain, std::size_t k0, std::size_t k1) {
     for (std::size_t k = k0; k < k1; ++k) {
       const std::int32_t row = chain.chained_row(k);
       if (row < 0) continue;
+      const std::int32_t to = chain.chained_place(k, row);
       for (std::size_t c = 0; c < chain.cols; ++c)
-        if (!finite_value(static_cast<float>(*chain.dest.at(row, c)))) m_written_finite = false;
+        if (!finite_value(static_cast<float>(*chain.dest.at(to, c)))) m_written_finite = false;
     }
   }
 
@@ -642,18 +700,25 @@ class sparse_accumulator {
   ordered_sum<T, Space> m_sum;
   std::size_t m_n = 0;
   std::vector<unsigned char> m_chunk_nonfinite;  // the host's scatter: a flag per chunk
+  std::vector<std::int32_t> m_slots_before;      // the host's scatter to slots (number_slots)
   bool m_written_finite = true;                  // see `written_finite`
 };
 
 /// Checks the spans handed to a model's `loss_and_gradient` against its arena size.
+/// `grad_total` is the gradient arena's size where it differs from the parameters' (a gradient
+/// in slots, `tutti::model_writes_gradient_slots`).
 inline void check_loss_and_gradient_args(const char* fn, std::size_t total, std::size_t params,
-                                         std::size_t grads, const batch_view& batch) {
+                                         std::size_t grads, const batch_view& batch,
+                                         std::size_t grad_total = 0) {
   TUTTI_EXPECTS(params == total, fn,
                 "params has " + std::to_string(params) +
                     " values; expected layout().total() = " + std::to_string(total));
-  TUTTI_EXPECTS(grads == total, fn,
-                "grads has " + std::to_string(grads) +
-                    " values; expected layout().total() = " + std::to_string(total));
+  if (grad_total == 0) grad_total = total;
+  TUTTI_EXPECTS(grads == grad_total, fn,
+                "grads has " + std::to_string(grads) + " values; expected " +
+                    (grad_total == total ? std::string("layout().total() = ")
+                                         : std::string("the gradient slots' total = ")) +
+                    std::to_string(grad_total));
   const std::size_t n = batch.users.size();
   TUTTI_EXPECTS(
       batch.items.size() == n && batch.labels.size() == n && batch.weights.size() == n, fn,
