@@ -18,9 +18,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <omp.h>
 
 using tutti_test::relative_difference;
 
@@ -193,6 +196,46 @@ TEST_CASE("negative tables: each learner's courses sorted and unique, popularity
   CHECK(std::fabs(step(3) - 2 * step(2)) <= 2.0);
   CHECK_THROWS_WITH_AS(tutti::detail::make_negative_tables(d, {.per_positive = 1, .alpha = -1.f}),
                        doctest::Contains("alpha is -1"), tutti::invalid_argument);
+}
+
+TEST_CASE("negative tables: every thread count gives the one-thread tables") {
+  // Learners split in ranges, one per thread: fewer learners than threads, repeats or none.
+  std::mt19937 gen(9);
+  for (const std::int32_t users : {1, 3, 1000}) {
+    for (const bool repeats : {false, true}) {
+      CAPTURE(users);
+      CAPTURE(repeats);
+      std::vector<std::pair<std::int32_t, std::int32_t>> rows;
+      std::set<std::pair<std::int32_t, std::int32_t>> seen;
+      const auto target = std::min<std::size_t>(5000, static_cast<std::size_t>(users) * 150);
+      while (rows.size() < target) {
+        const std::pair<std::int32_t, std::int32_t> r{
+            static_cast<std::int32_t>(gen() % static_cast<unsigned>(users)),
+            static_cast<std::int32_t>(gen() % 300)};
+        if (seen.insert(r).second || repeats) rows.push_back(r);
+      }
+      const interactions d = log_of(users, 300, rows);
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const auto one = tutti::detail::make_negative_tables(d, {.per_positive = 1});
+      for (const int threads : {2, 3, 4}) {
+        CAPTURE(threads);
+        omp_set_num_threads(threads);
+        const auto t = tutti::detail::make_negative_tables(d, {.per_positive = 1});
+        CHECK(t.offsets == one.offsets);
+        CHECK(t.taken == one.taken);
+      }
+      omp_set_num_threads(before);
+      // The one-thread tables: each learner's distinct courses, ascending.
+      std::map<std::int32_t, std::set<std::int32_t>> by_learner;
+      for (const auto& [u, i] : rows) by_learner[u].insert(i);
+      std::vector<std::int32_t> expected;
+      for (std::int32_t u = 0; u < users; ++u)
+        expected.insert(expected.end(), by_learner[u].begin(), by_learner[u].end());
+      CHECK(one.taken == expected);
+      CHECK(one.offsets.back() == expected.size());
+    }
+  }
 }
 
 TEST_CASE("a sampled negative is never its learner's course, and uniform over the others") {

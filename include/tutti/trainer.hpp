@@ -299,12 +299,17 @@ class trainer {
     bool guarded = false;                    // the finite guard is on
     std::uint64_t wire_bytes = 0;            // what the dense reduce moves per step
     const detail::run_setting_list* config = nullptr;
+    // The shard of epoch 0 drawn to count the slots, kept for the first epoch that starts at
+    // its beginning (moved out once: a shard of a large log takes a second to deal).
+    mutable std::optional<shard> first_shard;
   };
 
   // fit's memory on the space: the training set, this rank's slots of the epoch and their
   // weights, and one micro-batch.
   struct step_buffers {
     buffer<detail::sample_record, space_type> records;  // this rank's training rows
+    // The epoch's slots and their weights in the space's memory: empty where the step reads
+    // the shard itself (a host space, positions in the whole training set).
     buffer<std::uint64_t, space_type> slots;
     buffer<float, space_type> slot_weights;
     buffer<std::int32_t, space_type> b_users, b_items;
@@ -315,8 +320,10 @@ class trainer {
     buffer<std::int32_t, space_type> taken;
     buffer<std::uint64_t, space_type> cumulative;
     buffer<std::uint64_t, space_type> epoch_key;
-    buffer<float, space_type> item_log_q;  // the softmax loss's log-Q correction, or empty
-    std::int32_t n_items = 0;              // the courses negatives are drawn from
+    buffer<float, space_type> item_log_q;    // the softmax loss's log-Q correction, or empty
+    std::int32_t n_items = 0;                // the courses negatives are drawn from
+    const std::uint64_t* slot_at = nullptr;  // the epoch's slots: `slots`, or the shard's
+    const float* weight_at = nullptr;        // their weights: `slot_weights`, or the shard's
   };
 
   // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and
@@ -389,6 +396,11 @@ class trainer {
   // only its outline: a device space and a sampler with `sampler_fills_on_space`, and no
   // `on_batch` callback (it hands the host each step's positions).
   bool shard_on_space() const;
+  // True when the step reads the epoch's shard in place (a host space, and a sampler whose
+  // positions are the whole training set's): no copy of its slots.
+  static constexpr bool shard_in_place() {
+    return space_type::host_accessible && !rank_local_sampler<Sampler>;
+  }
   // The first slot of `rank`'s part of step `s` of the epoch's shard.
   static std::size_t slot(const run_plan& p, const epoch_plan& e, int rank, std::size_t s);
   step_slots slots_of(const run_plan& p, const epoch_plan& e, std::size_t step) const;

@@ -28,6 +28,9 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
     if constexpr (sampler_fills_on_space<Sampler, space_type>)
       e.sh =
           m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
+  } else if (epoch == 0 && e.start_pos == 0 && p.first_shard) {
+    e.sh = std::move(*p.first_shard);  // plan_run's
+    p.first_shard.reset();
   } else {
     e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
   }
@@ -87,7 +90,12 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
                                                                        const run_plan& p,
                                                                        const epoch_plan& e) {
   const shard& sh = e.sh;
-  if (shard_on_space()) {
+  buf.slot_at = buf.slots.data();
+  buf.weight_at = buf.slot_weights.data();
+  if constexpr (shard_in_place()) {
+    buf.slot_at = sh.indices.data();
+    buf.weight_at = sh.weights.data();
+  } else if (shard_on_space()) {
     if constexpr (sampler_fills_on_space<Sampler, space_type>)
       m_sampler.fill_on_space(m_space, p.n, m_reducer.world_size(), m_reducer.rank(),
                               m_options.seed, e.epoch, e.start_pos, buf.slots.data(),
@@ -102,7 +110,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
     copy_from_host(m_space, std::span<const std::uint64_t>(local),
                    buf.slots.span().first(sh.size()));
   }
-  if (!shard_on_space())
+  if (!shard_on_space() && !shard_in_place())
     copy_from_host(m_space, std::span<const float>(sh.weights),
                    buf.slot_weights.span().first(sh.size()));
   m_guard.begin_epoch();

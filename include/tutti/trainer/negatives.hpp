@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace tutti {
 
 /// How the negatives of a positive are drawn (`negative_options::sampler`).
@@ -60,6 +64,38 @@ struct negative_tables {
   std::vector<float> log_q;               // n_items, popularity only: log of each draw's odds
 };
 
+/// Each learner's courses, in row order: `offsets` (n_users + 1, zero) becomes the CSR offsets
+/// and `taken` (a value per row) the courses. Threads split the learners in equal ranges; each
+/// reads every row and keeps those of its range, so the result is the serial one.
+inline void group_courses_by_learner(const data::interactions& train,
+                                     std::vector<std::uint64_t>& offsets,
+                                     std::vector<std::int32_t>& taken) {
+  const std::size_t nu = offsets.size() - 1, n = train.size();
+  const std::int32_t* users = train.users.data();
+  const std::int32_t* items = train.items.data();
+  std::vector<std::uint64_t> next(nu);
+#pragma omp parallel
+  {
+    std::size_t t = 0, threads = 1;
+#if defined(_OPENMP)
+    t = static_cast<std::size_t>(omp_get_thread_num());
+    threads = static_cast<std::size_t>(omp_get_num_threads());
+#endif
+    const auto lo = static_cast<std::int32_t>(nu * t / threads);
+    const auto hi = static_cast<std::int32_t>(nu * (t + 1) / threads);
+    for (std::size_t r = 0; r < n; ++r)  // learner u's count at offsets[u + 1]
+      if (users[r] >= lo && users[r] < hi) ++offsets[static_cast<std::size_t>(users[r]) + 1];
+#pragma omp barrier
+#pragma omp single
+    for (std::size_t u = 0; u < nu; ++u) offsets[u + 1] += offsets[u];
+    for (auto u = static_cast<std::size_t>(lo); u < static_cast<std::size_t>(hi); ++u)
+      next[u] = offsets[u];
+    for (std::size_t r = 0; r < n; ++r)
+      if (users[r] >= lo && users[r] < hi)
+        taken[next[static_cast<std::size_t>(users[r])]++] = items[r];
+  }
+}
+
 /// The tables of `train` for `o` (`o.per_positive > 0`). Throws `tutti::invalid_argument` for an
 /// alpha that is not finite or below 0.
 inline negative_tables make_negative_tables(const data::interactions& train,
@@ -72,31 +108,31 @@ inline negative_tables make_negative_tables(const data::interactions& train,
   const auto ni = static_cast<std::size_t>(train.n_items());
   negative_tables t;
   t.offsets.assign(nu + 1, 0);
-  for (const std::int32_t u : train.users) ++t.offsets[static_cast<std::size_t>(u) + 1];
-  for (std::size_t u = 0; u < nu; ++u) t.offsets[u + 1] += t.offsets[u];
   t.taken.resize(train.size());
-  std::vector<std::uint64_t> next(t.offsets.begin(), t.offsets.end() - 1);
-  for (std::size_t r = 0; r < train.size(); ++r)
-    t.taken[next[static_cast<std::size_t>(train.users[r])]++] = train.items[r];
+  group_courses_by_learner(train, t.offsets, t.taken);
   // Sort and deduplicate each learner's list in place (learners in parallel), then close the
-  // gaps in one pass.
+  // gaps in one pass where a list lost a course.
   std::vector<std::uint64_t> kept(nu);
-#pragma omp parallel for schedule(dynamic, 4096)
+  std::uint64_t dropped = 0;
+#pragma omp parallel for schedule(dynamic, 4096) reduction(+ : dropped)
   for (std::ptrdiff_t l = 0; l < static_cast<std::ptrdiff_t>(nu); ++l) {
     const auto u = static_cast<std::size_t>(l);
     const auto b = t.taken.begin() + static_cast<std::ptrdiff_t>(t.offsets[u]);
     const auto e = t.taken.begin() + static_cast<std::ptrdiff_t>(t.offsets[u + 1]);
     std::sort(b, e);
     kept[u] = static_cast<std::uint64_t>(std::unique(b, e) - b);
+    dropped += static_cast<std::uint64_t>(e - b) - kept[u];
   }
-  std::uint64_t out = 0;
-  for (std::size_t u = 0; u < nu; ++u) {
-    const std::uint64_t from = t.offsets[u];
-    t.offsets[u] = out;
-    for (std::uint64_t k = 0; k < kept[u]; ++k) t.taken[out++] = t.taken[from + k];
+  if (dropped > 0) {
+    std::uint64_t out = 0;
+    for (std::size_t u = 0; u < nu; ++u) {
+      const std::uint64_t from = t.offsets[u];
+      t.offsets[u] = out;
+      for (std::uint64_t k = 0; k < kept[u]; ++k) t.taken[out++] = t.taken[from + k];
+    }
+    t.offsets[nu] = out;
+    t.taken.resize(out);
   }
-  t.offsets[nu] = out;
-  t.taken.resize(out);
   if (o.sampler == negative_sampler::popularity) {
     std::vector<double> count(ni, 0.0);
     for (const std::int32_t i : train.items) count[static_cast<std::size_t>(i)] += 1.0;

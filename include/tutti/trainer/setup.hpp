@@ -22,9 +22,10 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
   // `none`) joins the remaining steps' reductions with nothing to add.
   {
-    const shard first = m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
+    shard first = m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
     p.slots = first.real_prefix.size() - 1;
     p.real_counts = gather_real_slots(first, p.split);
+    if (!shard_on_space()) p.first_shard = std::move(first);
   }
   TUTTI_EXPECTS(p.slots > 0, "tutti::trainer::fit",
                 "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
@@ -71,8 +72,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
   // With K negatives a slot gathers 1 + K rows.
   const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
   step_buffers buf{make_records(train),
-                   buffer<std::uint64_t, space_type>(p.slots, m_space),
-                   buffer<float, space_type>(p.slots, m_space),
+                   buffer<std::uint64_t, space_type>(shard_in_place() ? 0 : p.slots, m_space),
+                   buffer<float, space_type>(shard_in_place() ? 0 : p.slots, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),
                    buffer<float, space_type>(rows, m_space),
