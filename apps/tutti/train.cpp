@@ -164,10 +164,10 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
   if (d.rank_local)
     std::printf(
         "  rows %llu in %d shards (this rank's shard: %zu), users %d, items %d, %s labels\n",
-        static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.all.size(), d.all.n_users(),
+        static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.rows, d.all.n_users(),
         d.all.n_items(), implicit ? "implicit 0/1" : "rating");
   else
-    std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.all.size(),
+    std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.rows,
                 d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
                 implicit ? "implicit 0/1" : "rating");
   if (d.positives)

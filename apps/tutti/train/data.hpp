@@ -30,7 +30,10 @@
 namespace tutti::cli::detail {
 
 struct loaded_data {
+  // Every row read (after the positives): its id dictionaries and flags; its rows are released
+  // once split (`parts` holds them), so the loaded log is not held twice while training.
   data::interactions all;
+  std::size_t rows = 0;  // rows of `all` before the split released them
   data::split_result parts;
   std::string source;
   std::string key_id;                             // of the key that opened sealed shards
@@ -205,6 +208,11 @@ inline loaded_data load(const train_config& c, int rank) {
   } else {
     d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
   }
+  d.rows = d.all.size();
+  std::vector<std::int32_t>().swap(d.all.users);
+  std::vector<std::int32_t>().swap(d.all.items);
+  std::vector<float>().swap(d.all.labels);
+  std::vector<std::int64_t>().swap(d.all.timestamps);
   d.split_seconds = since(split_start);
   return d;
 }
