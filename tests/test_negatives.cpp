@@ -199,6 +199,13 @@ TEST_CASE("negative tables: each learner's courses sorted and unique, popularity
 }
 
 TEST_CASE("negative tables: every thread count gives the one-thread tables") {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not see libgomp's barriers (scripts/sanitize.sh runs it on one OpenMP
+  // thread): there the one-thread tables are checked against the reference only.
+  const std::vector<int> more_threads;
+#else
+  const std::vector<int> more_threads{2, 3, 4};
+#endif
   // Learners split in ranges, one per thread: fewer learners than threads, repeats or none.
   std::mt19937 gen(9);
   for (const std::int32_t users : {1, 3, 1000}) {
@@ -218,7 +225,7 @@ TEST_CASE("negative tables: every thread count gives the one-thread tables") {
       const int before = omp_get_max_threads();
       omp_set_num_threads(1);
       const auto one = tutti::detail::make_negative_tables(d, {.per_positive = 1});
-      for (const int threads : {2, 3, 4}) {
+      for (const int threads : more_threads) {
         CAPTURE(threads);
         omp_set_num_threads(threads);
         const auto t = tutti::detail::make_negative_tables(d, {.per_positive = 1});
