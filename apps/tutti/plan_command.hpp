@@ -3,6 +3,7 @@
 #pragma once
 
 #include "output_paths.hpp"
+#include "plan/memory.hpp"
 #include "plan/reports.hpp"
 
 #include <tutti/detail/checked_file.hpp>
@@ -40,7 +41,10 @@ struct plan_config {
   double bytes_per_param = 4;
   std::string optimizer;  // empty: from --from, else adam
   std::string activation_bytes;
-  std::string device_memory = "80GB";
+  std::string device_memory;   // empty: 80GB, or this machine's memory with --host
+  bool host = false;           // forecast a host run's peak resident memory
+  std::string rows;            // --host: the log's positives
+  int sampled_negatives = -1;  // --host: negatives a positive (< 0: the report's, else 4)
   std::string samples;
   double epochs = 0;  // 0: from --from, else 1
   std::string deadline;
@@ -102,8 +106,19 @@ inline void add_plan_model_options(CLI::App& app, plan_config& c) {
           {"sgd", "momentum", "row-sparse-sgd", "adam", "adamw", "lazy-adam", "rowwise-adagrad"}));
   app.add_option("--activation-bytes", c.activation_bytes,
                  "activation memory of one device's batch (512MB, 2GiB) [default: 0]");
-  app.add_option("--device-memory", c.device_memory, "memory of one device (16GB, 80GB)")
-      ->capture_default_str();
+  app.add_option("--device-memory", c.device_memory,
+                 "memory of one device (16GB, 80GB) [default: 80GB; with --host this machine's]");
+  app.add_flag("--host", c.host,
+               "plan a run on this host (tutti train's host space, one rank): \"does it fit\" "
+               "forecasts the run's peak resident memory from the trainer's accounts; needs the "
+               "recommender's shape (--learners, --courses, --dim, --rows) or --from a host "
+               "run's report");
+  app.add_option("--rows", c.rows,
+                 "with --host: the positives of the recommender's log (20M); tutti train holds "
+                 "10% of them out");
+  app.add_option("--sampled-negatives", c.sampled_negatives,
+                 "with --host: negatives sampled a positive [default: the report's, else 4]")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--samples", c.samples, "samples per epoch (10M) [default: the report's]");
   app.add_option("--epochs", c.epochs, "epochs to train [default: 1, or the report's]")
       ->check(CLI::PositiveNumber);
@@ -381,6 +396,35 @@ inline std::optional<mf_shape> mf_shape_of(const plan_config& c) {
                   static_cast<double>(c.dim)};
 }
 
+/// `--host`: the forecast of the run's peak resident memory, for the recommender's shape given
+/// by flags or by the `--from` report of a host run.
+inline void add_host_forecast(plan_inputs& in, const plan_config& c,
+                              const std::optional<mf_shape>& mf,
+                              const std::optional<measured_run>& rep) {
+  train_shape s;
+  if (mf) {
+    TUTTI_EXPECTS(!c.rows.empty(), "tutti plan",
+                  "--host with --learners, --courses and --dim needs --rows (the log's "
+                  "positives) to forecast the run's memory");
+    s.learners = static_cast<std::uint64_t>(mf->learners);
+    s.courses = static_cast<std::uint64_t>(mf->courses);
+    s.dim = static_cast<std::uint64_t>(mf->dim);
+    split_rows(s, parse_count("--rows", c.rows));
+    if (rep && rep->shape) s.batch = rep->shape->batch;
+  } else {
+    TUTTI_EXPECTS(rep && rep->shape, "tutti plan",
+                  rep ? "--host --from '" + c.from + "': " + rep->shape_refused
+                      : std::string("--host needs the recommender's shape (--learners, --courses, "
+                                    "--dim and --rows) or --from a host run's report"));
+    s = *rep->shape;
+    if (!c.rows.empty()) split_rows(s, parse_count("--rows", c.rows));
+    in.measured_peak_bytes = rep->peak_resident_bytes;
+  }
+  s.optimizer = in.optimizer;
+  if (c.sampled_negatives >= 0) s.negatives = static_cast<std::uint32_t>(c.sampled_negatives);
+  in.memory = forecast_train_memory(s, 0);
+}
+
 }  // namespace detail::plan
 
 /// The planner's inputs from `c` (flags, and the report of `--from`).
@@ -417,7 +461,11 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
   in.activation_bytes = c.activation_bytes.empty()
                             ? 0.0
                             : detail::plan::parse_bytes("--activation-bytes", c.activation_bytes);
-  in.device_memory_bytes = detail::plan::parse_bytes("--device-memory", c.device_memory);
+  in.device_memory_bytes = !c.device_memory.empty()
+                               ? detail::plan::parse_bytes("--device-memory", c.device_memory)
+                           : c.host ? detail::plan::host_memory_bytes()
+                                    : 80e9;
+  if (c.host) detail::plan::add_host_forecast(in, c, mf, rep);
   TUTTI_EXPECTS(in.device_memory_bytes > 0, "tutti plan", "--device-memory must be positive");
   if (!c.deadline.empty()) {
     in.deadline_s = detail::plan::parse_duration("--deadline", c.deadline);

@@ -134,8 +134,8 @@ checkpoint_state find_resume(const train_config& c, bool leader) {
 std::string dense_default_note(const train_config& c, const detail::loaded_data& d) {
   if (c.optimizer_given || c.optimizer != "adam" || (c.model != "mf" && c.model != "ncf"))
     return {};
-  const auto users = static_cast<double>(d.all.n_users());
-  const auto items = static_cast<double>(d.all.n_items());
+  const auto users = static_cast<double>(d.users);
+  const auto items = static_cast<double>(d.items);
   const double lists = double(sampled_negatives_of(c) + 1);
   // At most a batch of learners and a batch of lists of courses in a step.
   const double touched = std::min(users, double(c.batch)) + std::min(items, c.batch * lists);
@@ -164,11 +164,11 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
   if (d.rank_local)
     std::printf(
         "  rows %llu in %d shards (this rank's shard: %zu), users %d, items %d, %s labels\n",
-        static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.rows, d.all.n_users(),
-        d.all.n_items(), implicit ? "implicit 0/1" : "rating");
+        static_cast<unsigned long long>(d.sealed_rows), c.ranks, d.rows, d.users, d.items,
+        implicit ? "implicit 0/1" : "rating");
   else
     std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.rows,
-                d.parts.train.size(), d.parts.test.size(), d.all.n_users(), d.all.n_items(),
+                d.parts.train.size(), d.parts.test.size(), d.users, d.items,
                 implicit ? "implicit 0/1" : "rating");
   if (d.positives)
     std::printf(
@@ -179,8 +179,8 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
     std::printf(
         "  starts from %s: %zu of %d learners and %zu of %d courses from the export (%zu and %zu "
         "new, initialised)\n",
-        c.init_from.c_str(), n.users_reused, d.all.n_users(), n.items_reused, d.all.n_items(),
-        n.users_new, n.items_new);
+        c.init_from.c_str(), n.users_reused, d.users, n.items_reused, d.items, n.users_new,
+        n.items_new);
   if (const std::size_t k = sampled_negatives_of(c); k > 0)
     std::printf(
         "  %zu negatives sampled per positive in each step (%s%s), not taken by its "

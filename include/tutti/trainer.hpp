@@ -31,6 +31,7 @@
 #include <tutti/trainer/evaluation.hpp>
 #include <tutti/trainer/finite_guard.hpp>
 #include <tutti/trainer/log_records.hpp>
+#include <tutti/trainer/memory_forecast.hpp>
 #include <tutti/trainer/options.hpp>
 #include <tutti/trainer/run_settings.hpp>
 #include <tutti/trainer/sparse_exchange.hpp>
@@ -61,19 +62,6 @@
 #include <vector>
 
 namespace tutti {
-
-namespace detail {
-
-/// Floats of optimizer state for `layout`: by the layout where the optimizer sizes it so.
-template <class O>
-std::size_t optimizer_state_floats(const O& o, const parameter_layout& layout) {
-  if constexpr (optimizer_sizes_state_by_layout<O>)
-    return o.state_size(layout);
-  else
-    return o.state_size(layout.total());
-}
-
-}  // namespace detail
 
 /// One rank of a data-parallel training run, composed at compile time from five policies.
 ///

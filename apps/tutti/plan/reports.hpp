@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../train_report.hpp"
+#include "memory.hpp"
 
 #include <tutti/error.hpp>
 #include <tutti/plan/planner.hpp>
@@ -32,7 +33,42 @@ struct measured_run {
   double samples_per_s = 0;  // measured, from the accounts
   double omp_threads = 0;    // OpenMP threads of the measured rank, when the report says
   std::optional<noise_scale_input> noise;  // the run's gradient noise scale, when it has one
+  // A host run of the recommender: its shape (for --host's forecast), else why not.
+  std::optional<train_shape> shape;
+  std::string shape_refused;
+  double peak_resident_bytes = 0;  // the process's, when the report has it
 };
+
+/// The recommender's shape of a one-rank host run's report: the learners, courses and rows it
+/// read, its dim (from the parameter count), batch, optimizer and sampled negatives.
+inline void take_shape(const train_report& rep, measured_run& r) {
+  const auto refuse = [&](std::string why) {
+    r.shape_refused = std::move(why);
+  };
+  if (rep.model != "mf") return refuse("its model is '" + rep.model + "', not mf");
+  if (rep.space != "host" || rep.world_size != 1)
+    return refuse("the forecast is of one rank on the host space; the report's run had " +
+                  std::to_string(rep.world_size) + " rank(s) on '" + rep.space + "'");
+  const std::uint64_t ids = std::uint64_t(rep.dataset.users) + std::uint64_t(rep.dataset.items);
+  if (!rep.ledger || !rep.ledger->param_count || ids == 0)
+    return refuse("it lacks ledger.param_count or the dataset's users and items");
+  const std::uint64_t params = *rep.ledger->param_count;
+  if (params < 1 || (params - 1) % ids != 0 || (params - 1) / ids < 2)
+    return refuse("its " + std::to_string(params) + " parameters are not (users + items) x " +
+                  "(dim + 1) + 1");
+  train_shape s;
+  s.learners = std::uint64_t(rep.dataset.users);
+  s.courses = std::uint64_t(rep.dataset.items);
+  s.dim = (params - 1) / ids - 1;
+  s.train_rows = rep.dataset.train_rows;
+  s.test_rows = rep.dataset.test_rows;
+  s.batch = rep.global_batch;
+  s.optimizer = rep.optimizer;
+  const nlohmann::json& neg = rep.dataset.sampled_negatives;
+  s.negatives = neg.is_object() ? neg.value("per_positive", 0u) : 0u;
+  s.popularity = neg.is_object() && neg.value("sampler", std::string()) == "popularity";
+  r.shape = s;
+}
 
 /// Parses the JSON file `path` given to `flag`.
 inline nlohmann::json read_json_file(const char* flag, const std::string& path) {
@@ -161,6 +197,9 @@ inline measured_run read_train_report(const std::string& path, const char* flag 
     r.optimizer_state_bytes = 4.0 * double(*rep.ledger->optimizer_state_floats);
   r.optimizer = rep.optimizer;
   r.noise = noise_scale_of(rep.noise_scale, path);
+  take_shape(rep, r);
+  if (rep.memory.is_object() && rep.memory.contains("peak_resident_bytes"))
+    r.peak_resident_bytes = rep.memory["peak_resident_bytes"].get<double>();
   r.samples_per_s = r.step.global_batch / r.step.step_s();
   return r;
 }

@@ -30,10 +30,13 @@
 namespace tutti::cli::detail {
 
 struct loaded_data {
-  // Every row read (after the positives): its id dictionaries and flags; its rows are released
-  // once split (`parts` holds them), so the loaded log is not held twice while training.
+  // Every row read (after the positives) and its flags; its rows and id dictionaries are
+  // released once split (`parts` holds them), so the loaded log is not held twice while training.
   data::interactions all;
   std::size_t rows = 0;  // rows of `all` before the split released them
+  // The index spaces of `all` (its learners and courses), kept when the split has taken its
+  // dictionaries (each side of the split holds them).
+  std::int32_t users = 0, items = 0;
   data::split_result parts;
   std::string source;
   std::string key_id;                             // of the key that opened sealed shards
@@ -209,6 +212,10 @@ inline loaded_data load(const train_config& c, int rank) {
     d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
   }
   d.rows = d.all.size();
+  d.users = d.all.n_users();
+  d.items = d.all.n_items();
+  std::vector<std::int64_t>().swap(d.all.user_ids);
+  std::vector<std::int64_t>().swap(d.all.item_ids);
   std::vector<std::int32_t>().swap(d.all.users);
   std::vector<std::int32_t>().swap(d.all.items);
   std::vector<float>().swap(d.all.labels);

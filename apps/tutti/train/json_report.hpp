@@ -4,6 +4,7 @@
 #pragma once
 
 #include "../json_output.hpp"
+#include "../resident_memory.hpp"
 #include "../train_report.hpp"
 #include "report.hpp"
 
@@ -53,8 +54,8 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
           .train_rows = stats.train_rows,
           .test_rows = stats.test_rows,
           .rank_local_shards = d.rank_local,
-          .users = d.all.n_users(),
-          .items = d.all.n_items(),
+          .users = d.users,
+          .items = d.items,
           .implicit = d.all.implicit,
           .positives = std::move(positives),
           .sampled_negatives = std::move(negatives),
@@ -135,13 +136,6 @@ inline double cpu_seconds() {
   getrusage(RUSAGE_SELF, &usage);
   return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
          1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
-
-/// The process's peak resident memory, bytes (Linux reports it in KiB); 0 where unknown.
-inline std::uint64_t peak_resident_bytes() {
-  rusage usage{};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
 }
 
 /// Everything the JSON report holds.

@@ -232,7 +232,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
     // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
     // metrics are the evaluation.
     const bool ranks_only = d.lists && t.model().loss() != loss_kind::squared;
-    fit_result fitted = t.fit(d.parts.train, ranks_only ? data::interactions{} : d.parts.test);
+    const data::interactions no_rows;  // a reference to either side, never a copy of the test
+    const data::interactions& test = ranks_only ? no_rows : d.parts.test;
+    fit_result fitted = t.fit(d.parts.train, test);
     if (rank == 0 && !mostly_skipped(fitted)) write_export(c, d, t);
     return fitted;
   };
@@ -322,7 +324,7 @@ inline model_settings model_of(const train_config& c) {
 template <class Space>
 void train_models(const train_config& c, const loaded_data& d, loss_kind loss,
                   json_lines_log* log_ptr, progress_line& bar, run_output& out) {
-  with_model<Space>(model_of(c), d.all.n_users(), d.all.n_items(), loss, "tutti train",
+  with_model<Space>(model_of(c), d.users, d.items, loss, "tutti train",
                     [&](auto make) { run_ranks<Space>(c, d, make, log_ptr, bar, out); });
 }
 

@@ -143,6 +143,25 @@ inline std::string job_json(const plan_inputs& in, const projection& p, const pr
 
 }  // namespace detail::plan
 
+namespace detail::plan {
+
+// A memory forecast as JSON: the trainer's accounts, what the program holds beside them, and
+// the peak, in bytes (exact integers).
+inline std::string forecast_json(const memory_forecast& f) {
+  const auto n = [](std::uint64_t v) {
+    return std::to_string(v);
+  };
+  const memory_accounts& t = f.trainer;
+  return "{\"parameters\": " + n(t.parameters) + ", \"gradients\": " + n(t.gradients) +
+         ", \"optimizer_state\": " + n(t.optimizer_state) + ", \"rows\": " + n(t.rows) +
+         ", \"step_buffers\": " + n(t.step_buffers) + ", \"shard\": " + n(t.shard) +
+         ", \"trainer_total\": " + n(t.total()) + ", \"data\": " + n(f.data) +
+         ", \"building\": " + n(f.building) + ", \"loading\": " + n(f.loading) +
+         ", \"process\": " + n(f.process) + ", \"peak\": " + n(f.peak()) + "}";
+}
+
+}  // namespace detail::plan
+
 /// The plan as JSON: {verdict, devices, verdict_text, reasons[], binding[{name, text}],
 /// cautions[{name, text}], limits{reasonable_s, min_steps_per_epoch, max_batch_from_data,
 /// max_safe_batch, wanted_devices}, batch, questions{fits, data, topology}, rows[{devices, nodes,
@@ -196,7 +215,11 @@ inline std::string plan_to_json(const plan_result& r) {
        ", \"optimizer_bytes\": " + json_number(r.optimizer_bytes, report_digits) +
        ", \"activation_bytes\": " + json_number(r.activation_bytes, report_digits) +
        ", \"memory_bytes\": " + json_number(r.memory_bytes, report_digits) +
-       ", \"device_memory_bytes\": " + json_number(in.device_memory_bytes, report_digits) + "},\n";
+       ", \"device_memory_bytes\": " + json_number(in.device_memory_bytes, report_digits) +
+       ", \"forecast\": " + (in.memory ? detail::plan::forecast_json(*in.memory) : "null") +
+       ", \"measured_peak_bytes\": " +
+       (in.measured_peak_bytes > 0 ? json_number(in.measured_peak_bytes, report_digits) : "null") +
+       "},\n";
   j += "    \"data\": {\"answer\": " + json_string(r.data_answer) +
        ", \"needs_more_than_one\": " + (r.needs_more_than_one ? "true" : "false") +
        ", \"one_device_samples_per_s\": " + json_number(r.one_device_samples_per_s, report_digits) +

@@ -6,6 +6,7 @@
 
 #include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
+#include <tutti/memory_accounts.hpp>
 #include <tutti/plan/noise_model.hpp>
 #include <tutti/plan/projection.hpp>
 
@@ -64,6 +65,13 @@ struct plan_inputs {
   /// A device is worth adding while at least this share of the samples/s it brings shortens the
   /// time to the same loss.
   double useful_fraction = 0.2;
+  /// The run's memory forecast from the trainer's accounts (`tutti plan --host`): "does it fit"
+  /// then weighs its peak against `device_memory_bytes` (the host's memory) instead of
+  /// parameters + gradients + optimizer state + activations.
+  std::optional<memory_forecast> memory{};
+  /// The peak resident bytes a run of the same shape measured (`--from` a host run's report),
+  /// shown beside the forecast; 0: none.
+  double measured_peak_bytes = 0;
 };
 
 /// Why the verdict is what it is: a name a script can match and a sentence a person reads
@@ -112,7 +120,8 @@ struct plan_result {
   double gradient_bytes = 0;    ///< one gradient per parameter
   double optimizer_bytes = 0;   ///< optimizer state
   double activation_bytes = 0;  ///< activations of the batch
-  double memory_bytes = 0;      ///< the sum of the four
+  double memory_bytes = 0;      ///< the sum of the four (with a forecast: its peak)
+  double other_bytes = 0;       ///< with a forecast: the rows, buffers, data and program
   bool fits = false;            ///< memory_bytes <= device memory
   std::string fit_answer;       ///< question 1 in words
 

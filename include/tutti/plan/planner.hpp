@@ -73,6 +73,41 @@ inline std::string noise_answer(const plan_result& r) {
   return a;
 }
 
+// Question 1 from the run's memory forecast: its peak resident bytes against the host's memory,
+// by account, with the peak a run of the same shape measured when one is known.
+inline void forecast_fit(plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  const memory_forecast& f = *in.memory;
+  const memory_accounts& t = f.trainer;
+  r.parameter_bytes = double(t.parameters);
+  r.gradient_bytes = double(t.gradients);
+  r.optimizer_bytes = double(t.optimizer_state);
+  r.activation_bytes = in.activation_bytes;
+  r.memory_bytes = double(f.peak()) + in.activation_bytes;
+  r.other_bytes = r.memory_bytes - r.parameter_bytes - r.gradient_bytes - r.optimizer_bytes -
+                  r.activation_bytes;
+  r.fits = r.memory_bytes <= in.device_memory_bytes;
+  const bool loading = f.process + f.loading > f.training_peak();
+  r.fit_answer = sfmt(
+      "%s: a peak of %s resident (forecast from the trainer's accounts: parameters %s + "
+      "gradients %s + optimizer state (%s) %s + training rows %s + step buffers %s + shard %s; "
+      "beside them the split's rows and id dictionaries %s, the negatives' tables while the "
+      "buffers are built %s, the program %s; the peak falls %s), against %s of memory (%s used)",
+      r.fits ? "yes" : "no", bytes_text(r.memory_bytes).c_str(),
+      bytes_text(double(t.parameters)).c_str(), bytes_text(double(t.gradients)).c_str(),
+      in.optimizer.c_str(), bytes_text(double(t.optimizer_state)).c_str(),
+      bytes_text(double(t.rows)).c_str(), bytes_text(double(t.step_buffers)).c_str(),
+      bytes_text(double(t.shard)).c_str(), bytes_text(double(f.data)).c_str(),
+      bytes_text(double(f.building)).c_str(), bytes_text(double(f.process)).c_str(),
+      loading ? "while the rows are loaded and split" : "while the step's buffers are built",
+      bytes_text(in.device_memory_bytes).c_str(),
+      pct(r.memory_bytes / in.device_memory_bytes).c_str());
+  if (in.measured_peak_bytes > 0)
+    r.fit_answer += sfmt("; the run measured a peak of %s (the forecast is %+.1f%% of it)",
+                         bytes_text(in.measured_peak_bytes).c_str(),
+                         100.0 * (r.memory_bytes / in.measured_peak_bytes - 1.0));
+}
+
 }  // namespace detail::plan
 
 /// Answers the three questions in order and gives one verdict (docs/ledger.md, "The planner").
@@ -122,22 +157,26 @@ inline plan_result make_plan(const plan_inputs& in) {
   plan_result r;
   r.inputs = in;
   // (1) memory
-  r.parameter_bytes = in.params * in.bytes_per_param;
-  r.gradient_bytes = r.parameter_bytes;
-  r.optimizer_bytes = in.optimizer_state_bytes >= 0
-                          ? in.optimizer_state_bytes
-                          : optimizer_state_factor(in.optimizer) * r.parameter_bytes;
-  r.activation_bytes = in.activation_bytes;
-  r.memory_bytes = r.parameter_bytes + r.gradient_bytes + r.optimizer_bytes + r.activation_bytes;
-  r.fits = r.memory_bytes <= in.device_memory_bytes;
-  r.fit_answer = sfmt(
-      "%s: parameters %s + gradients %s + optimizer state (%s) %s + activations %s = %s, "
-      "against %s of device memory (%s used)",
-      r.fits ? "yes" : "no", bytes_text(r.parameter_bytes).c_str(),
-      bytes_text(r.gradient_bytes).c_str(), in.optimizer.c_str(),
-      bytes_text(r.optimizer_bytes).c_str(), bytes_text(r.activation_bytes).c_str(),
-      bytes_text(r.memory_bytes).c_str(), bytes_text(in.device_memory_bytes).c_str(),
-      detail::plan::pct(r.memory_bytes / in.device_memory_bytes).c_str());
+  if (in.memory) {
+    detail::plan::forecast_fit(r);
+  } else {
+    r.parameter_bytes = in.params * in.bytes_per_param;
+    r.gradient_bytes = r.parameter_bytes;
+    r.optimizer_bytes = in.optimizer_state_bytes >= 0
+                            ? in.optimizer_state_bytes
+                            : optimizer_state_factor(in.optimizer) * r.parameter_bytes;
+    r.activation_bytes = in.activation_bytes;
+    r.memory_bytes = r.parameter_bytes + r.gradient_bytes + r.optimizer_bytes + r.activation_bytes;
+    r.fits = r.memory_bytes <= in.device_memory_bytes;
+    r.fit_answer = sfmt(
+        "%s: parameters %s + gradients %s + optimizer state (%s) %s + activations %s = %s, "
+        "against %s of device memory (%s used)",
+        r.fits ? "yes" : "no", bytes_text(r.parameter_bytes).c_str(),
+        bytes_text(r.gradient_bytes).c_str(), in.optimizer.c_str(),
+        bytes_text(r.optimizer_bytes).c_str(), bytes_text(r.activation_bytes).c_str(),
+        bytes_text(r.memory_bytes).c_str(), bytes_text(in.device_memory_bytes).c_str(),
+        detail::plan::pct(r.memory_bytes / in.device_memory_bytes).c_str());
+  }
 
   // (2) data: one device's time for the epochs (the projection's baseline row)
   projection_options one_opts = in.projection;

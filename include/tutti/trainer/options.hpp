@@ -9,6 +9,7 @@
 #include <tutti/detail/noise_scale.hpp>
 #include <tutti/error.hpp>
 #include <tutti/ledger/accounts.hpp>
+#include <tutti/memory_accounts.hpp>
 #include <tutti/ranking.hpp>
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/trainer/errors.hpp>
@@ -320,22 +321,6 @@ struct train_options {
   /// its shape repeats (docs/trainer.md#steps-replayed-from-a-graph). The same kernels run
   /// either way, so the parameters are the same bits; false runs every step's kernels one by one.
   bool step_graphs = true;
-};
-
-/// Bytes one rank's trainer holds for a fit, by what holds them: the arenas in the model's space,
-/// the training rows and the step's buffers there, and the epoch's shard on the host.
-struct memory_accounts {
-  std::uint64_t parameters = 0;       ///< the parameter arena
-  std::uint64_t gradients = 0;        ///< the gradient arena (0 where the reducer lends it)
-  std::uint64_t optimizer_state = 0;  ///< the optimizer's state arena
-  std::uint64_t rows = 0;             ///< the training rows as the step reads them
-  /// The epoch's slots and their weights, the batch's rows, the negatives' tables.
-  std::uint64_t step_buffers = 0;
-  std::uint64_t shard = 0;  ///< the largest epoch's shard (positions, weights, real counts)
-  /// Every account's bytes.
-  std::uint64_t total() const noexcept {
-    return parameters + gradients + optimizer_state + rows + step_buffers + shard;
-  }
 };
 
 /// Result of `trainer::fit`.

@@ -85,9 +85,12 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<float, space_type>(0, m_space)};
   buf.n_items = train.n_items();
   if (m_options.negatives.per_positive > 0) {
-    const detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
+    detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
+    // Each table is released once copied, so the two are never held twice at once.
     buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
+    std::vector<std::uint64_t>().swap(t.offsets);
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
+    std::vector<std::int32_t>().swap(t.taken);
     if (!t.cumulative.empty())
       buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
     if (!t.log_q.empty() && m_model.loss() == loss_kind::softmax)
@@ -198,18 +201,12 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::trace_phases(
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::wants_row_step() const {
-  if constexpr (optimizer_steps_rows<Optimizer, host_space>)
-    return m_optimizer.row_sparse();
-  else
-    return false;
+  return detail::optimizer_wants_row_step(m_optimizer);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::is_row_sparse(std::size_t i) const {
-  if constexpr (model_names_row_sparse<Model>)
-    return static_cast<bool>(m_model.row_sparse(i));
-  else
-    return m_model.layout().segments()[i].kind == segment_kind::embedding;
+  return detail::segment_row_sparse(m_model, i);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -248,12 +245,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_gradient_slots(
     // A step's batch gathers 1 + K rows a sample: no table has more distinct rows in it.
     const std::size_t batch_rows =
         m_options.batch * (std::size_t(m_options.negatives.per_positive) + 1);
-    const auto& segs = m_model.layout().segments();
-    std::vector<bool> listed(segs.size(), false);
+    std::vector<bool> listed(m_model.layout().segments().size(), false);
     for (const auto& g : m_exchange.segments()) listed[g.index] = true;
-    for (std::size_t i = 0; i < segs.size(); ++i)
-      m_slot_layout.add(segs[i].name, listed[i] ? std::min(segs[i].rows, batch_rows) : segs[i].rows,
-                        segs[i].cols, segs[i].kind);
+    m_slot_layout = detail::gradient_slot_layout(
+        m_model.layout(), [&](std::size_t i) { return listed[i]; }, batch_rows);
     m_in_slots = true;
   }
 }

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// `tutti plan --host`'s answer to "does it fit": the peak resident memory of a `tutti train` run
+// of the course recommender on this host, forecast from the accounts the run will report (the
+// trainer's, by the trainer's own sizing rules: trainer/memory_forecast.hpp) and what the program
+// holds beside them: the split's rows and the id dictionaries, the negatives' tables while the
+// step's buffers are built, and the program itself (this process's own peak: the same binary and
+// libraries, before any data).
+#pragma once
+
+#include "../resident_memory.hpp"
+#include "../run_policies.hpp"
+#include "../train/config.hpp"
+
+#include <tutti/error.hpp>
+#include <tutti/memory_accounts.hpp>
+#include <tutti/models/matrix_factorization.hpp>
+#include <tutti/trainer/memory_forecast.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace tutti::cli::detail::plan {
+
+/// A `tutti train` run of matrix factorisation on one host rank, as far as memory goes. What is
+/// not given takes `tutti train`'s defaults.
+struct train_shape {
+  std::uint64_t learners = 0, courses = 0, dim = 0;
+  std::uint64_t train_rows = 0, test_rows = 0;  ///< the split's two sides
+  std::string optimizer = "adam";
+  std::size_t batch = train_config{}.batch;
+  std::uint32_t negatives = 4;  ///< sampled a positive (a log's default)
+  bool popularity = false;      ///< negatives drawn by popularity
+  bool compact_gradient = true;
+};
+
+/// This machine's physical memory, bytes.
+inline double host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  TUTTI_EXPECTS(pages > 0 && page > 0, "tutti plan",
+                "cannot read this machine's memory; give --device-memory");
+  return double(pages) * double(page);
+}
+
+/// The rows of a log of `rows` positives on each side of `tutti train`'s default split.
+inline void split_rows(train_shape& s, double rows) {
+  s.test_rows = static_cast<std::uint64_t>(std::llround(rows * train_config{}.test_fraction));
+  s.train_rows = static_cast<std::uint64_t>(std::llround(rows)) - s.test_rows;
+}
+
+/// The forecast for `s`, with `process` the program's own resident bytes.
+inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t process) {
+  TUTTI_EXPECTS(s.learners >= 1 && s.courses >= 1 && s.dim >= 1 && s.train_rows >= 1, "tutti plan",
+                "the memory forecast needs the recommender's learners, courses, dim and rows");
+  TUTTI_EXPECTS(s.learners <= INT32_MAX && s.courses <= INT32_MAX, "tutti plan",
+                "--learners and --courses index 32-bit ids; expected at most 2^31 - 1 each");
+  const models::matrix_factorization<host_space> model({.dim = static_cast<int>(s.dim)},
+                                                       static_cast<std::int32_t>(s.learners),
+                                                       static_cast<std::int32_t>(s.courses));
+  const train_config defaults;
+  const run_optimizer optimizer =
+      make_optimizer(s.optimizer, defaults.momentum, defaults.weight_decay);
+  train_options o{.batch = s.batch};
+  o.negatives.per_positive = s.negatives;
+  o.negatives.sampler = s.popularity ? negative_sampler::popularity : negative_sampler::uniform;
+  o.compact_gradient = s.compact_gradient;
+  memory_forecast f;
+  f.trainer = forecast_trainer_memory(
+      model, optimizer, o,
+      {.train_rows = s.train_rows, .learners = s.learners, .courses = s.courses});
+  // Held beside the trainer: the split's rows (learner, course, label) and each side's copy of
+  // the id dictionaries.
+  const std::uint64_t rows = s.train_rows + s.test_rows;
+  const std::uint64_t row_bytes = 2 * sizeof(std::int32_t) + sizeof(float);
+  const std::uint64_t dictionary = (s.learners + s.courses) * sizeof(std::int64_t);
+  f.data = rows * row_bytes + 2 * dictionary;
+  // While the step's buffers are built, each of the negatives' tables exists twice for a moment:
+  // as built and as copied into the buffers (the copy is in the trainer's accounts).
+  if (s.negatives > 0)
+    f.building = std::max<std::uint64_t>((s.learners + 1) * sizeof(std::uint64_t),
+                                         s.train_rows * sizeof(std::int32_t));
+  // Loading: the log's rows read and read again as positives, then split (its rows and the
+  // split's at once), with the log's dictionaries and the split's.
+  f.loading = 2 * rows * row_bytes + 3 * dictionary;
+  f.process = process > 0 ? process : peak_resident_bytes();
+  return f;
+}
+
+}  // namespace tutti::cli::detail::plan

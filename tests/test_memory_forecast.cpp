@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory in the books: the forecast `tutti plan` makes before a run (the trainer's accounts from
+// the model's layout, the optimizer, the options and the data's shape) equals, byte for byte,
+// what the fit reports it held: for dense and row-sparse optimizers, a gradient in slots or the
+// table-sized arena, sampled negatives (uniform and by popularity) or none, accumulation, a
+// batch that does not divide the data, and two ranks.
+#include <doctest/doctest.h>
+
+#include <tutti/tutti.hpp>
+
+#include "rank_runs.hpp"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using mf = tutti::models::matrix_factorization<tutti::host_space>;
+using tutti_test::implicit_courses;
+
+std::uint64_t distinct_pairs(const tutti::data::interactions& d) {
+  std::set<std::pair<std::int32_t, std::int32_t>> pairs;
+  for (std::size_t i = 0; i < d.size(); ++i) pairs.emplace(d.users[i], d.items[i]);
+  return pairs.size();
+}
+
+tutti::memory_run run_of(const tutti::data::interactions& train, int world = 1) {
+  return {.train_rows = train.size(),
+          .distinct_pairs = distinct_pairs(train),
+          .learners = static_cast<std::uint64_t>(train.n_users()),
+          .courses = static_cast<std::uint64_t>(train.n_items()),
+          .world = world};
+}
+
+mf model_for(const tutti::data::interactions& train, tutti::loss_kind loss) {
+  return mf({.dim = 7, .loss = loss}, train.n_users(), train.n_items());
+}
+
+void check_equal(const tutti::memory_accounts& forecast, const tutti::memory_accounts& held) {
+  CHECK(forecast.parameters == held.parameters);
+  CHECK(forecast.gradients == held.gradients);
+  CHECK(forecast.optimizer_state == held.optimizer_state);
+  CHECK(forecast.rows == held.rows);
+  CHECK(forecast.step_buffers == held.step_buffers);
+  CHECK(forecast.shard == held.shard);
+  CHECK(forecast.total() == held.total());
+}
+
+// One rank: the fit's accounts against the forecast made before the trainer was built.
+template <class Optimizer>
+void check_one_rank(const tutti::data::interactions& train, Optimizer optimizer,
+                    tutti::train_options opt, tutti::loss_kind loss = tutti::loss_kind::logistic) {
+  const tutti::memory_accounts forecast =
+      tutti::forecast_trainer_memory(model_for(train, loss), optimizer, opt, run_of(train));
+  tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank, tutti::constant, Optimizer> t(
+      model_for(train, loss), {}, {}, {}, optimizer, opt);
+  const tutti::fit_result r = t.fit(train, {});
+  check_equal(forecast, r.memory);
+}
+
+struct setting {
+  const char* name;
+  std::size_t batch;
+  std::uint32_t negatives;
+  bool compact;
+};
+
+constexpr setting settings[] = {
+    {"positives only, batch 64, gradient in slots", 64, 0, true},
+    {"4 uniform negatives, batch 100 (does not divide the data), slots", 100, 4, true},
+    {"4 uniform negatives, batch 64, the table-sized arena", 64, 4, false},
+    {"1 negative, a batch larger than a table's rows", 512, 1, true},
+};
+
+template <class Optimizer>
+void check_settings(Optimizer optimizer) {
+  const auto parts = implicit_courses(300, 120);
+  for (const setting& s : settings) {
+    CAPTURE(s.name);
+    tutti::train_options opt{
+        .batch = s.batch, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+    opt.negatives.per_positive = s.negatives;
+    opt.compact_gradient = s.compact;
+    check_one_rank(parts.train, optimizer, opt);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("memory forecast: one rank's accounts are the fit's, byte for byte") {
+  SUBCASE("row-wise Adagrad") {
+    check_settings(tutti::rowwise_adagrad{});
+  }
+  SUBCASE("lazy Adam") {
+    check_settings(tutti::lazy_adam{});
+  }
+  SUBCASE("row-sparse SGD with momentum") {
+    check_settings(tutti::row_sparse_sgd{.momentum = 0.9f});
+  }
+  SUBCASE("dense Adam") {
+    check_settings(tutti::adam{});
+  }
+  SUBCASE("plain SGD (no state)") {
+    check_settings(tutti::sgd{});
+  }
+}
+
+TEST_CASE("memory forecast: popularity negatives, a list loss and accumulation") {
+  const auto parts = implicit_courses(300, 120);
+  tutti::train_options opt{
+      .batch = 64, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+  opt.negatives.per_positive = 3;
+  opt.negatives.sampler = tutti::negative_sampler::popularity;
+  SUBCASE("popularity, logistic") {
+    check_one_rank(parts.train, tutti::rowwise_adagrad{}, opt);
+  }
+  SUBCASE("popularity, softmax (the draws' odds too)") {
+    check_one_rank(parts.train, tutti::rowwise_adagrad{}, opt, tutti::loss_kind::softmax);
+  }
+  SUBCASE("accumulation 2 keeps the table-sized arena") {
+    opt.accumulation = 2;
+    opt.negatives.sampler = tutti::negative_sampler::uniform;
+    check_one_rank(parts.train, tutti::adam{}, opt);
+    check_one_rank(parts.train, tutti::rowwise_adagrad{}, opt);
+  }
+}
+
+TEST_CASE("memory forecast: each of two ranks holds what the forecast says") {
+  const auto parts = implicit_courses(300, 120);
+  tutti::train_options opt{
+      .batch = 96, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+  opt.negatives.per_positive = 2;
+  const tutti::memory_accounts forecast =
+      tutti::forecast_trainer_memory(model_for(parts.train, tutti::loss_kind::logistic),
+                                     tutti::rowwise_adagrad{}, opt, run_of(parts.train, 2));
+  const auto runs = tutti_test::train_ranks<mf>(
+      2, parts.train, opt, [&] { return model_for(parts.train, tutti::loss_kind::logistic); },
+      tutti::rowwise_adagrad{});
+  for (const auto& r : runs) check_equal(forecast, r.result.memory);
+  // Two ranks keep the table-sized gradient (the exchange merges ranks' rows into it).
+  const tutti::memory_accounts one =
+      tutti::forecast_trainer_memory(model_for(parts.train, tutti::loss_kind::logistic),
+                                     tutti::rowwise_adagrad{}, opt, run_of(parts.train, 1));
+  CHECK(forecast.gradients > one.gradients);
+  CHECK(forecast.shard < one.shard);
+}
