@@ -14,12 +14,15 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tutti::cli {
 
 /// A data file and how to read it: what `--data` and its companion options say.
 struct data_file_options {
   std::string path;  // empty: no file given
+  // tutti train: the further --data files, read after `path` in order (the days after its).
+  std::vector<std::string> more_paths;
   std::string user_col = "userId";
   std::string item_col = "movieId";
   std::string label_col = "rating";
@@ -62,9 +65,19 @@ inline data::id_format id_format_of(const std::string& ids) {
 
 /// Registers `--data` (with `data_help` saying what the command does with it), `--user-col`,
 /// `--item-col`, `--label-col`, `--timestamp-col`, `--implicit` and `--ids`.
-inline void add_data_file_options(CLI::App& app, data_file_options& o,
-                                  const std::string& data_help) {
-  app.add_option("--data", o.path, data_help)->check(CLI::ExistingFile);
+inline void add_data_file_options(CLI::App& app, data_file_options& o, const std::string& data_help,
+                                  bool several = false) {
+  if (several)
+    app.add_option_function<std::vector<std::string>>(
+           "--data",
+           [&o](const std::vector<std::string>& paths) {
+             o.path = paths.front();
+             o.more_paths.assign(paths.begin() + 1, paths.end());
+           },
+           data_help)
+        ->check(CLI::ExistingFile);
+  else
+    app.add_option("--data", o.path, data_help)->check(CLI::ExistingFile);
   app.add_option("--user-col", o.user_col, "name of the user id column")->capture_default_str();
   app.add_option("--item-col", o.item_col, "name of the item id column")->capture_default_str();
   app.add_option("--label-col", o.label_col,

@@ -56,6 +56,17 @@ void check_batch(const train_config& c) {
                     std::to_string(c.ranks) + "; expected at least one sample per rank and step");
 }
 
+/// The files the run reads: every --data file and the others it is given.
+std::vector<named_path> data_inputs(const train_config& c) {
+  std::vector<named_path> in{{"--data", c.file.path}};
+  for (const std::string& p : c.file.more_paths) in.push_back({"--data", p});
+  in.insert(in.end(), {{"--init-from", c.init_from},
+                       {"--key-file", c.key_file},
+                       {"--sealed", c.sealed},
+                       {"--resume", c.resume}});
+  return in;
+}
+
 /// Every output of the run checked against its inputs and the file system before any work.
 void check_train_outputs(const train_config& c) {
   check_outputs("tutti train",
@@ -68,11 +79,7 @@ void check_train_outputs(const train_config& c) {
                  {{"--lists-out", c.lists_out}, {"train.csv", "lists.csv", "README.txt"}},
                  {{"--checkpoint-dir", c.checkpoint_dir}, {}},
                  {{"--audit", c.audit}, {}}},
-                {{"--data", c.file.path},
-                 {"--init-from", c.init_from},
-                 {"--key-file", c.key_file},
-                 {"--sealed", c.sealed},
-                 {"--resume", c.resume}});
+                data_inputs(c));
 }
 
 /// The checks of the command line that need no data.
@@ -170,6 +177,11 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
     std::printf("  rows %zu (train %zu, test %zu), users %d, items %d, %s labels\n", d.rows,
                 d.parts.train.size(), d.parts.test.size(), d.users, d.items,
                 implicit ? "implicit 0/1" : "rating");
+  if (d.files > 1)
+    std::printf(
+        "  %zu files read as one log: the last one's rows all, %zu of the %zu rows before "
+        "it (--replay-share %g)\n",
+        d.files, d.replay.kept, d.replay.history, d.replay_share);
   if (d.positives)
     std::printf(
         "  a log of positives: %zu of %zu rows kept (%zu repeated pairs counted once, %zu "

@@ -46,6 +46,9 @@ struct report_dataset {
   nlohmann::json sampled_negatives;
   // --init-from: {from, users_reused, users_new, items_reused, items_new}; else null.
   nlohmann::json warm_start;
+  // Several --data files: {files, history_rows (the rows before the last file), kept_rows (of
+  // them, after --replay-share), share}; else null.
+  nlohmann::json replay;
 };
 
 /// One epoch.
@@ -186,7 +189,8 @@ inline void to_json(nlohmann::json& j, const report_dataset& d) {
        {"implicit", d.implicit},
        {"positives", d.positives},
        {"sampled_negatives", d.sampled_negatives},
-       {"warm_start", d.warm_start}};
+       {"warm_start", d.warm_start},
+       {"replay", d.replay}};
 }
 
 inline void from_json(const nlohmann::json& j, report_dataset& d) {
@@ -206,6 +210,7 @@ inline void from_json(const nlohmann::json& j, report_dataset& d) {
   d.positives = j.value("positives", nlohmann::json(nullptr));
   d.sampled_negatives = j.value("sampled_negatives", nlohmann::json(nullptr));
   d.warm_start = j.value("warm_start", nlohmann::json(nullptr));
+  d.replay = j.value("replay", nlohmann::json(nullptr));
 }
 
 inline void to_json(nlohmann::json& j, const report_epoch& e) {

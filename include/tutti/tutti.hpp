@@ -7,6 +7,7 @@
 #include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/config.hpp>
+#include <tutti/data/append.hpp>
 #include <tutti/data/csv.hpp>
 #include <tutti/data/feedback.hpp>
 #include <tutti/data/interactions.hpp>

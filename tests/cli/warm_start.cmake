@@ -6,6 +6,8 @@
 #    same run started from scratch.
 #  - 1 and 2 ranks start from the same arena and end with the same loss.
 #  - Another --dim, another model, or --export over the export read are refused before the work.
+#  - Two days given as two --data files are the joined file; --replay-share keeps a share of the
+#    first day's rows.
 #  - The report gives the setup phases (read, split, trainer built) and when the first step ended,
 #    and the memory the trainer held by account, within the peak resident memory.
 
@@ -87,3 +89,46 @@ if(peak LESS total)
   message(FATAL_ERROR "memory: peak resident ${peak} bytes, below the ${total} the trainer "
                       "held; expected at least that")
 endif()
+
+# Two days as two --data files: read one after the other they are the joined file (the same
+# parameters, bit for bit, on 1 rank and on 2), and the report says so. --replay-share keeps a
+# share of day 1's pairs and every row of day 2; without several files it is refused.
+file(WRITE ${WORK}/day2-only.csv "userId,movieId,rating\n${new_rows}")
+set(both --epochs 2 --dim 8 --seed 3 --batch 128)
+foreach(ranks 1 2)
+  train(${WORK}/joined.json --data ${WORK}/day2.csv ${both} --ranks ${ranks})
+  train(${WORK}/two.json --data ${WORK}/day1.csv ${WORK}/day2-only.csv ${both} --ranks ${ranks})
+  file(READ ${WORK}/joined.json joined)
+  file(READ ${WORK}/two.json two)
+  json_get(sum_joined "${joined}" parameters_checksum)
+  json_get(sum_two "${two}" parameters_checksum)
+  if(NOT sum_joined STREQUAL sum_two)
+    message(FATAL_ERROR "--data day1.csv day2-only.csv on ${ranks} rank(s): parameters "
+                        "${sum_two}; the joined file's ${sum_joined}; expected the same")
+  endif()
+endforeach()
+json_get(files "${two}" dataset replay files)
+json_get(history "${two}" dataset replay history_rows)
+json_get(kept "${two}" dataset replay kept_rows)
+string(REGEX MATCHALL "\n" day1_lines "${old_rows}")
+list(LENGTH day1_lines day1_count)
+if(NOT files EQUAL 2 OR NOT history EQUAL day1_count OR NOT kept EQUAL day1_count)
+  message(FATAL_ERROR "dataset.replay: ${files} files, ${history} rows before the last, "
+                      "${kept} kept; expected 2, ${day1_count}, ${day1_count}")
+endif()
+train(${WORK}/replay.json --data ${WORK}/day1.csv ${WORK}/day2-only.csv ${both} --ranks 1
+      --replay-share 0.5)
+file(READ ${WORK}/replay.json replay)
+json_get(kept "${replay}" dataset replay kept_rows)
+json_get(used "${replay}" dataset rows_used)
+string(REGEX MATCHALL "\n" day2_lines "${new_rows}")
+list(LENGTH day2_lines day2_count)
+math(EXPR want_used "${kept} + ${day2_count}")
+if(kept LESS_EQUAL 0 OR NOT kept LESS day1_count OR NOT used EQUAL want_used)
+  message(FATAL_ERROR "--replay-share 0.5: ${kept} of ${day1_count} day-1 rows kept, ${used} "
+                      "rows used; expected some, not all, and ${want_used} used")
+endif()
+message(STATUS "--replay-share 0.5: ${kept} of ${day1_count} day-1 rows, all ${day2_count} of "
+               "day 2")
+expect_error(2 "--replay-share keeps a share of the earlier files' rows; expected several"
+             train --data ${WORK}/day2.csv --replay-share 0.5)

@@ -41,6 +41,10 @@ struct loaded_data {
   std::string source;
   std::string key_id;                             // of the key that opened sealed shards
   std::optional<data::cleaning_report> cleaning;  // when the rows were cleaned
+  // Several --data files: how many, and what the replay of the earlier ones kept.
+  std::size_t files = 1;
+  data::replay_counts replay;
+  double replay_share = 1.0;
   // Sealed shards opened with shard keys: this holds only `shard`'s rows, and every rank
   // loads its own (see `load`).
   bool rank_local = false;
@@ -119,6 +123,47 @@ inline void load_warm_start(const train_config& c, loaded_data& d) {
   d.warm = std::move(e);
 }
 
+/// Adds `more`'s counts to `into`'s.
+inline void add_cleaning(data::cleaning_report& into, const data::cleaning_report& more) {
+  into.rows_read += more.rows_read;
+  into.rows_used += more.rows_used;
+  into.rows_rejected += more.rows_rejected;
+  into.duplicates_merged += more.duplicates_merged;
+  for (const auto& [reason, n] : more.rejected) into.rejected[reason] += n;
+}
+
+/// Reads the --data files one after the other into `d.all` (learners and courses matched by id),
+/// and with `--replay-share` below 1 keeps that share of the earlier files' pairs.
+inline void load_files(const train_config& c, loaded_data& d) {
+  const std::vector<std::string>& more = c.file.more_paths;
+  TUTTI_EXPECTS(!more.empty() || c.replay_share == 1.0, "tutti train",
+                "--replay-share keeps a share of the earlier files' rows; expected several "
+                "--data files (the last one the newest)");
+  TUTTI_EXPECTS(more.empty() || c.file.quarantine.empty(), "tutti train",
+                "--quarantine with " + std::to_string(more.size() + 1) +
+                    " --data files: each would write over the rows the one before set aside; "
+                    "expected one --data file, or --clean without --quarantine");
+  data_file_options f = c.file;
+  if (c.feedback == "implicit" && !f.label_col_given) f.label_col.clear();  // a log: no labels
+  loaded_file file = load_data_file(f);
+  d.all = std::move(file.rows);
+  d.cleaning = std::move(file.cleaning);
+  d.source = c.file.path;
+  std::size_t history = 0;
+  for (const std::string& path : more) {
+    history = d.all.size();
+    f.path = path;
+    loaded_file next = load_data_file(f);
+    data::append_rows(d.all, next.rows, path);
+    if (d.cleaning) add_cleaning(*d.cleaning, *next.cleaning);
+    d.source += " + " + path;
+  }
+  if (more.empty()) return;
+  d.files = more.size() + 1;
+  d.replay = data::replay_history(d.all, history, c.replay_share, c.seed);
+  d.replay_share = c.replay_share;
+}
+
 /// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
 /// dataset (the same on every rank). With a shard key, rank r opens shard r only — with its
 /// own key, never seeing another shard — and the directory must hold one shard per rank.
@@ -181,12 +226,7 @@ inline loaded_data load(const train_config& c, int rank) {
                std::to_string(c.courses) + " courses, " +
                (c.synthetic_ratings ? "ratings" : "implicit") + ")";
   } else {
-    data_file_options f = c.file;
-    if (c.feedback == "implicit" && !f.label_col_given) f.label_col.clear();  // a log: no labels
-    loaded_file file = load_data_file(f);
-    d.all = std::move(file.rows);
-    d.cleaning = std::move(file.cleaning);
-    d.source = c.file.path;
+    load_files(c, d);
   }
   if (c.feedback == "implicit") {
     data::positive_counts counts;

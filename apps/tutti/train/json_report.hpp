@@ -39,6 +39,12 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
                  {"sampler", c.negative_sampler},
                  {"alpha", c.negative_sampler == "popularity" ? nlohmann::json(n.alpha)
                                                               : nlohmann::json(nullptr)}};
+  nlohmann::json replay;
+  if (d.files > 1)
+    replay = {{"files", d.files},
+              {"history_rows", d.replay.history},
+              {"kept_rows", d.replay.kept},
+              {"share", d.replay_share}};
   nlohmann::json warm;
   if (const models::warm_start_counts n = d.warm_match.counts(); d.warm)
     warm = {{"from", c.init_from},
@@ -59,7 +65,8 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
           .implicit = d.all.implicit,
           .positives = std::move(positives),
           .sampled_negatives = std::move(negatives),
-          .warm_start = std::move(warm)};
+          .warm_start = std::move(warm),
+          .replay = std::move(replay)};
 }
 
 inline report_phases phases_of(const phase_seconds& p) {

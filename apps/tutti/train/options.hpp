@@ -11,7 +11,15 @@ namespace tutti::cli {
 /// Registers the data: `--data` and how to read it, the synthetic courses, and the held-out rows.
 inline void add_train_data_options(CLI::App& app, train_config& c) {
   add_data_file_options(app, c.file,
-                        "CSV/TSV file with a header line (default: synthetic courses)");
+                        "CSV/TSV file with a header line (default: synthetic courses); several "
+                        "(--data day1.csv day2.csv, or --data repeated) are read one after the "
+                        "other as one log, learners and courses matched by id",
+                        true);
+  app.add_option("--replay-share", c.replay_share,
+                 "with several --data files: the share of the earlier files' (learner, course) "
+                 "pairs trained on beside every row of the last file (1: all the history)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   add_cleaning_options(app, c.file, "train");
   app.add_option("--feedback", c.feedback,
                  "labels (train on the file's labels as they are) or implicit (a log of what "
