@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Logs of several days read as one: a file appended to another gives the rows, ids and
 // dictionaries of the two joined into one file (integer ids and names, with and without
-// timestamps); files of another kind are refused naming the file; the replay of the history
-// keeps a share of the earlier rows by (learner, course) pair, the same in every run, and every
-// row of the newest day.
+// timestamps); files of another kind are refused naming the file; the replay keeps every pair
+// of the newest day and a share of the others, by pair, the same in every run.
 #include <doctest/doctest.h>
 
 #include <tutti/tutti.hpp>
@@ -80,34 +79,48 @@ TEST_CASE("append: a file of another kind is refused, naming it") {
   CHECK(plain.size() == 1);  // nothing appended
 }
 
-TEST_CASE("replay: a share of the earlier rows by pair, every row of the newest day") {
-  std::string text = "u,i,y\n";
+TEST_CASE("replay: every pair of the newest day, a share of the others by pair") {
+  std::string history = "u,i,y\n", day = "u,i,y\n";
   for (int u = 0; u < 200; ++u)
-    for (int i = 0; i < 10; ++i) text += std::to_string(u) + "," + std::to_string(i) + ",1\n";
-  const data::interactions all = read(text);
-  const std::size_t history = 1500, n = all.size();
+    for (int i = 0; i < 10; ++i) history += std::to_string(u) + "," + std::to_string(i) + ",1\n";
+  for (int u = 150; u < 250; ++u)  // learners 150-199 again (courses 5-14), and new ones
+    for (int i = 5; i < 15; ++i) day += std::to_string(u) + "," + std::to_string(i) + ",1\n";
+  data::interactions all = read(history);
+  const data::interactions newest = read(day);
+  data::append_rows(all, newest, "day2.csv");
+  const data::pair_set pairs(newest);
+  CHECK(pairs.size() == 1000);
+  std::size_t in_newest = 0;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    in_newest += pairs.contains(all.user_ids[std::size_t(all.users[r])],
+                                all.item_ids[std::size_t(all.items[r])]);
+  CHECK(in_newest == 1000 + 50 * 5);  // the day's rows and the history's rows of its pairs
   for (const double share : {0.0, 0.3, 1.0}) {
     CAPTURE(share);
     data::interactions rows = all;
-    const data::replay_counts c = data::replay_history(rows, history, share, 11);
-    CHECK(c.history == history);
-    CHECK(rows.size() == c.kept + (n - history));
+    const data::replay_counts c = data::replay_history(rows, pairs, share, 11);
+    CHECK(c.history == all.size() - in_newest);
+    CHECK(rows.size() == c.kept + in_newest);
     if (share == 0.0) CHECK(c.kept == 0);
-    if (share == 1.0) CHECK(c.kept == history);
-    if (share == 0.3) CHECK(std::abs(double(c.kept) / double(history) - 0.3) < 0.05);
-    // The newest day whole and in order, after the kept history.
-    for (std::size_t k = 0; k < n - history; ++k) {
-      CHECK(rows.users[c.kept + k] == all.users[history + k]);
-      CHECK(rows.items[c.kept + k] == all.items[history + k]);
-    }
+    if (share == 1.0) CHECK(c.kept == c.history);
+    if (share == 0.3) CHECK(std::abs(double(c.kept) / double(c.history) - 0.3) < 0.05);
+    // Every row of the newest day's pairs kept, in order; the others a subsequence.
+    std::size_t k = 0, newest_seen = 0;
+    for (std::size_t r = 0; r < all.size() && k < rows.size(); ++r)
+      if (rows.users[k] == all.users[r] && rows.items[k] == all.items[r]) {
+        newest_seen += pairs.contains(all.user_ids[std::size_t(all.users[r])],
+                                      all.item_ids[std::size_t(all.items[r])]);
+        ++k;
+      }
+    CHECK(k == rows.size());
+    CHECK(newest_seen == in_newest);
     // The same rows in another run; the dictionaries keep every id.
     data::interactions again = all;
-    data::replay_history(again, history, share, 11);
+    data::replay_history(again, pairs, share, 11);
     CHECK(again.users == rows.users);
     CHECK(again.items == rows.items);
     CHECK(rows.n_users() == all.n_users());
   }
   data::interactions rows = all;
-  CHECK_THROWS_AS(data::replay_history(rows, history, 1.5, 11), tutti::invalid_argument);
-  CHECK_THROWS_AS(data::replay_history(rows, n + 1, 0.5, 11), tutti::invalid_argument);
+  CHECK_THROWS_AS(data::replay_history(rows, pairs, 1.5, 11), tutti::invalid_argument);
 }

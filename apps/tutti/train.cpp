@@ -179,8 +179,8 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
                 implicit ? "implicit 0/1" : "rating");
   if (d.files > 1)
     std::printf(
-        "  %zu files read as one log: the last one's rows all, %zu of the %zu rows before "
-        "it (--replay-share %g)\n",
+        "  %zu files read as one log: every training row of the last one's pairs, %zu of the "
+        "%zu of other pairs (--replay-share %g)\n",
         d.files, d.replay.kept, d.replay.history, d.replay_share);
   if (d.positives)
     std::printf(

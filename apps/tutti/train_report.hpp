@@ -46,8 +46,8 @@ struct report_dataset {
   nlohmann::json sampled_negatives;
   // --init-from: {from, users_reused, users_new, items_reused, items_new}; else null.
   nlohmann::json warm_start;
-  // Several --data files: {files, history_rows (the rows before the last file), kept_rows (of
-  // them, after --replay-share), share}; else null.
+  // Several --data files: {files, history_rows (training rows of pairs the last file lacks),
+  // kept_rows (of them, after --replay-share), share}; else null.
   nlohmann::json replay;
 };
 

@@ -7,7 +7,7 @@
 #  - 1 and 2 ranks start from the same arena and end with the same loss.
 #  - Another --dim, another model, or --export over the export read are refused before the work.
 #  - Two days given as two --data files are the joined file; --replay-share keeps a share of the
-#    first day's rows.
+#    training rows of the first day's pairs.
 #  - The report gives the setup phases (read, split, trainer built) and when the first step ended,
 #    and the memory the trainer held by account, within the peak resident memory.
 
@@ -110,25 +110,21 @@ endforeach()
 json_get(files "${two}" dataset replay files)
 json_get(history "${two}" dataset replay history_rows)
 json_get(kept "${two}" dataset replay kept_rows)
-string(REGEX MATCHALL "\n" day1_lines "${old_rows}")
-list(LENGTH day1_lines day1_count)
-if(NOT files EQUAL 2 OR NOT history EQUAL day1_count OR NOT kept EQUAL day1_count)
-  message(FATAL_ERROR "dataset.replay: ${files} files, ${history} rows before the last, "
-                      "${kept} kept; expected 2, ${day1_count}, ${day1_count}")
+json_get(used_all "${two}" dataset rows_used)
+if(NOT files EQUAL 2 OR history LESS_EQUAL 0 OR NOT kept EQUAL history)
+  message(FATAL_ERROR "dataset.replay: ${files} files, ${history} training rows of day 1's "
+                      "pairs, ${kept} kept; expected 2, some, and all of them")
 endif()
 train(${WORK}/replay.json --data ${WORK}/day1.csv ${WORK}/day2-only.csv ${both} --ranks 1
       --replay-share 0.5)
 file(READ ${WORK}/replay.json replay)
 json_get(kept "${replay}" dataset replay kept_rows)
 json_get(used "${replay}" dataset rows_used)
-string(REGEX MATCHALL "\n" day2_lines "${new_rows}")
-list(LENGTH day2_lines day2_count)
-math(EXPR want_used "${kept} + ${day2_count}")
-if(kept LESS_EQUAL 0 OR NOT kept LESS day1_count OR NOT used EQUAL want_used)
-  message(FATAL_ERROR "--replay-share 0.5: ${kept} of ${day1_count} day-1 rows kept, ${used} "
-                      "rows used; expected some, not all, and ${want_used} used")
+math(EXPR want_used "${used_all} - ${history} + ${kept}")
+if(kept LESS_EQUAL 0 OR NOT kept LESS history OR NOT used EQUAL want_used)
+  message(FATAL_ERROR "--replay-share 0.5: ${kept} of ${history} rows of day 1's pairs kept, "
+                      "${used} rows used; expected some, not all, and ${want_used} used")
 endif()
-message(STATUS "--replay-share 0.5: ${kept} of ${day1_count} day-1 rows, all ${day2_count} of "
-               "day 2")
+message(STATUS "--replay-share 0.5: ${kept} of ${history} training rows of day 1's pairs")
 expect_error(2 "--replay-share keeps a share of the earlier files' rows; expected several"
              train --data ${WORK}/day2.csv --replay-share 0.5)

@@ -23,7 +23,7 @@ struct train_config {
   std::int32_t courses = 500;
   bool synthetic_ratings = false;
   std::uint64_t data_seed = 42;
-  double replay_share = 1.0;  // several --data files: the earlier files' pairs kept
+  double replay_share = 1.0;  // several --data files: the share of the history's pairs kept
   double test_fraction = 0.1;
   // implicit: a platform's log, every row (or every row whose --label-col is above 0) one
   // positive, trained with sampled negatives; labels: the file's labels as they are.

@@ -43,6 +43,7 @@ struct loaded_data {
   std::optional<data::cleaning_report> cleaning;  // when the rows were cleaned
   // Several --data files: how many, and what the replay of the earlier ones kept.
   std::size_t files = 1;
+  std::unique_ptr<data::pair_set> newest;  // the last file's pairs, until the replay
   data::replay_counts replay;
   double replay_share = 1.0;
   // Sealed shards opened with shard keys: this holds only `shard`'s rows, and every rank
@@ -132,8 +133,8 @@ inline void add_cleaning(data::cleaning_report& into, const data::cleaning_repor
   for (const auto& [reason, n] : more.rejected) into.rejected[reason] += n;
 }
 
-/// Reads the --data files one after the other into `d.all` (learners and courses matched by id),
-/// and with `--replay-share` below 1 keeps that share of the earlier files' pairs.
+/// Reads the --data files one after the other into `d.all` (learners and courses matched by id);
+/// with several, the last file's pairs are kept for the replay after the split.
 inline void load_files(const train_config& c, loaded_data& d) {
   const std::vector<std::string>& more = c.file.more_paths;
   TUTTI_EXPECTS(!more.empty() || c.replay_share == 1.0, "tutti train",
@@ -149,19 +150,24 @@ inline void load_files(const train_config& c, loaded_data& d) {
   d.all = std::move(file.rows);
   d.cleaning = std::move(file.cleaning);
   d.source = c.file.path;
-  std::size_t history = 0;
   for (const std::string& path : more) {
-    history = d.all.size();
     f.path = path;
     loaded_file next = load_data_file(f);
+    if (&path == &more.back()) d.newest = std::make_unique<data::pair_set>(next.rows);
     data::append_rows(d.all, next.rows, path);
     if (d.cleaning) add_cleaning(*d.cleaning, *next.cleaning);
     d.source += " + " + path;
   }
-  if (more.empty()) return;
   d.files = more.size() + 1;
-  d.replay = data::replay_history(d.all, history, c.replay_share, c.seed);
+}
+
+/// Several --data files: the training side keeps every pair of the last file and a share of the
+/// others (after the split and the ranking lists, which are then a full retrain's).
+inline void replay(const train_config& c, loaded_data& d) {
+  if (!d.newest) return;
+  d.replay = data::replay_history(d.parts.train, *d.newest, c.replay_share, c.seed);
   d.replay_share = c.replay_share;
+  d.newest.reset();
 }
 
 /// Loads what rank `rank` trains on. Every source but shard-keyed sealed data gives the whole
@@ -251,6 +257,7 @@ inline loaded_data load(const train_config& c, int rank) {
   } else {
     d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
   }
+  replay(c, d);
   d.rows = d.all.size();
   d.users = d.all.n_users();
   d.items = d.all.n_items();

@@ -16,8 +16,8 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
                         "other as one log, learners and courses matched by id",
                         true);
   app.add_option("--replay-share", c.replay_share,
-                 "with several --data files: the share of the earlier files' (learner, course) "
-                 "pairs trained on beside every row of the last file (1: all the history)")
+                 "with several --data files: the share of the other (learner, course) pairs "
+                 "trained on beside every pair of the last file (1: all the history)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   add_cleaning_options(app, c.file, "train");

@@ -4,8 +4,8 @@
 /// after another's, its learners and courses matched by source id (the ones not seen before get
 /// the next dense indices, in their order), so yesterday's log and today's read one after the
 /// other are the rows, ids and dictionaries of the two files joined into one.
-/// `tutti::data::replay_history` keeps a share of the earlier rows (a draw per (learner, course)
-/// pair, the same on every rank and every run) before the newest, whole.
+/// `tutti::data::replay_history` keeps every pair of the newest day and a share of the others (a
+/// draw per (learner, course) pair, the same on every rank and every run).
 #pragma once
 
 #include <tutti/data/id_names.hpp>
@@ -20,6 +20,8 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace tutti::detail {
@@ -91,36 +93,66 @@ inline void append_rows(interactions& into, const interactions& more, const std:
   into.timestamps.insert(into.timestamps.end(), more.timestamps.begin(), more.timestamps.end());
 }
 
+/// The (learner, course) pairs of a day's rows, by source id: what `replay_history` keeps whole.
+class pair_set {
+ public:
+  pair_set() = default;
+  /// The pairs of `day`'s rows.
+  explicit pair_set(const interactions& day) {
+    m_pairs.reserve(day.size());
+    for (std::size_t r = 0; r < day.size(); ++r)
+      m_pairs.insert(key(day.user_ids[static_cast<std::size_t>(day.users[r])],
+                         day.item_ids[static_cast<std::size_t>(day.items[r])]));
+  }
+  /// True when the pair of source ids (`user_id`, `item_id`) is in the set.
+  bool contains(std::int64_t user_id, std::int64_t item_id) const {
+    return m_pairs.count(key(user_id, item_id)) != 0;
+  }
+  /// Number of distinct pairs.
+  std::size_t size() const noexcept { return m_pairs.size(); }
+
+ private:
+  struct pair_hash {
+    std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& p) const noexcept {
+      return static_cast<std::size_t>(tutti::detail::hash2(static_cast<std::uint64_t>(p.first),
+                                                           static_cast<std::uint64_t>(p.second)));
+    }
+  };
+  static std::pair<std::int64_t, std::int64_t> key(std::int64_t u, std::int64_t i) {
+    return {u, i};
+  }
+  std::unordered_set<std::pair<std::int64_t, std::int64_t>, pair_hash> m_pairs;
+};
+
 /// What `replay_history` kept.
 struct replay_counts {
-  std::size_t history = 0;  ///< earlier rows before the replay
+  std::size_t history = 0;  ///< rows whose pair is not the newest day's, before the replay
   std::size_t kept = 0;     ///< of them kept
 };
 
-/// Keeps a share of the first `history` rows of `rows` (the earlier days') and every row after
-/// them (the newest day's): a row is kept when the draw of its (learner, course) source ids
-/// under `seed` is below `share`, so a pair is kept or dropped as a whole, on every rank and in
-/// every run alike. Row order is kept; the dictionaries keep every id (a learner whose rows all
-/// dropped keeps its row of the tables). Throws `tutti::invalid_argument` unless 0 <= share <= 1
-/// and history <= rows.
-inline replay_counts replay_history(interactions& rows, std::size_t history, double share,
+/// Keeps every row of `rows` whose (learner, course) pair is one of the newest day's (`newest`)
+/// and a share of the others (the history's): such a row is kept when the draw of its pair's
+/// source ids under `seed` is below `share`, so a pair is kept or dropped as a whole, on every
+/// rank and in every run alike. Row order is kept; the dictionaries keep every id (a learner
+/// whose rows all dropped keeps its row of the tables). Made on a split's training side, it
+/// leaves the held-out rows and the ranking lists as a full retrain has them. Throws
+/// `tutti::invalid_argument` unless 0 <= share <= 1.
+inline replay_counts replay_history(interactions& rows, const pair_set& newest, double share,
                                     std::uint64_t seed) {
-  constexpr const char* fn = "tutti::data::replay_history";
-  TUTTI_EXPECTS(std::isfinite(share) && share >= 0.0 && share <= 1.0, fn,
+  TUTTI_EXPECTS(std::isfinite(share) && share >= 0.0 && share <= 1.0, "tutti::data::replay_history",
                 "share is " + std::to_string(share) + "; expected 0 <= share <= 1");
-  TUTTI_EXPECTS(history <= rows.size(), fn,
-                "history is " + std::to_string(history) + " rows of " +
-                    std::to_string(rows.size()) + "; expected at most all of them");
-  replay_counts c{.history = history};
+  replay_counts c;
   const bool stamped = rows.has_timestamps();
   const std::uint64_t draw_seed = seed ^ 0x7265706c6179ULL;  // "replay": apart from the split's
   std::size_t out = 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    const bool keep = r >= history ||
-                      split_draw(draw_seed, rows.user_ids[static_cast<std::size_t>(rows.users[r])],
-                                 rows.item_ids[static_cast<std::size_t>(rows.items[r])]) < share;
-    if (!keep) continue;
-    if (r < history) ++c.kept;
+    const std::int64_t u = rows.user_ids[static_cast<std::size_t>(rows.users[r])];
+    const std::int64_t i = rows.item_ids[static_cast<std::size_t>(rows.items[r])];
+    if (!newest.contains(u, i)) {
+      ++c.history;
+      if (split_draw(draw_seed, u, i) >= share) continue;
+      ++c.kept;
+    }
     rows.users[out] = rows.users[r];
     rows.items[out] = rows.items[r];
     rows.labels[out] = rows.labels[r];
