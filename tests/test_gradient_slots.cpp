@@ -203,6 +203,29 @@ TEST_CASE("gradient slots: a layout that does not fit the model or the batch is 
       doctest::Contains("expected the gradient slots' total"), tutti::invalid_argument);
 }
 
+TEST_CASE("gradient slots: only the fused row update takes a gradient smaller than the arena") {
+  tutti::parameter_layout layout;
+  layout.add("user_embedding", 8, 4, tutti::segment_kind::embedding);
+  std::vector<float> params(layout.total(), 0.f), slots(layout.total() / 2, 0.f),
+      state(2 * layout.total(), 0.f);
+  int used = 0;
+  const auto use = [&](const auto&) {
+    ++used;
+  };
+  // A device step's kernel (row_step_values) reads the arena's gradient: a smaller one is refused.
+  CHECK_THROWS_AS(tutti::lazy_adam{}.row_step_values(layout, params, slots, state, 0.1f, 1),
+                  tutti::invalid_argument);
+  CHECK_THROWS_AS(
+      tutti::row_sparse_sgd{.momentum = 0.9f}.row_step_values(
+          layout, params, slots, std::span<float>(state).first(layout.total()), 0.1f, 1),
+      tutti::invalid_argument);
+  // The host's fused update takes a gradient in slots.
+  tutti::lazy_adam{}.with_row_update(layout, params, slots, state, 0.1f, 1, use);
+  tutti::row_sparse_sgd{.momentum = 0.9f}.with_row_update(
+      layout, params, slots, std::span<float>(state).first(layout.total()), 0.1f, 1, use);
+  CHECK(used == 2);
+}
+
 namespace {
 
 struct slots_run {

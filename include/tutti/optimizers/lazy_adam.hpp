@@ -83,17 +83,12 @@ struct lazy_adam {
                                      skip, values);
   }
 
-  /// Adam's element kernel of step `step` (1-based) over the arena, checked.
+  /// Adam's element kernel of step `step` (1-based) over the arena, checked (a gradient of the
+  /// arena's size).
   detail::adam_kernel row_step_values(const parameter_layout& /*layout*/, std::span<float> params,
                                       std::span<const float> grads, std::span<float> state,
                                       float lr, std::uint64_t step) const {
-    const adam a = dense();
-    a.validate();
-    const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::lazy_adam", n, grads.size(), state.size(), state_size(n),
-                                 lr, true);
-    detail::check_one_based_step("tutti::lazy_adam", step);
-    return a.make_kernel(params, grads, state, lr, step);
+    return kernel(params, grads, state, lr, step, false);
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
@@ -101,7 +96,21 @@ struct lazy_adam {
   void with_row_update(const parameter_layout& layout, std::span<float> params,
                        std::span<const float> grads, std::span<float> state, float lr,
                        std::uint64_t step, Use&& use) const {
-    detail::elementwise_row_update(*this, layout, params, grads, state, lr, step, use);
+    detail::elementwise_row_update(kernel(params, grads, state, lr, step, true), layout, use);
+  }
+
+ private:
+  // The kernel, checked; `in_slots`: the gradient may be in slots (fewer values than params).
+  detail::adam_kernel kernel(std::span<float> params, std::span<const float> grads,
+                             std::span<float> state, float lr, std::uint64_t step,
+                             bool in_slots) const {
+    const adam a = dense();
+    a.validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::lazy_adam", n, grads.size(), state.size(), state_size(n),
+                                 lr, in_slots);
+    detail::check_one_based_step("tutti::lazy_adam", step);
+    return a.make_kernel(params, grads, state, lr, step);
   }
 };
 

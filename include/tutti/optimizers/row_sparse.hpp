@@ -211,14 +211,11 @@ struct elementwise_rows_fn {
   }
 };
 
-/// `with_row_update` of an element-wise optimizer `o`, whose `row_step_values` is its element
-/// kernel of the step: `use` gets that kernel over runs of rows.
-template <class O, class Use>
-void elementwise_row_update(const O& o, const parameter_layout& layout, std::span<float> params,
-                            std::span<const float> grads, std::span<float> state, float lr,
-                            std::uint64_t step, Use&& use) {
-  auto kernel = o.row_step_values(layout, params, grads, state, lr, step);
-  use(elementwise_rows_fn<decltype(kernel)>{kernel, layout.segments().data()});
+/// `with_row_update` of an element-wise optimizer: `use` gets its element kernel of the step
+/// (`kernel`, checked for a gradient that may be in slots) over runs of rows.
+template <class Kernel, class Use>
+void elementwise_row_update(const Kernel& kernel, const parameter_layout& layout, Use&& use) {
+  use(elementwise_rows_fn<Kernel>{kernel, layout.segments().data()});
 }
 
 /// Checks a `step_rows` call's spans against the layout; `fn` names the caller.

@@ -76,25 +76,33 @@ struct row_sparse_sgd {
                                      rows, skip, values);
   }
 
-  /// SGD's element kernel of a step at rate `lr` over the arena, checked.
+  /// SGD's element kernel of a step at rate `lr` over the arena, checked (a gradient of the
+  /// arena's size).
   detail::sgd_kernel row_step_values(const parameter_layout& /*layout*/, std::span<float> params,
                                      std::span<const float> grads, std::span<float> state, float lr,
                                      std::uint64_t /*step*/) const {
-    validate();
-    const std::size_t n = params.size();
-    detail::check_optimizer_step("tutti::row_sparse_sgd", n, grads.size(), state.size(),
-                                 state_size(n), lr, true);
-    return detail::sgd_kernel{
-        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
-        weight_decay,  nesterov};
+    return kernel(params, grads, state, lr, false);
   }
 
   /// `use(fn)` with this step as a function of one run of rows (`tutti::optimizer_fuses_rows`).
   template <class Use>
   void with_row_update(const parameter_layout& layout, std::span<float> params,
                        std::span<const float> grads, std::span<float> state, float lr,
-                       std::uint64_t step, Use&& use) const {
-    detail::elementwise_row_update(*this, layout, params, grads, state, lr, step, use);
+                       std::uint64_t /*step*/, Use&& use) const {
+    detail::elementwise_row_update(kernel(params, grads, state, lr, true), layout, use);
+  }
+
+ private:
+  // The kernel, checked; `in_slots`: the gradient may be in slots (fewer values than params).
+  detail::sgd_kernel kernel(std::span<float> params, std::span<const float> grads,
+                            std::span<float> state, float lr, bool in_slots) const {
+    validate();
+    const std::size_t n = params.size();
+    detail::check_optimizer_step("tutti::row_sparse_sgd", n, grads.size(), state.size(),
+                                 state_size(n), lr, in_slots);
+    return detail::sgd_kernel{
+        params.data(), grads.data(), momentum > 0.f ? state.data() : nullptr, lr, momentum,
+        weight_decay,  nesterov};
   }
 };
 
