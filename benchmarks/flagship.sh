@@ -4,7 +4,8 @@
 # from 34 M learner ids, 20,000 courses, `benchmarks/make_log.py`), trained at dim 64 with
 # row-wise Adagrad for one epoch on one rank (`--feedback implicit`: 4 sampled negatives a
 # positive). Prints the memory accounts, the peak resident memory, the wait before the first
-# step and samples/s, each run, with the load average; writes OUT/flagship.json.
+# step and samples/s, each run, with the load average, and the peak `tutti plan --host`
+# forecasts from the run's report; writes OUT/flagship.json.
 #
 #   bash benchmarks/flagship.sh [TUTTI_BINARY] [OUT_DIR]
 #
@@ -41,6 +42,8 @@ for ((r = 1; r <= runs; ++r)); do
     --ranks 1 --epochs 1 --dim "${dim}" --optimizer "${optimizer}" \
     --json "${out}/run${r}.json" | tee "${out}/run${r}.txt"
   echo "${load}" >"${out}/run${r}.load"
+  # The forecast `tutti plan --host` makes of the same run, from its report's shape.
+  "${tutti}" plan --from "${out}/run${r}.json" --host --json "${out}/plan${r}.json" >/dev/null
 done
 
 python3 - "${out}" "${runs}" "${log}" "${dim}" "${optimizer}" <<'PY'
@@ -59,6 +62,7 @@ for r in range(1, runs + 1):
         "setup": setup,
         "samples_per_second": epoch.get("samples_per_second"),
         "epoch_seconds": epoch.get("seconds"),
+        "forecast": json.load(open(os.path.join(out, f"plan{r}.json")))["questions"]["fits"]["forecast"],
     })
 print(f"\nflagship: {log} ({os.path.getsize(log) / 1e9:.2f} GB), dim {dim}, {optimizer}, one rank")
 print("| run | load | parameters | gradients | optimizer state | rows | step buffers | shard |"
@@ -73,6 +77,14 @@ for x in rows:
           f" | {s.get('read_seconds', 0):.2f} | {s.get('split_seconds', 0):.2f}"
           f" | {s.get('init_seconds', 0):.2f} | {s.get('first_step_seconds', 0):.2f}"
           f" | {x['epoch_seconds']:.1f} | {x['samples_per_second']:.0f} |")
+for x in rows:
+    f, m = x["forecast"], x["memory"]
+    exact = all(f[k] == m.get(k) for k in
+                ("parameters", "gradients", "optimizer_state", "rows", "step_buffers", "shard"))
+    print(f"run {x['run']}: tutti plan --host forecast a peak of {gb(f['peak']):.2f} GB against"
+          f" {gb(m.get('peak_resident_bytes', 0)):.2f} GB measured"
+          f" ({100 * (f['peak'] / m['peak_resident_bytes'] - 1):+.1f} %); the trainer's accounts"
+          f" {'equal' if exact else 'differ from'} the run's")
 json.dump({"log": log, "dim": int(dim), "optimizer": optimizer, "runs": rows},
           open(os.path.join(out, "flagship.json"), "w"), indent=1)
 print(f"written: {os.path.join(out, 'flagship.json')}")

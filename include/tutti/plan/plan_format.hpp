@@ -82,7 +82,9 @@ inline std::string format_plan(const plan_result& r) {
   out += "  topology: " + detail::plan::topology_text(in.projection) + "\n";
   out += sfmt("  price: %g per device-hour%s\n", in.projection.price_per_device_hour,
               in.projection.price_per_device_hour == 1.0 ? " (cost columns = device-hours)" : "");
-  out += "\n1. Does the model fit on one device?\n   " + r.fit_answer + "\n";
+  out += r.inputs.memory ? "\n1. Does the run fit this host's memory?\n   "
+                         : "\n1. Does the model fit on one device?\n   ";
+  out += r.fit_answer + "\n";
   out += "\n2. Is there enough data to need more than one device?\n   " + r.data_answer + "\n";
   out += "\n3. What does the topology let N devices buy?\n   " + r.topology_answer + "\n";
   if (!r.noise_answer.empty())
