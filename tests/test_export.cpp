@@ -11,6 +11,15 @@
 #include <tutti/models/mf_export.hpp>
 #include <tutti/models/mf_recommend.hpp>
 #include <tutti/models/mf_warm_start.hpp>
+#include <tutti/optimizers/adam.hpp>
+#include <tutti/optimizers/lamb.hpp>
+#include <tutti/optimizers/lars.hpp>
+#include <tutti/optimizers/lazy_adam.hpp>
+#include <tutti/optimizers/row_sparse_sgd.hpp>
+#include <tutti/optimizers/rowwise_adagrad.hpp>
+#include <tutti/optimizers/sgd.hpp>
+#include <tutti/state_map.hpp>
+#include <tutti/trainer/memory_forecast.hpp>
 
 #include <unistd.h>
 
@@ -420,6 +429,13 @@ TEST_CASE("warm start: known rows from the export by source id, new rows as init
   model.start_from(nullptr);
   model.initialize(started, 5);
   CHECK(started == fresh);
+  // Or draws, then puts the export's rows in place: the same arena, with no second one.
+  model.after_initialize(
+      [&](std::span<float> p) { tutti::models::apply_warm_start(layout, p, match, e); });
+  std::fill(started.begin(), started.end(), 0.f);
+  model.initialize(started, 5);
+  CHECK(started == warm);
+  model.after_initialize(nullptr);
 
   // Another dimension, or ids that do not match the tables, are refused.
   tutti::models::matrix_factorization<> wide({.dim = 4}, 3, 3);
@@ -431,4 +447,158 @@ TEST_CASE("warm start: known rows from the export by source id, new rows as init
       tutti::models::apply_warm_start(
           layout, warm, tutti::models::match_export(std::vector<std::int64_t>{1}, items, e), e),
       tutti::invalid_argument);
+}
+
+namespace {
+
+/// The state floats that differ between `a` and `b`.
+std::set<std::size_t> changed(const std::vector<float>& a, const std::vector<float>& b) {
+  std::set<std::size_t> out;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) out.insert(i);
+  return out;
+}
+
+/// The state floats `map` gives row `row` of segment `s`.
+void add_row_state(const tutti::state_map& map, std::size_t s, std::size_t row,
+                   std::set<std::size_t>& into) {
+  for (const tutti::state_plane& p : map[s])
+    for (std::size_t k = 0; k < p.width; ++k) into.insert(p.offset + row * p.width + k);
+}
+
+/// One step of `o` from a zero state with a gradient on row 2 of the learners' table and row 1
+/// of the courses' biases only: the state floats it changes, and those its map gives the two rows.
+template <class O>
+void check_map_follows_step(const O& o) {
+  tutti::models::matrix_factorization<> model({.dim = 3}, 4, 6);
+  const auto& layout = model.layout();
+  std::vector<float> params(layout.total());
+  model.initialize(params, 3);
+  const std::size_t n = tutti::detail::optimizer_state_floats(o, layout);
+  const tutti::state_map map = o.state_map(layout);
+  tutti::check_state_map(map, layout, n);
+  std::vector<float> grads(layout.total(), 0.f), state(n, 0.f);
+  const auto& pu = layout.find("user_embedding");
+  for (std::size_t c = 0; c < pu.cols; ++c) grads[pu.offset + 2 * pu.cols + c] = 0.5f + float(c);
+  grads[layout.find("item_bias").offset + 1] = -0.25f;
+  const std::vector<float> before = state;
+  if constexpr (tutti::optimizer_steps_by_layout<O, tutti::host_space>)
+    o.step(tutti::host_space{}, layout, params, grads, state, 0.01f, 1);
+  else
+    o.step(tutti::host_space{}, std::span<float>(params), grads, state, 0.01f, 1);
+  std::set<std::size_t> mapped;
+  const auto index = [&](const char* name) {
+    for (std::size_t s = 0; s < layout.segments().size(); ++s)
+      if (layout.segments()[s].name == name) return s;
+    return std::size_t{0};
+  };
+  add_row_state(map, index("user_embedding"), 2, mapped);
+  add_row_state(map, index("item_bias"), 1, mapped);
+  CHECK(!mapped.empty());
+  CHECK(changed(before, state) == mapped);
+}
+
+}  // namespace
+
+TEST_CASE("state map: each optimizer's map gives exactly the state a row's gradient moves") {
+  check_map_follows_step(tutti::adam{});
+  check_map_follows_step(tutti::lazy_adam{});
+  check_map_follows_step(tutti::lamb{});
+  check_map_follows_step(tutti::lars{.momentum = 0.9f});
+  check_map_follows_step(tutti::sgd{.momentum = 0.9f});
+  check_map_follows_step(tutti::row_sparse_sgd{.momentum = 0.9f});
+  check_map_follows_step(tutti::rowwise_adagrad{});
+  // Without momentum SGD keeps no state, and its map gives none.
+  tutti::models::matrix_factorization<> model({.dim = 3}, 4, 6);
+  for (const auto& planes : tutti::sgd{}.state_map(model.layout())) CHECK(planes.empty());
+  // A map whose rows overlap, or leave the arena, is refused.
+  tutti::state_map bad = tutti::adam{}.state_map(model.layout());
+  bad[1][0].offset = bad[0][0].offset;
+  CHECK_THROWS_WITH_AS(tutti::check_state_map(bad, model.layout(), 2 * model.layout().total()),
+                       doctest::Contains("shares state float"), tutti::invalid_argument);
+  CHECK_THROWS_WITH_AS(tutti::check_state_map(tutti::adam{}.state_map(model.layout()),
+                                              model.layout(), model.layout().total()),
+                       doctest::Contains("expected within the arena"), tutti::invalid_argument);
+}
+
+TEST_CASE("warm start: the optimizer's state goes with its rows through an export") {
+  const auto rows = small_rows();
+  tutti::models::matrix_factorization<> old_model({.dim = 3}, 4, 6);
+  const auto& old_layout = old_model.layout();
+  std::vector<float> old_params(old_layout.total());
+  old_model.initialize(old_params, 21);
+  const tutti::rowwise_adagrad adagrad;
+  const tutti::adam adam;
+  // Adam's state, every float distinct.
+  std::vector<float> old_state(tutti::detail::optimizer_state_floats(adam, old_layout));
+  for (std::size_t i = 0; i < old_state.size(); ++i) old_state[i] = 1.f + float(i);
+  auto e = tutti::models::make_mf_export(old_layout, old_params, rows);
+  e.state = tutti::models::make_mf_state(old_layout, adam.state_map(old_layout), old_state);
+  CHECK(e.state->user_width == 2 * (3 + 1));  // two moments of three factors and a bias
+  CHECK(e.state->global.size() == 2);
+
+  scratch_dir dir;
+  tutti::models::write_mf_export(dir.path, e);
+  const auto r = tutti::models::read_mf_export(dir.path);
+  REQUIRE(r.state);
+  CHECK(r.state->user == e.state->user);
+  CHECK(r.state->item == e.state->item);
+  CHECK(r.state->global == e.state->global);
+  CHECK(r.state->item_width == e.state->item_width);
+
+  // Today: learners 77 (new), 3 and 17; courses 99 (new), 60 and 10.
+  tutti::models::matrix_factorization<> model({.dim = 3}, 3, 3);
+  const auto& layout = model.layout();
+  const std::vector<std::int64_t> users = {77, 3, 17}, items = {99, 60, 10};
+  const auto match = tutti::models::match_export(users, items, r);
+  std::vector<float> state(tutti::detail::optimizer_state_floats(adam, layout), 0.f);
+  const tutti::state_map map = adam.state_map(layout), old_map = adam.state_map(old_layout);
+  tutti::models::apply_warm_state(layout, map, state, match, r);
+  const auto row_state = [](const tutti::state_map& m, const tutti::parameter_layout& l,
+                            const std::vector<float>& st, const char* seg, std::size_t row) {
+    std::size_t s = 0;
+    while (l.segments()[s].name != seg) ++s;
+    std::vector<float> out(tutti::row_state_width(m, s));
+    tutti::gather_row_state(m, s, row, st, out);
+    return out;
+  };
+  // Learner 3 was dense 3 yesterday, 17 dense 1; course 60 dense 4, course 10 dense 1.
+  CHECK(row_state(map, layout, state, "user_embedding", 1) ==
+        row_state(old_map, old_layout, old_state, "user_embedding", 3));
+  CHECK(row_state(map, layout, state, "user_bias", 2) ==
+        row_state(old_map, old_layout, old_state, "user_bias", 1));
+  CHECK(row_state(map, layout, state, "item_embedding", 1) ==
+        row_state(old_map, old_layout, old_state, "item_embedding", 4));
+  CHECK(row_state(map, layout, state, "item_bias", 2) ==
+        row_state(old_map, old_layout, old_state, "item_bias", 1));
+  CHECK(row_state(map, layout, state, "global_bias", 0) ==
+        row_state(old_map, old_layout, old_state, "global_bias", 0));
+  // The new learner and course start with a fresh (zero) state.
+  CHECK(row_state(map, layout, state, "user_embedding", 0) == std::vector<float>(6, 0.f));
+  CHECK(row_state(map, layout, state, "item_bias", 0) == std::vector<float>(2, 0.f));
+
+  // Another optimizer's rows are refused; so is an export without state.
+  std::vector<float> other(tutti::detail::optimizer_state_floats(adagrad, layout), 0.f);
+  CHECK_THROWS_WITH_AS(
+      tutti::models::apply_warm_state(layout, adagrad.state_map(layout), other, match, r),
+      doctest::Contains("the export keeps 8 floats of state per user row; this optimizer keeps 2"),
+      tutti::invalid_argument);
+  auto stateless = r;
+  stateless.state.reset();
+  CHECK_THROWS_AS(tutti::models::apply_warm_state(layout, map, state, match, stateless),
+                  tutti::invalid_argument);
+  // A state file missing beside the others, or of other rows, is named.
+  fs::remove(dir.path / "item_state.npy");
+  CHECK(error_of([&] { tutti::models::read_mf_export(dir.path); }).find("item_state.npy") !=
+        std::string::npos);
+  tutti::data::write_npy<float>(dir.path / "item_state.npy", std::vector<float>(8 * 5, 0.f),
+                                {5, 8});
+  const std::string msg = error_of([&] { tutti::models::read_mf_export(dir.path); });
+  CHECK(msg.find("item_state.npy") != std::string::npos);
+  CHECK(msg.find("(5, 8)") != std::string::npos);
+  // Written without state, an export's earlier state files go.
+  e.state.reset();
+  tutti::models::write_mf_export(dir.path, e);
+  CHECK_FALSE(fs::exists(dir.path / "user_state.npy"));
+  CHECK_FALSE(tutti::models::read_mf_export(dir.path).state);
 }

@@ -10,11 +10,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -295,4 +298,75 @@ TEST_CASE("resume: notes are kept, never compared, and name the data when the ro
       doctest::Contains("train_digest (checkpoint aa, now bb); the training rows are not those "
                         "the checkpoint was trained on ('a.csv', now 'b.csv')"),
       tutti::invalid_argument);
+}
+
+namespace {
+
+// What a continued run starts from: parameters, optimizer state, optimizer steps taken.
+struct model_state {
+  std::vector<float> params, state;
+  std::uint64_t steps = 0;
+};
+
+// `fits` fits of one epoch each on one trainer, on `world` ranks, with lazy Adam (a row-sparse
+// step whose bias corrections follow the optimizer's step count) at a constant rate; the
+// trainer starts from `from` where given (the model from its parameters, the optimizer as
+// `train_options::continues`).
+model_state train_on(int world, std::size_t fits, const std::optional<model_state>& from) {
+  model_state out;
+  std::mutex mu;
+  const auto& parts = data();
+  auto body = [&](auto reducer) {
+    tutti::train_options o = base_options();
+    o.epochs = 1;
+    mf model({.dim = 8, .l2 = 1e-3f, .loss = tutti::loss_kind::logistic}, parts.train.n_users(),
+             parts.train.n_items());
+    if (from) {
+      model.start_from(std::make_shared<const std::vector<float>>(from->params));
+      o.continues = {from->steps, std::make_shared<const std::vector<float>>(from->state)};
+    }
+    tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), tutti::constant, tutti::lazy_adam>
+        t(std::move(model), {}, reducer, {}, {}, o);
+    for (std::size_t k = 0; k < fits; ++k) t.fit(parts.train, parts.test);
+    if (reducer.rank() != 0) return;
+    const std::lock_guard lock(mu);
+    out.params = t.parameters_on_host();
+    out.state = tutti::to_host_vector(tutti::host_space{}, t.optimizer_state());
+    out.steps = t.optimizer_steps();
+  };
+  if (world == 1)
+    body(tutti::single_rank{});
+  else
+    tutti::run_local(world, [&](tutti::local_ring ring) { body(ring); });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "continue: a run from a model's parameters, optimizer state and steps is the same trainer "
+    "fitting again, bitwise") {
+  const std::size_t spe = steps_per_epoch();
+  for (int world : {1, 2}) {
+    CAPTURE(world);
+    const model_state twice = train_on(world, 2, std::nullopt);
+    const model_state once = train_on(world, 1, std::nullopt);
+    CHECK(once.steps == spe);
+    const model_state continued = train_on(world, 1, once);
+    CHECK(continued.steps == 2 * spe);
+    CHECK(continued.params == twice.params);
+    CHECK(continued.state == twice.state);
+    // Without the steps (the bias corrections start again) or without the state, another run.
+    model_state no_steps = once;
+    no_steps.steps = 0;
+    CHECK(train_on(world, 1, no_steps).params != twice.params);
+    model_state no_state = once;
+    std::fill(no_state.state.begin(), no_state.state.end(), 0.f);
+    CHECK(train_on(world, 1, no_state).params != twice.params);
+  }
+  // A state of another size is refused before any step.
+  model_state wrong = train_on(1, 1, std::nullopt);
+  wrong.state.pop_back();
+  CHECK_THROWS_WITH_AS(train_on(1, 1, wrong), doctest::Contains("optimizer-state floats"),
+                       tutti::invalid_argument);
 }

@@ -13,10 +13,13 @@
 
 #include <tutti/error.hpp>
 #include <tutti/models/mf_export.hpp>
+#include <tutti/space/buffer.hpp>
+#include <tutti/state_map.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +40,8 @@ inline std::vector<std::string> export_file_names() {
                                  std::end(models::mf_export_files));
   names.insert(names.end(), std::begin(models::mf_export_name_files),
                std::end(models::mf_export_name_files));
+  names.insert(names.end(), std::begin(models::mf_export_state_files),
+               std::end(models::mf_export_state_files));
   names.push_back("model.json");
   return names;
 }
@@ -135,7 +140,8 @@ namespace detail {
 
 /// model.json: what each file holds, how to score, and the run that trained the model.
 template <class Config, class Data>
-nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_export& e) {
+nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_export& e,
+                               std::uint64_t steps) {
   const bool implicit = d.all.implicit;
   const auto nu = e.user_ids.size(), ni = e.item_ids.size();
   const auto file = [](const char* name, const char* dtype, nlohmann::json shape) {
@@ -172,6 +178,15 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
   };
   if (e.user_names) j["files"]["user_names"] = name_file("user_names", *e.user_names);
   if (e.item_names) j["files"]["item_names"] = name_file("item_names", *e.item_names);
+  j["optimizer_state"] = {
+      {"optimizer", c.optimizer},
+      {"momentum", c.momentum},
+      {"steps", steps},
+      {"carried", e.state.has_value()},
+      {"note",
+       "user_state[u], item_state[i] and global_state hold the optimizer's state of each row "
+       "(its factors', then its bias's), so that tutti train --init-from continues it; steps: "
+       "the optimizer steps the model has taken"}};
   j["data"] = {{"source", d.source},
                {"file", c.file.path},
                {"users", nu},
@@ -214,16 +229,22 @@ void write_export(const Config& c, const Data& d, const Trainer& t) {
   if (c.export_dir.empty()) return;
   const std::filesystem::path dir = c.export_dir;
   const std::vector<float> params = t.parameters_on_host();
-  const models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
+  models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
+  // The optimizer's state goes with its rows, where it keeps any and says where it lies.
+  const std::vector<float> state = to_host_vector(t.model().space(), t.optimizer_state());
+  if (const auto map = optimizer_state_map(t.optimizer(), t.model().layout());
+      map && !state.empty())
+    e.state = models::make_mf_state(t.model().layout(), *map, state);
   std::filesystem::remove(dir / "model.json");
   models::write_mf_export(dir, e);
-  write_json_file((dir / "model.json").string(), detail::export_manifest(c, d, e),
-                  "tutti train --export");
+  write_json_file((dir / "model.json").string(),
+                  detail::export_manifest(c, d, e, t.optimizer_steps()), "tutti train --export");
   if (!c.quiet)
     std::printf(
         "export: %s (model.json and %zu .npy files; tutti recommend --model %s --user ID)\n",
         dir.string().c_str(),
-        std::size(models::mf_export_files) + (e.user_names ? 1 : 0) + (e.item_names ? 1 : 0),
+        std::size(models::mf_export_files) + (e.user_names ? 1 : 0) + (e.item_names ? 1 : 0) +
+            (e.state ? std::size(models::mf_export_state_files) : 0),
         dir.string().c_str());
 }
 

@@ -67,6 +67,10 @@ struct run_optimizer {
   std::size_t state_size(std::size_t n) const {
     return std::visit([&](const auto& o) { return o.state_size(n); }, chosen);
   }
+  /// Where each row's state lies (tutti/state_map.hpp): every optimizer offered has the map.
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return std::visit([&](const auto& o) { return tutti::state_map(o.state_map(layout)); }, chosen);
+  }
   std::size_t state_size(const parameter_layout& layout) const {
     return std::visit(
         [&](const auto& o) { return tutti::detail::optimizer_state_floats(o, layout); }, chosen);

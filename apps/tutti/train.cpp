@@ -193,6 +193,12 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
         "new, initialised)\n",
         c.init_from.c_str(), n.users_reused, d.users, n.items_reused, d.items, n.users_new,
         n.items_new);
+  if (d.warm && d.warm_state)
+    std::printf("  the optimizer (%s) goes on from the export's state, after %llu steps\n",
+                c.optimizer.c_str(), static_cast<unsigned long long>(d.warm_steps));
+  else if (d.warm)
+    std::printf("  the optimizer (%s) starts afresh: %s\n", c.optimizer.c_str(),
+                d.warm_state_why.c_str());
   if (const std::size_t k = sampled_negatives_of(c); k > 0)
     std::printf(
         "  %zu negatives sampled per positive in each step (%s%s), not taken by its "

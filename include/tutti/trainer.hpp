@@ -137,6 +137,7 @@ class trainer {
     m_model.initialize(m_params.span(), m_options.seed);
     fill(m_space, m_grads, 0.f);
     if (!m_state.empty()) fill(m_space, m_state.span(), 0.f);
+    start_state();
   }
 
   /// Trains on `train` for the configured epochs, evaluating on `test` (which may be empty).
@@ -153,7 +154,8 @@ class trainer {
     check_agreement(train, test, train_digest);
     // Identical replicas: rank 0's initial (or restored) parameters and state everywhere.
     m_reducer.broadcast(m_params.span(), 0);
-    if (resume && !m_state.empty()) m_reducer.broadcast(m_state.span(), 0);
+    if ((resume || m_options.continues.optimizer_state) && !m_state.empty())
+      m_reducer.broadcast(m_state.span(), 0);
 
     const run_plan plan = plan_run(train.size(), config);
     step_buffers buf = make_buffers(train, plan);
@@ -263,6 +265,13 @@ class trainer {
   std::span<const float> optimizer_state() const noexcept { return m_state.span(); }
   /// The model.
   const Model& model() const noexcept { return m_model; }
+  /// The optimizer the trainer steps with.
+  const Optimizer& optimizer() const noexcept { return m_optimizer; }
+  /// Optimizer steps the parameters have taken: this trainer's, after those of the model a
+  /// continued run started from (`train_options::continues`).
+  std::uint64_t optimizer_steps() const noexcept {
+    return m_options.continues.steps + static_cast<std::uint64_t>(m_global_step);
+  }
   /// The reducer handle.
   Reducer& reducer() noexcept { return m_reducer; }
   /// The run options.
@@ -586,6 +595,14 @@ class trainer {
   // run: the same settings (world size aside), shapes and a sampler that can re-shard.
   void restore(const checkpoint_state& ck,
                const std::vector<std::pair<std::string, std::string>>& now);
+  // The optimizer state a continued run starts from (train_options::continues), checked to be
+  // of this trainer's size.
+  void start_state();
+  // The optimizer's 1-based step count at 0-based `global_step` of this trainer: after the
+  // steps a continued model took before it.
+  std::uint64_t optimizer_step(std::size_t global_step) const noexcept {
+    return m_options.continues.steps + static_cast<std::uint64_t>(global_step) + 1;
+  }
   // Collective: adds up the epoch's loss and samples so far, then rank 0 writes the checkpoint
   // of the state after `global_step` steps (`step_in_epoch` of them in `epoch`).
   void write_checkpoint_now(const std::vector<std::pair<std::string, std::string>>& config,

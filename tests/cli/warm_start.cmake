@@ -6,6 +6,8 @@
 #    same run started from scratch.
 #  - 1 and 2 ranks start from the same arena and end with the same loss.
 #  - Another --dim, another model, or --export over the export read are refused before the work.
+#  - The export's optimizer state and steps go on with the same optimizer, not with another; a
+#    warm-started run resumes exactly, and not without its --init-from.
 #  - Two days given as two --data files are the joined file; --replay-share keeps a share of the
 #    training rows of the first day's pairs.
 #  - The report gives the setup phases (read, split, trainer built) and when the first step ended,
@@ -55,6 +57,56 @@ expect_error(2 "--init-from with --model ncf" train --data ${WORK}/day2.csv --mo
              --init-from ${WORK}/day1)
 expect_error(2 "--export '.*day1/.*' is the file read as --init-from" train ${today}
              --init-from ${WORK}/day1 --export ${WORK}/day1)
+
+# The export carries the optimizer's state and the steps it took: a warm start with the same
+# optimizer (Adam, the default) goes on from them; another optimizer starts afresh, saying why.
+file(READ ${WORK}/day1/model.json manifest)
+json_get(day1_steps "${manifest}" optimizer_state steps)
+json_get(carried "${warm}" dataset warm_start optimizer_state carried)
+json_get(steps "${warm}" dataset warm_start optimizer_state steps)
+if(NOT carried OR day1_steps LESS_EQUAL 0 OR NOT steps EQUAL day1_steps
+   OR NOT EXISTS ${WORK}/day1/user_state.npy)
+  message(FATAL_ERROR "--init-from: optimizer state carried '${carried}' after ${steps} steps; "
+                      "expected carried after the export's ${day1_steps}, from user_state.npy")
+endif()
+train(${WORK}/adagrad.json ${today} --ranks 1 --init-from ${WORK}/day1 --optimizer
+      rowwise-adagrad)
+file(READ ${WORK}/adagrad.json adagrad)
+json_get(carried "${adagrad}" dataset warm_start optimizer_state carried)
+json_get(why "${adagrad}" dataset warm_start optimizer_state why_not)
+if(carried OR NOT why MATCHES "the export's state is adam's, this run's optimizer rowwise-adagrad")
+  message(FATAL_ERROR "--init-from with another optimizer: carried '${carried}' ('${why}'); "
+                      "expected a fresh start that names both optimizers")
+endif()
+
+# A warm-started run resumes exactly: stopped after step 4 (the checkpoints after it removed),
+# it ends with the uninterrupted run's parameters. Its checkpoint records the steps the run
+# continued, so a resume without --init-from is refused.
+set(today2 --data ${WORK}/day2.csv --epochs 2 --dim 8 --seed 3 --batch 128 --ranks 1
+    --init-from ${WORK}/day1)
+file(REMOVE_RECURSE ${WORK}/wck)
+train(${WORK}/wck.json ${today2} --checkpoint-dir ${WORK}/wck --checkpoint-every 2
+      --checkpoint-keep 20)
+file(GLOB written ${WORK}/wck/ckpt-*.tck)
+foreach(f ${written})
+  get_filename_component(name ${f} NAME_WE)
+  string(REGEX REPLACE "^ckpt-0*" "" step "${name}")
+  if(step GREATER 4)
+    file(REMOVE ${f})
+  endif()
+endforeach()
+train(${WORK}/wres.json ${today2} --resume ${WORK}/wck)
+file(READ ${WORK}/wck.json wck)
+file(READ ${WORK}/wres.json wres)
+json_get(whole "${wck}" parameters_checksum)
+json_get(resumed "${wres}" parameters_checksum)
+json_get(from "${wres}" resumed_from_step)
+if(NOT from EQUAL 4 OR NOT resumed STREQUAL whole)
+  message(FATAL_ERROR "a warm start resumed from step ${from}: parameters ${resumed}; "
+                      "uninterrupted ${whole}; expected step 4 and the same")
+endif()
+expect_error(2 "continued_steps" train --data ${WORK}/day2.csv --epochs 2 --dim 8 --seed 3
+             --batch 128 --ranks 1 --resume ${WORK}/wck)
 
 # The wait before training is in the report, phase by phase (rank 0's): the first step ends after
 # the data was read and split and the trainer built.

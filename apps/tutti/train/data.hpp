@@ -60,6 +60,11 @@ struct loaded_data {
   // stands in it.
   std::shared_ptr<const models::mf_export> warm;
   models::warm_start_match warm_match;
+  // Whether the export's optimizer state goes on (its optimizer is this run's), the optimizer
+  // steps the exported model took (0 where the state does not go on), and why it does not.
+  bool warm_state = false;
+  std::uint64_t warm_steps = 0;
+  std::string warm_state_why;
   // Seconds spent reading the rows (parsing, ids, cleaning, positives) and splitting them (with
   // the ranking lists).
   double read_seconds = 0, split_seconds = 0;
@@ -98,6 +103,28 @@ inline std::string key_file_of(const std::string& pattern, int rank) {
   return path;
 }
 
+/// --init-from: whether the export's optimizer state goes on. It does where the export carries it
+/// and was trained with this run's optimizer (with the same momentum, for those that keep one);
+/// otherwise the optimizer starts afresh, and `d.warm_state_why` says why.
+inline void decide_warm_state(const train_config& c, const nlohmann::json& manifest,
+                              loaded_data& d) {
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& o =
+      manifest.contains("optimizer_state") ? manifest["optimizer_state"] : none;
+  const std::string name = o.value("optimizer", std::string());
+  const bool keeps_momentum =
+      c.optimizer == "sgd" || c.optimizer == "lars" || c.optimizer == "row-sparse-sgd";
+  if (!d.warm->state)
+    d.warm_state_why = name.empty() ? "the export carries no optimizer state"
+                                    : "the export's " + name + " kept no state";
+  else if (name != c.optimizer)
+    d.warm_state_why = "the export's state is " + name + "'s, this run's optimizer " + c.optimizer;
+  else if (keeps_momentum && o.value("momentum", 0.0f) != c.momentum)
+    d.warm_state_why = "the export's " + name + " ran with another --momentum";
+  d.warm_state = d.warm_state_why.empty();
+  d.warm_steps = d.warm_state ? o.value("steps", std::uint64_t{0}) : 0;
+}
+
 /// --init-from: reads the export (checked: its files agree, its values are finite) and checks
 /// that it can start this run (the same dimension, labels of the same kind, one id space for
 /// every rank).
@@ -122,6 +149,7 @@ inline void load_warm_start(const train_config& c, loaded_data& d) {
                     "loss");
   d.warm_match = models::match_export(d.all.user_ids, d.all.item_ids, *e);
   d.warm = std::move(e);
+  decide_warm_state(c, manifest, d);
 }
 
 /// Adds `more`'s counts to `into`'s.

@@ -51,7 +51,9 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
             {"users_reused", n.users_reused},
             {"users_new", n.users_new},
             {"items_reused", n.items_reused},
-            {"items_new", n.items_new}};
+            {"items_new", n.items_new},
+            {"optimizer_state",
+             {{"carried", d.warm_state}, {"steps", d.warm_steps}, {"why_not", d.warm_state_why}}}};
   return {.source = d.source,
           .rows_read = d.cleaning ? d.cleaning->rows_read : stats.train_rows + stats.test_rows,
           .rows_used = stats.train_rows + stats.test_rows,

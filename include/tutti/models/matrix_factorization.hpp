@@ -15,6 +15,7 @@
 #include <tutti/models/detail/losses.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
+#include <tutti/space/buffer.hpp>
 #include <tutti/space/host.hpp>
 #include <tutti/space/traits.hpp>
 
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -349,6 +351,12 @@ class matrix_factorization {
     m_start = std::move(values);
   }
 
+  /// Makes `initialize`, after it draws, hand the arena to `edit` on the host (in place on a
+  /// space the host can read; a host copy, copied back, on one it cannot): e.g. to put an
+  /// earlier model's rows in (`apply_warm_start`) with no second arena. Null: no edit. Copies of
+  /// the model share the function.
+  void after_initialize(std::function<void(std::span<T>)> edit) { m_edit = std::move(edit); }
+
   /// Fills `params` (memory of the space, layout().total() values): embedding value at arena
   /// index k is init_scale·init_normal(seed, k), biases and padding 0, global bias
   /// global_bias_init. Depends only on (layout, seed): identical on every space and thread count.
@@ -370,6 +378,14 @@ class matrix_factorization {
             m_off.user_embedding + static_cast<std::size_t>(m_n_users) * d, m_off.item_embedding,
             m_off.item_embedding + static_cast<std::size_t>(m_n_items) * d, m_off.global_bias,
             static_cast<double>(m_opt.init_scale), static_cast<T>(m_opt.global_bias_init), seed});
+    if (!m_edit) return;
+    if constexpr (Space::host_accessible) {
+      m_edit(params);
+    } else {
+      std::vector<T> host = to_host_vector(m_space, std::span<const T>(params));
+      m_edit(std::span<T>(host));
+      m_space.copy_from_host(params.data(), host.data(), params.size_bytes());
+    }
   }
 
   /// Adds the batch's scaled, weighted gradient into `grads` and its weighted data loss into
@@ -619,6 +635,7 @@ class matrix_factorization {
   mutable bool m_item_rows_found = false;
   std::size_t m_last_slots = 0;
   std::shared_ptr<const std::vector<T>> m_start;  // start_from's values, or null
+  std::function<void(std::span<T>)> m_edit;       // after_initialize's edit, or null
   std::optional<parameter_layout> m_slots;        // write_gradient_to_slots's layout
   detail::mf_offsets m_slot_off{};                // its segments' offsets
 };

@@ -18,9 +18,14 @@
 /// | seen_items.npy   | <i8   | (offsets[-1],)   | dense items of each user's training rows     |
 /// | user_names.npy   | \|S<w> | (n_users,)       | the id's text, when the data's ids are names |
 /// | item_names.npy   | \|S<w> | (n_items,)       | the same for items                           |
+/// | user_state.npy   | <f4   | (n_users, w_u)   | the optimizer's state of learner u's rows    |
+/// | item_state.npy   | <f4   | (n_items, w_i)   | the same for course i                        |
+/// | global_state.npy | <f4   | (w_g,)           | the same for the global bias                 |
 ///
 /// The two name files exist only when the data's ids are names (data/id_names.hpp); their ids
-/// are then the names' codes (`tutti::data::name_code`).
+/// are then the names' codes (`tutti::data::name_code`). The three state files exist only when
+/// the export carries the optimizer's state (`mf_state`): a row's state is that of its factors'
+/// row, then of its bias, plane after plane as the optimizer's `tutti::state_map` orders them.
 ///
 /// Score s(u, i) = g + b_u + b_i + <p_u, q_i>, as `matrix_factorization::predict` computes it.
 #pragma once
@@ -30,6 +35,7 @@
 #include <tutti/data/npy.hpp>
 #include <tutti/error.hpp>
 #include <tutti/layout.hpp>
+#include <tutti/state_map.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +43,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -44,6 +51,18 @@
 #include <vector>
 
 namespace tutti::models {
+
+/// The optimizer's state of an export's rows, so that a continued run keeps it with each row:
+/// row u of `user` (`user_width` floats) is the state of learner u's factors, then of its bias
+/// (each plane after plane, as the optimizer's `tutti::state_map` orders them); likewise `item`;
+/// `global` is the global bias's.
+struct mf_state {
+  std::size_t user_width = 0;
+  std::size_t item_width = 0;
+  std::vector<float> user;    ///< n_users × user_width
+  std::vector<float> item;    ///< n_items × item_width
+  std::vector<float> global;  ///< the global bias's state
+};
 
 /// A trained `matrix_factorization` on the host: factors, biases, source ids and the items
 /// each user has in the training rows (CSR). Dense index u is row u of every per-user array.
@@ -60,6 +79,7 @@ struct mf_export {
   std::vector<std::int64_t> seen_items;    ///< dense item indices, ascending per user
   std::shared_ptr<const data::id_names> user_names;  ///< dense user index -> name, or null
   std::shared_ptr<const data::id_names> item_names;  ///< dense item index -> name, or null
+  std::optional<mf_state> state;  ///< the optimizer's state of every row, where carried
 
   /// Number of users.
   std::int32_t n_users() const noexcept { return static_cast<std::int32_t>(user_ids.size()); }
@@ -89,6 +109,10 @@ inline constexpr const char* mf_export_files[] = {
 /// The files of the ids' names, written when the data's ids are names.
 inline constexpr const char* mf_export_name_files[] = {"user_names.npy", "item_names.npy"};
 
+/// The files of the optimizer's state, written when the export carries it.
+inline constexpr const char* mf_export_state_files[] = {"user_state.npy", "item_state.npy",
+                                                        "global_state.npy"};
+
 /// One array file of an export: its name without ".npy", NumPy dtype and shape.
 struct mf_export_array {
   const char* name;
@@ -97,19 +121,25 @@ struct mf_export_array {
 };
 
 /// The nine array files of `e` with the shapes its values give them, in `mf_export_files`'
-/// order: what model.json describes and what a reader checks the files against.
+/// order, then the state's three where it carries them: what model.json describes and what a
+/// reader checks the files against.
 inline std::vector<mf_export_array> mf_export_arrays(const mf_export& e) {
   const std::size_t nu = e.user_ids.size(), ni = e.item_ids.size();
   const auto d = static_cast<std::size_t>(e.dim);
-  return {{"user_factors", "<f4", {nu, d}},
-          {"item_factors", "<f4", {ni, d}},
-          {"user_bias", "<f4", {nu}},
-          {"item_bias", "<f4", {ni}},
-          {"global_bias", "<f4", {}},
-          {"user_ids", "<i8", {nu}},
-          {"item_ids", "<i8", {ni}},
-          {"seen_offsets", "<i8", {nu + 1}},
-          {"seen_items", "<i8", {e.seen_items.size()}}};
+  std::vector<mf_export_array> arrays = {{"user_factors", "<f4", {nu, d}},
+                                         {"item_factors", "<f4", {ni, d}},
+                                         {"user_bias", "<f4", {nu}},
+                                         {"item_bias", "<f4", {ni}},
+                                         {"global_bias", "<f4", {}},
+                                         {"user_ids", "<i8", {nu}},
+                                         {"item_ids", "<i8", {ni}},
+                                         {"seen_offsets", "<i8", {nu + 1}},
+                                         {"seen_items", "<i8", {e.seen_items.size()}}};
+  if (e.state)
+    arrays.insert(arrays.end(), {{"user_state", "<f4", {nu, e.state->user_width}},
+                                 {"item_state", "<f4", {ni, e.state->item_width}},
+                                 {"global_state", "<f4", {e.state->global.size()}}});
+  return arrays;
 }
 
 /// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending).
@@ -167,6 +197,64 @@ inline mf_export make_mf_export(const parameter_layout& layout, std::span<const 
   return e;
 }
 
+}  // namespace tutti::models
+
+namespace tutti::detail {
+
+/// The segments of a matrix factorisation's layout whose rows are learner (`table` "user") or
+/// course ("item") rows, or the global bias ("global"), in the order a row's state lists them.
+inline std::vector<std::size_t> mf_table_segments(const parameter_layout& layout,
+                                                  const std::string& table) {
+  const auto index = [&](const std::string& name) {
+    const auto& segs = layout.segments();
+    for (std::size_t s = 0; s < segs.size(); ++s)
+      if (segs[s].name == name) return s;
+    throw_invalid("tutti::models::mf_state",
+                  "the layout has no segment '" + name + "'; expected a matrix factorisation's");
+  };
+  if (table == "global") return {index("global_bias")};
+  return {index(table + "_embedding"), index(table + "_bias")};
+}
+
+/// The state of every row of `table` (see `mf_table_segments`) as rows × width, and the width.
+inline std::vector<float> gather_table_state(const parameter_layout& layout, const state_map& map,
+                                             std::span<const float> state, const std::string& table,
+                                             std::size_t& width) {
+  const std::vector<std::size_t> segs = mf_table_segments(layout, table);
+  width = 0;
+  for (std::size_t s : segs) width += row_state_width(map, s);
+  const std::size_t rows = layout.segments()[segs.front()].rows;
+  std::vector<float> out(rows * width);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::size_t at = r * width;
+    for (std::size_t s : segs) {
+      const std::size_t w = row_state_width(map, s);
+      gather_row_state(map, s, r, state, std::span<float>(out).subspan(at, w));
+      at += w;
+    }
+  }
+  return out;
+}
+
+}  // namespace tutti::detail
+
+namespace tutti::models {
+
+/// The optimizer's state of every row of a `matrix_factorization` (its arena laid out as
+/// `layout`, the optimizer's state arena `state` mapped by `map`), as an export carries it.
+/// Throws `tutti::invalid_argument` when the layout is not a matrix factorisation's or the map
+/// does not cover `state` exactly.
+inline mf_state make_mf_state(const parameter_layout& layout, const state_map& map,
+                              std::span<const float> state) {
+  check_state_map(map, layout, state.size());
+  mf_state st;
+  std::size_t global_width = 0;
+  st.user = tutti::detail::gather_table_state(layout, map, state, "user", st.user_width);
+  st.item = tutti::detail::gather_table_state(layout, map, state, "item", st.item_width);
+  st.global = tutti::detail::gather_table_state(layout, map, state, "global", global_width);
+  return st;
+}
+
 /// Writes the nine .npy files of `e` (and the name files when its ids are names) into the
 /// existing directory `dir`. Throws `tutti::error` naming the file that cannot be written.
 inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e) {
@@ -192,6 +280,14 @@ inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e
     data::write_npy_names(dir / "item_names.npy", *e.item_names);
   else
     std::filesystem::remove(dir / "item_names.npy", ec);
+  if (e.state) {
+    const mf_state& st = *e.state;
+    write_npy<float>(dir / "user_state.npy", st.user, {nu, st.user_width});
+    write_npy<float>(dir / "item_state.npy", st.item, {ni, st.item_width});
+    write_npy<float>(dir / "global_state.npy", st.global, {st.global.size()});
+  } else {
+    for (const char* f : mf_export_state_files) std::filesystem::remove(dir / f, ec);
+  }
 }
 
 }  // namespace tutti::models
@@ -251,6 +347,25 @@ inline std::shared_ptr<const data::id_names> read_export_names(
   return std::make_shared<const data::id_names>(std::move(names));
 }
 
+/// The optimizer's state in `dir` when its files exist (nullopt when none does), each checked
+/// to hold one row per learner (per course) and finite values.
+inline std::optional<models::mf_state> read_export_state(const std::filesystem::path& dir,
+                                                         long long users, long long items) {
+  std::error_code ec;
+  bool any = false;
+  for (const char* f : models::mf_export_state_files)
+    any = any || std::filesystem::exists(dir / f, ec);
+  if (!any) return std::nullopt;
+  models::mf_state st;
+  std::vector<std::size_t> shape;
+  st.user = read_export_array<float>(dir, "user_state.npy", {users, -1}, &shape);
+  st.user_width = shape[1];
+  st.item = read_export_array<float>(dir, "item_state.npy", {items, -1}, &shape);
+  st.item_width = shape[1];
+  st.global = read_export_array<float>(dir, "global_state.npy", {-1});
+  return st;
+}
+
 /// Checks that the CSR arrays are well formed; the message names seen_offsets/seen_items.
 inline void check_seen(const std::filesystem::path& dir, const models::mf_export& e) {
   const auto& o = e.seen_offsets;
@@ -292,6 +407,7 @@ inline mf_export read_mf_export(const std::filesystem::path& dir) {
   tutti::detail::check_seen(dir, e);
   e.user_names = tutti::detail::read_export_names(dir, "user_names.npy", e.user_ids);
   e.item_names = tutti::detail::read_export_names(dir, "item_names.npy", e.item_ids);
+  e.state = tutti::detail::read_export_state(dir, nu, ni);
   return e;
 }
 

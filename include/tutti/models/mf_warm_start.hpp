@@ -123,4 +123,41 @@ inline warm_start_counts apply_warm_start(const parameter_layout& layout, std::s
   return m.counts();
 }
 
+/// The optimizer-state arena a warm start begins with: `state` (the optimizer's fresh state for
+/// `layout`, mapped by `map`) with the state of every learner and course `m` found in the export
+/// `e` taken from the export's (`e.state`), and the global bias's. New learners and courses keep
+/// their fresh state.
+/// @throws tutti::invalid_argument when the export carries no state, or its rows' widths are
+/// not this optimizer's for this layout.
+inline void apply_warm_state(const parameter_layout& layout, const state_map& map,
+                             std::span<float> state, const warm_start_match& m,
+                             const mf_export& e) {
+  constexpr const char* fn = "tutti::models::apply_warm_state";
+  TUTTI_EXPECTS(e.state.has_value(), fn, "the export carries no optimizer state");
+  check_state_map(map, layout, state.size());
+  const mf_state& from = *e.state;
+  const auto warm = [&](const std::string& table, const std::vector<std::int32_t>& rows,
+                        const std::vector<float>& values, std::size_t width) {
+    const std::vector<std::size_t> segs = tutti::detail::mf_table_segments(layout, table);
+    std::size_t w = 0;
+    for (std::size_t s : segs) w += row_state_width(map, s);
+    TUTTI_EXPECTS(w == width, fn,
+                  "the export keeps " + std::to_string(width) + " floats of state per " + table +
+                      " row; this optimizer keeps " + std::to_string(w) +
+                      "; expected the optimizer that wrote the export");
+    for (std::size_t d = 0; d < rows.size(); ++d) {
+      if (rows[d] < 0) continue;
+      std::size_t at = static_cast<std::size_t>(rows[d]) * width;
+      for (std::size_t s : segs) {
+        const std::size_t sw = row_state_width(map, s);
+        scatter_row_state(map, s, d, std::span<const float>(values).subspan(at, sw), state);
+        at += sw;
+      }
+    }
+  };
+  warm("user", m.users, from.user, from.user_width);
+  warm("item", m.items, from.item, from.item_width);
+  warm("global", {0}, from.global, from.global.size());
+}
+
 }  // namespace tutti::models

@@ -10,6 +10,7 @@
 #include <tutti/optimizers/sgd.hpp>  // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -140,6 +141,11 @@ struct adam {
 
   /// Floats of state for `parameters` parameters: first and second moments.
   std::size_t state_size(std::size_t parameters) const { return 2 * parameters; }
+  /// Where each row's state lies: the first moments, then the second, each laid out as the
+  /// arena (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return arena_state_map(layout, 2);
+  }
 
   /// Applies one update to `params` in place on `space`; `step` is the 1-based step counter.
   /// @tparam Space a type modelling `tutti::execution_space`; all spans live in its memory

@@ -13,6 +13,7 @@
 #include <tutti/optimizers/sgd.hpp>   // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -173,6 +174,11 @@ struct lamb {
 
   /// Floats of state for `parameters` parameters: first and second moments.
   std::size_t state_size(std::size_t parameters) const { return 2 * parameters; }
+  /// Where each row's state lies: the first moments, then the second, each laid out as the
+  /// arena (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return arena_state_map(layout, 2);
+  }
 
   /// One update with a trust ratio per segment of `layout`; padding is left untouched.
   /// `params` and `grads` are arenas of `layout.total()` values; `step` is 1-based.

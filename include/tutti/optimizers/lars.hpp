@@ -10,6 +10,7 @@
 #include <tutti/optimizers/sgd.hpp>  // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -164,6 +165,11 @@ struct lars {
 
   /// Floats of state for `parameters` parameters: one momentum buffer, or none.
   std::size_t state_size(std::size_t parameters) const { return momentum > 0.f ? parameters : 0; }
+  /// Where each row's state lies: the momentum laid out as the arena, or none without momentum
+  /// (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return arena_state_map(layout, momentum > 0.f ? 1 : 0);
+  }
 
   /// One update with a trust ratio per segment of `layout`; padding is left untouched.
   /// `params`, `grads` and the momentum buffer are arenas of `layout.total()` values.

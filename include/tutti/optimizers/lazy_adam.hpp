@@ -6,6 +6,7 @@
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/row_sparse.hpp>
 #include <tutti/optimizers/rows_on_space.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +41,11 @@ struct lazy_adam {
 
   void validate() const { dense().validate(); }
   std::size_t state_size(std::size_t parameters) const { return 2 * parameters; }
+  /// Where each row's state lies: the first moments, then the second, each laid out as the
+  /// arena (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return arena_state_map(layout, 2);
+  }
   /// Wants the row-sparse step.
   bool row_sparse() const noexcept { return true; }
 

@@ -6,6 +6,7 @@
 #include <tutti/optimizers/row_sparse.hpp>
 #include <tutti/optimizers/rows_on_space.hpp>
 #include <tutti/optimizers/sgd.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +33,10 @@ struct row_sparse_sgd {
 
   void validate() const { dense().validate(); }
   std::size_t state_size(std::size_t parameters) const { return dense().state_size(parameters); }
+  /// Where each row's state lies: SGD's (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return dense().state_map(layout);
+  }
   /// Wants the row-sparse step.
   bool row_sparse() const noexcept { return true; }
 

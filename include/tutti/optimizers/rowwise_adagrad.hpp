@@ -10,6 +10,7 @@
 #include <tutti/optimizers/sgd.hpp>  // detail::check_optimizer_step
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -157,6 +158,17 @@ struct rowwise_adagrad {
   /// One float per row of an embedding segment, one per value elsewhere.
   std::size_t state_size(const parameter_layout& layout) const {
     return state_offsets(layout).back();
+  }
+  /// Where each row's state lies: one accumulator per embedding row, one per value elsewhere,
+  /// segment after segment (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    const std::vector<std::size_t> at = state_offsets(layout);
+    tutti::state_map map;
+    for (std::size_t s = 0; s < layout.segments().size(); ++s) {
+      const segment& seg = layout.segments()[s];
+      map.push_back({{at[s], seg.kind == segment_kind::embedding ? 1 : seg.cols}});
+    }
+    return map;
   }
   /// Wants the row-sparse step.
   bool row_sparse() const noexcept { return true; }

@@ -8,6 +8,7 @@
 #include <tutti/error.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
+#include <tutti/state_map.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -123,6 +124,11 @@ struct sgd {
 
   /// Floats of state for `parameters` parameters: one momentum buffer, or none.
   std::size_t state_size(std::size_t parameters) const { return momentum > 0.f ? parameters : 0; }
+  /// Where each row's state lies: the momentum laid out as the arena, or none without momentum
+  /// (tutti/state_map.hpp).
+  tutti::state_map state_map(const parameter_layout& layout) const {
+    return arena_state_map(layout, momentum > 0.f ? 1 : 0);
+  }
 
   /// Applies one update to `params` in place on `space`; `step` (1-based) plays no part.
   /// @tparam Space a type modelling `tutti::execution_space`; all spans live in its memory

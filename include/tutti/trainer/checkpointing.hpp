@@ -77,6 +77,17 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::restore(
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_state() {
+  const auto& from = m_options.continues.optimizer_state;
+  if (!from) return;
+  TUTTI_EXPECTS(from->size() == m_state.size(), "tutti::trainer",
+                "train_options::continues holds " + std::to_string(from->size()) +
+                    " optimizer-state floats; this optimizer keeps " +
+                    std::to_string(m_state.size()) + " for this model");
+  if (!m_state.empty()) copy_from_host(m_space, std::span<const float>(*from), m_state.span());
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_checkpoint_now(
     const std::vector<std::pair<std::string, std::string>>& config, std::size_t epoch,
     std::size_t step_in_epoch, std::size_t global_step, std::uint64_t before_resume,

@@ -179,6 +179,17 @@ struct phase_event {
 inline constexpr std::size_t gradient_trailing_floats = 3;
 
 /// Run options of a trainer: an aggregate, set with designated initialisers.
+/// A run that continues a model trained before it (a warm start from an export): the optimizer
+/// steps that model took, and its optimizer state, row by row where the rows were kept.
+struct continuation {
+  /// Optimizer steps taken before this run: this run's step t is the optimizer's step
+  /// `steps + t` (Adam's bias corrections continue). The schedule is this run's own.
+  std::uint64_t steps = 0;
+  /// The optimizer-state arena to start from (the trainer's state size; every rank passes the
+  /// same); null: zeros.
+  std::shared_ptr<const std::vector<float>> optimizer_state{};
+};
+
 struct train_options {
   std::size_t batch = 4096;               ///< global batch: samples per step over all ranks
   std::size_t epochs = 3;                 ///< passes over the training data
@@ -307,6 +318,9 @@ struct train_options {
   /// Continue from this checkpoint (e.g. `find_latest_checkpoint(dir)->state`) instead of
   /// starting afresh; every rank passes one, rank 0's parameters and state are broadcast.
   const checkpoint_state* resume = nullptr;
+  /// Continue a model trained before this run (see `continuation`); a resumed checkpoint of
+  /// such a run must be given the same `steps`.
+  continuation continues{};
   /// Set on any rank (e.g. by a SIGINT/SIGTERM handler) to stop: every rank finishes the step
   /// in progress, rank 0 writes a checkpoint when `checkpoint_dir` is set, and `fit` throws
   /// `tutti::interrupted_error` on every rank. The request travels with the gradient reduce

@@ -15,7 +15,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::run_step(
     const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
     std::size_t global_step, double lr, overlap& pipeline, step_clock& timer, fit_result& result)
     -> reduced {
-  write_step_values(s, lr, global_step + 1);
+  write_step_values(s, lr, optimizer_step(global_step));
   const auto take = [&] {
     return take_step(p, buf, e, s, global_step, lr, pipeline, timer, result);
   };

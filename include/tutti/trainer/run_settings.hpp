@@ -89,6 +89,9 @@ inline std::vector<run_setting> run_settings(const train_options& o, const run_s
   // record checkpoints written before sampled negatives existed compare against.
   if (o.negatives.per_positive > 0)
     list.insert(list.begin() + 8, run_setting{"negatives", negatives_text(o.negatives), both});
+  // Recorded only for a continued run: checkpoints of fresh runs (written before continuations
+  // existed) still resume.
+  if (o.continues.steps > 0) list.push_back({"continued_steps", num(o.continues.steps), both});
   for (const auto& [name, value] : o.run_config) list.push_back({name, value, record});
   list.push_back({"replica_check_every", num(o.replica_check_every), agree});
   list.push_back({"rebroadcast_on_mismatch", num(int(o.rebroadcast_on_mismatch)), agree});

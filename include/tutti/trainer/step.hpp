@@ -236,13 +236,13 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const run_pla
                                                                    step_clock& timer) {
   if (m_row_step) {  // checked before the update: nothing to revert
     if constexpr (space_type::host_accessible)
-      update_rows(skip, lr, global_step + 1);
+      update_rows(skip, lr, optimizer_step(global_step));
     else
-      update_rows_on_space(step, lr, global_step + 1);
+      update_rows_on_space(step, lr, optimizer_step(global_step));
     timer.mark(account::optimizer);
     return;
   }
-  if (!skip) apply_optimizer(lr, global_step + 1);
+  if (!skip) apply_optimizer(lr, optimizer_step(global_step));
   timer.mark(account::optimizer);
   if (!space_type::host_accessible && p.guarded) {
     m_guard.revert(step, m_params.span(), m_state.span());
