@@ -5,6 +5,7 @@
 #    negatives), the forecast trainer accounts equal the ones the run reported, byte for byte,
 #    and the forecast peak is within 15% of the peak resident memory the run measured.
 #  - From flags (--learners, --courses, --dim, --rows) the forecast peak is within 15% too.
+#  - --optimizer momentum, adamw and sgd forecast 1x, 2x and no optimizer state.
 #  - --host with the shape but no --rows is refused, naming --rows.
 if(NOT EXISTS /usr/bin/python3)
   message("tutti-test: skipped: the log is written by benchmarks/make_log.py, and there is no "
@@ -55,6 +56,23 @@ tutti_ok(plan --host ${shape} --rows ${rows} --json ${WORK}/flags.json)
 file(READ ${WORK}/flags.json flags)
 json_get(peak "${flags}" questions fits forecast peak)
 expect_within_15("from --learners, --courses, --dim and --rows" ${peak} ${measured})
+
+# The optimizers the plan names that tutti train spells otherwise: SGD with momentum keeps one
+# float of state per parameter, AdamW two, plain SGD none.
+foreach(case "momentum;1" "adamw;2" "sgd;0")
+  list(GET case 0 name)
+  list(GET case 1 per)
+  tutti_ok(plan --host --learners ${users} --courses ${items} --dim 96 --optimizer ${name}
+           --step-ms 1 --batch 4096 --samples ${rows} --rows ${rows} --json ${WORK}/opt.json)
+  file(READ ${WORK}/opt.json opt)
+  json_get(params "${opt}" questions fits forecast parameters)
+  json_get(state "${opt}" questions fits forecast optimizer_state)
+  math(EXPR want "${per} * ${params}")
+  if(NOT state EQUAL want)
+    message(FATAL_ERROR "plan --host --optimizer ${name}: optimizer state ${state} B for "
+                        "${params} B of parameters; expected ${per}x")
+  endif()
+endforeach()
 
 execute_process(COMMAND ${TUTTI} plan --host ${shape} RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 2 OR NOT err MATCHES "needs --rows")

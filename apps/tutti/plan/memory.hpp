@@ -51,6 +51,17 @@ inline void split_rows(train_shape& s, double rows) {
   s.train_rows = static_cast<std::uint64_t>(std::llround(rows)) - s.test_rows;
 }
 
+/// The optimizer `tutti plan --optimizer` names, as `tutti train` would run it: `sgd` without
+/// momentum (no state), `momentum` SGD with `tutti train`'s momentum, `adamw` Adam with
+/// decoupled weight decay (Adam's state); the others by their `tutti train` names.
+inline run_optimizer planned_optimizer(const std::string& name) {
+  const train_config defaults;
+  if (name == "sgd") return make_optimizer("sgd", 0.f, defaults.weight_decay);
+  if (name == "momentum") return make_optimizer("sgd", defaults.momentum, defaults.weight_decay);
+  if (name == "adamw") return {adam{.weight_decay = defaults.weight_decay, .decoupled = true}};
+  return make_optimizer(name, defaults.momentum, defaults.weight_decay);
+}
+
 /// The forecast for `s`, with `process` the program's own resident bytes.
 inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t process) {
   TUTTI_EXPECTS(s.learners >= 1 && s.courses >= 1 && s.dim >= 1 && s.train_rows >= 1, "tutti plan",
@@ -60,9 +71,7 @@ inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t
   const models::matrix_factorization<host_space> model({.dim = static_cast<int>(s.dim)},
                                                        static_cast<std::int32_t>(s.learners),
                                                        static_cast<std::int32_t>(s.courses));
-  const train_config defaults;
-  const run_optimizer optimizer =
-      make_optimizer(s.optimizer, defaults.momentum, defaults.weight_decay);
+  const run_optimizer optimizer = planned_optimizer(s.optimizer);
   train_options o{.batch = s.batch};
   o.negatives.per_positive = s.negatives;
   o.negatives.sampler = s.popularity ? negative_sampler::popularity : negative_sampler::uniform;
