@@ -673,6 +673,23 @@ elseif(CASE STREQUAL "sealed-audit")
   if(NOT rc EQUAL 0 OR NOT k EQUAL 4)
     message(FATAL_ERROR "audit verify of a run with ${k} sampled negatives: exit ${rc}\n${out}")
   endif()
+  # A warm start onto the sealed shards from a model of other rows: the tables grow by the sealed
+  # data's learners and courses, the export's own rows come in, and the trail still proves every
+  # row was used once per epoch.
+  small_ratings(rows 30 20 0 5)
+  file(WRITE ${WORK}/day1.csv "userId,movieId,rating\n${rows}")
+  train(${WORK}/d1.json --data ${WORK}/day1.csv --epochs 2 --dim 8 --ranks 1 --export ${WORK}/d1)
+  train(${WORK}/warm.json --sealed ${WORK}/sealed --key-file ${WORK}/m.key --init-from ${WORK}/d1
+        --dim 8 --audit ${WORK}/audit-warm --ranks 3 --batch 6 --epochs 2 --test-fraction 0)
+  execute_process(COMMAND ${TUTTI} audit verify ${WORK}/audit-warm RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out)
+  file(READ ${WORK}/warm.json jw)
+  json_get(reused "${jw}" dataset warm_start users_reused)
+  json_get(grown "${jw}" dataset warm_start users_new)
+  if(NOT rc EQUAL 0 OR reused LESS_EQUAL 0 OR grown LESS_EQUAL 0)
+    message(FATAL_ERROR "audit verify of a warm start on sealed shards (${reused} learners "
+                        "reused, ${grown} new): exit ${rc}\n${out}")
+  endif()
   file(READ ${WORK}/audit/audit-rank-1.jsonl trail)
   string(REGEX REPLACE "\"count\":([0-9]+)" "\"count\":9\\1" edited "${trail}")
   file(WRITE ${WORK}/audit/audit-rank-1.jsonl "${edited}")
