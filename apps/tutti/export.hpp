@@ -23,8 +23,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 namespace tutti::cli {
@@ -228,10 +230,19 @@ template <class Config, class Data, class Trainer>
 void write_export(const Config& c, const Data& d, const Trainer& t) {
   if (c.export_dir.empty()) return;
   const std::filesystem::path dir = c.export_dir;
-  const std::vector<float> params = t.parameters_on_host();
+  // On a space the host reads, the export copies the tables straight from the trainer's arenas
+  // (a model near the machine's memory has no room for a second copy of them).
+  using space = std::decay_t<decltype(t.model().space())>;
+  std::vector<float> params_copy, state_copy;
+  std::span<const float> params = t.parameters(), state = t.optimizer_state();
+  if constexpr (!space::host_accessible) {
+    params_copy = t.parameters_on_host();
+    state_copy = to_host_vector(t.model().space(), state);
+    params = params_copy;
+    state = state_copy;
+  }
   models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
   // The optimizer's state goes with its rows, where it keeps any and says where it lies.
-  const std::vector<float> state = to_host_vector(t.model().space(), t.optimizer_state());
   if (const auto map = optimizer_state_map(t.optimizer(), t.model().layout());
       map && !state.empty())
     e.state = models::make_mf_state(t.model().layout(), *map, state);

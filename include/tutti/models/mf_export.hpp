@@ -142,21 +142,33 @@ inline std::vector<mf_export_array> mf_export_arrays(const mf_export& e) {
   return arrays;
 }
 
-/// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending).
+/// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending):
+/// counted, placed, then each user's range sorted and its repeats dropped, in two arrays of the
+/// rows' length (no list per user).
 inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& offsets,
                      std::vector<std::int64_t>& items) {
   const auto n = static_cast<std::size_t>(rows.n_users());
-  std::vector<std::vector<std::int64_t>> per_user(n);
-  for (std::size_t r = 0; r < rows.size(); ++r)
-    per_user[static_cast<std::size_t>(rows.users[r])].push_back(rows.items[r]);
-  offsets.assign(1, 0);
-  items.clear();
-  for (auto& v : per_user) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    items.insert(items.end(), v.begin(), v.end());
-    offsets.push_back(static_cast<std::int64_t>(items.size()));
+  std::vector<std::int64_t> at(n + 1, 0);
+  for (std::size_t r = 0; r < rows.size(); ++r) ++at[static_cast<std::size_t>(rows.users[r]) + 1];
+  for (std::size_t u = 0; u < n; ++u) at[u + 1] += at[u];
+  items.assign(rows.size(), 0);
+  {
+    std::vector<std::int64_t> next(at.begin(), at.end() - 1);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      items[static_cast<std::size_t>(next[static_cast<std::size_t>(rows.users[r])]++)] =
+          rows.items[r];
   }
+  offsets.assign(n + 1, 0);
+  std::size_t kept = 0;
+  for (std::size_t u = 0; u < n; ++u) {
+    const auto b = items.begin() + at[u], e = items.begin() + at[u + 1];
+    std::sort(b, e);
+    const auto last = std::unique(b, e);
+    for (auto it = b; it != last; ++it) items[kept++] = *it;  // kept <= at[u]: never ahead
+    offsets[u + 1] = static_cast<std::int64_t>(kept);
+  }
+  items.resize(kept);
+  items.shrink_to_fit();
 }
 
 /// The export of a `matrix_factorization` whose parameter arena, copied to the host, is
