@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -312,7 +313,8 @@ struct model_state {
 // step whose bias corrections follow the optimizer's step count) at a constant rate; the
 // trainer starts from `from` where given (the model from its parameters, the optimizer as
 // `train_options::continues`).
-model_state train_on(int world, std::size_t fits, const std::optional<model_state>& from) {
+model_state train_on(int world, std::size_t fits, const std::optional<model_state>& from,
+                     bool write_state = false) {
   model_state out;
   std::mutex mu;
   const auto& parts = data();
@@ -323,7 +325,12 @@ model_state train_on(int world, std::size_t fits, const std::optional<model_stat
              parts.train.n_items());
     if (from) {
       model.start_from(std::make_shared<const std::vector<float>>(from->params));
-      o.continues = {from->steps, std::make_shared<const std::vector<float>>(from->state)};
+      if (write_state)  // written into the trainer's zeroed arena instead of handed over
+        o.continues = {.steps = from->steps, .write_state = [from](std::span<float> state) {
+                         std::copy(from->state.begin(), from->state.end(), state.begin());
+                       }};
+      else
+        o.continues = {from->steps, std::make_shared<const std::vector<float>>(from->state)};
     }
     tutti::trainer<mf, tutti::shuffled_shards, decltype(reducer), tutti::constant, tutti::lazy_adam>
         t(std::move(model), {}, reducer, {}, {}, o);
@@ -358,6 +365,7 @@ TEST_CASE(
     CHECK(continued.steps == 2 * spe);
     CHECK(continued.params == twice.params);
     CHECK(continued.state == twice.state);
+    CHECK(train_on(world, 1, once, /*write_state=*/true).params == twice.params);
     // Without the steps (the bias corrections start again) or without the state, another run.
     model_state no_steps = once;
     no_steps.steps = 0;

@@ -104,20 +104,27 @@ inline void check_state_map(const state_map& map, const parameter_layout& layout
   TUTTI_EXPECTS(map.size() == segs.size(), fn,
                 "the map has " + std::to_string(map.size()) + " entries for a layout of " +
                     std::to_string(segs.size()) + " segments; expected one per segment");
-  std::vector<char> covered(state_size, 0);
+  // Each plane of a segment is one range of the arena: sorted, no range may start before the
+  // one ahead of it ends.
+  struct range {
+    std::size_t begin, end, segment;
+  };
+  std::vector<range> ranges;
   for (std::size_t s = 0; s < segs.size(); ++s)
     for (const state_plane& p : map[s]) {
       const std::size_t end = p.offset + segs[s].rows * p.width;
       TUTTI_EXPECTS(end <= state_size, fn,
                     "segment '" + segs[s].name + "' has state up to " + std::to_string(end) +
                         "; expected within the arena's " + std::to_string(state_size));
-      for (std::size_t i = p.offset; i < end; ++i) {
-        TUTTI_EXPECTS(covered[i] == 0, fn,
-                      "segment '" + segs[s].name + "' shares state float " + std::to_string(i) +
-                          " with another; expected each float of state once");
-        covered[i] = 1;
-      }
+      if (end > p.offset) ranges.push_back({p.offset, end, s});
     }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const range& a, const range& b) { return a.begin < b.begin; });
+  for (std::size_t k = 1; k < ranges.size(); ++k)
+    TUTTI_EXPECTS(ranges[k].begin >= ranges[k - 1].end, fn,
+                  "segment '" + segs[ranges[k].segment].name + "' shares state float " +
+                      std::to_string(ranges[k].begin) + " with segment '" +
+                      segs[ranges[k - 1].segment].name + "'; expected each float of state once");
 }
 
 }  // namespace tutti

@@ -154,7 +154,7 @@ class trainer {
     check_agreement(train, test, train_digest);
     // Identical replicas: rank 0's initial (or restored) parameters and state everywhere.
     m_reducer.broadcast(m_params.span(), 0);
-    if ((resume || m_options.continues.optimizer_state) && !m_state.empty())
+    if ((resume || m_options.continues.has_state()) && !m_state.empty())
       m_reducer.broadcast(m_state.span(), 0);
 
     const run_plan plan = plan_run(train.size(), config);

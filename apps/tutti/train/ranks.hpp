@@ -54,48 +54,33 @@ struct run_output {
   bool shared_arena = false;  // rank 0's gradient arena was the reducer's shared memory
   std::mutex mutex;
   trace_recorder* trace = nullptr;  // --trace: every rank's step phases
-  // --init-from with the export's optimizer state: the state arena every rank starts from.
-  std::shared_ptr<const std::vector<float>> warm_state;
   // When the command started; rank 0's seconds building its trainer, and from the start to the
   // end of its first step.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double init_seconds = 0, first_step_seconds = 0;
 };
 
-/// --init-from where the export's optimizer state goes on: the state arena the trainer starts
-/// from (zeros, the export's state in each known learner's and course's rows), made once per
-/// process.
-template <class Model>
-std::shared_ptr<const std::vector<float>> warm_state(const train_config& c, const loaded_data& d,
-                                                     const Model& model, run_output& out) {
-  if (!out.warm_state) {
-    const run_optimizer o = make_optimizer(c.optimizer, c.momentum, c.weight_decay);
-    const parameter_layout& layout = model.layout();
-    auto state =
-        std::make_shared<std::vector<float>>(tutti::detail::optimizer_state_floats(o, layout), 0.f);
-    models::apply_warm_state(layout, o.state_map(layout), *state, d.warm_match, *d.warm);
-    out.warm_state = std::move(state);
-  }
-  return out.warm_state;
-}
-
 /// --init-from: makes `model` start from the export's rows where the export knows the learner
-/// or course, and from the usual initialisation (the trainer's seed) elsewhere: the rows go
-/// into each rank's own arena once drawn, with no arena beside it. Returns what the trainer
-/// continues (the optimizer's steps and state, where the export's optimizer is this run's; the
-/// state is made once per process and shared by its ranks). Both depend only on the ids and the
-/// seed, so every rank and every process starts from the same.
+/// or course, and from the usual initialisation (the trainer's seed) elsewhere; returns what the
+/// trainer continues: the optimizer's steps and, where the export's optimizer is this run's, its
+/// rows of state. Both go into each rank's own arenas once drawn (zeroed), with no arena beside
+/// them, and depend only on the ids and the seed, so every rank and every process starts from
+/// the same.
 template <class Model>
-continuation start_warm(const train_config& c, const loaded_data& d, Model& model,
-                        run_output& out) {
+continuation start_warm(const train_config& c, const loaded_data& d, Model& model) {
   if (!d.warm) return {};
   if constexpr (requires { model.after_initialize(std::function<void(std::span<float>)>{}); }) {
-    model.after_initialize([&d, layout = model.layout()](std::span<float> params) {
+    const parameter_layout& layout = model.layout();
+    model.after_initialize([&d, layout](std::span<float> params) {
       models::apply_warm_start(layout, params, d.warm_match, *d.warm);
     });
     if (!d.warm_state) return {};
-    const std::lock_guard lock(out.mutex);
-    return {d.warm_steps, warm_state(c, d, model, out)};
+    const run_optimizer o = make_optimizer(c.optimizer, c.momentum, c.weight_decay);
+    continuation next{.steps = d.warm_steps};
+    next.write_state = [&d, layout, map = o.state_map(layout)](std::span<float> state) {
+      models::apply_warm_state(layout, map, state, d.warm_match, *d.warm);
+    };
+    return next;
   } else {
     tutti::detail::throw_invalid("tutti train", "--init-from with --model " + c.model +
                                                     ": an export holds a matrix factorisation; "
@@ -158,7 +143,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   // The model's build (and a warm start's rows) counts with the trainer's.
   const auto init_start = std::chrono::steady_clock::now();
   auto model = make_model(space, static_cast<float>(stats.mean));
-  const continuation continued = start_warm(c, d, model, out);
+  const continuation continued = start_warm(c, d, model);
   using Model = decltype(model);
   train_options opt{.batch = c.batch,
                     .epochs = c.epochs,

@@ -78,13 +78,22 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::restore(
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_state() {
-  const auto& from = m_options.continues.optimizer_state;
-  if (!from) return;
-  TUTTI_EXPECTS(from->size() == m_state.size(), "tutti::trainer",
-                "train_options::continues holds " + std::to_string(from->size()) +
-                    " optimizer-state floats; this optimizer keeps " +
-                    std::to_string(m_state.size()) + " for this model");
-  if (!m_state.empty()) copy_from_host(m_space, std::span<const float>(*from), m_state.span());
+  const continuation& c = m_options.continues;
+  if (const auto& from = c.optimizer_state) {
+    TUTTI_EXPECTS(from->size() == m_state.size(), "tutti::trainer",
+                  "train_options::continues holds " + std::to_string(from->size()) +
+                      " optimizer-state floats; this optimizer keeps " +
+                      std::to_string(m_state.size()) + " for this model");
+    if (!m_state.empty()) copy_from_host(m_space, std::span<const float>(*from), m_state.span());
+  } else if (c.write_state && !m_state.empty()) {
+    if constexpr (space_type::host_accessible) {
+      c.write_state(m_state.span());
+    } else {
+      std::vector<float> host = to_host_vector(m_space, std::span<const float>(m_state.span()));
+      c.write_state(std::span<float>(host));
+      copy_from_host(m_space, std::span<const float>(host), m_state.span());
+    }
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

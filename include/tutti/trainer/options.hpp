@@ -188,6 +188,13 @@ struct continuation {
   /// The optimizer-state arena to start from (the trainer's state size; every rank passes the
   /// same); null: zeros.
   std::shared_ptr<const std::vector<float>> optimizer_state{};
+  /// Or, where `optimizer_state` is null: writes the state to start from into the zeroed arena,
+  /// on the host (in place on a space the host reads; a host copy, copied back, on one it
+  /// cannot), so that no second arena is made (a warm start's rows of state:
+  /// `models::apply_warm_state`). Every rank must write the same.
+  std::function<void(std::span<float>)> write_state{};
+  /// Whether the run starts from another state than zeros.
+  bool has_state() const noexcept { return optimizer_state != nullptr || bool(write_state); }
 };
 
 struct train_options {
