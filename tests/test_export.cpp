@@ -488,9 +488,7 @@ void check_map_follows_step(const O& o) {
     o.step(tutti::host_space{}, std::span<float>(params), grads, state, 0.01f, 1);
   std::set<std::size_t> mapped;
   const auto index = [&](const char* name) {
-    for (std::size_t s = 0; s < layout.segments().size(); ++s)
-      if (layout.segments()[s].name == name) return s;
-    return std::size_t{0};
+    return static_cast<std::size_t>(&layout.find(name) - layout.segments().data());
   };
   add_row_state(map, index("user_embedding"), 2, mapped);
   add_row_state(map, index("item_bias"), 1, mapped);
@@ -556,8 +554,7 @@ TEST_CASE("warm start: the optimizer's state goes with its rows through an expor
   tutti::models::apply_warm_state(layout, map, state, match, r);
   const auto row_state = [](const tutti::state_map& m, const tutti::parameter_layout& l,
                             const std::vector<float>& st, const char* seg, std::size_t row) {
-    std::size_t s = 0;
-    while (l.segments()[s].name != seg) ++s;
+    const auto s = static_cast<std::size_t>(&l.find(seg) - l.segments().data());
     std::vector<float> out(tutti::row_state_width(m, s));
     tutti::gather_row_state(m, s, row, st, out);
     return out;

@@ -218,14 +218,17 @@ namespace tutti::detail {
 inline std::vector<std::size_t> mf_table_segments(const parameter_layout& layout,
                                                   const std::string& table) {
   const auto index = [&](const std::string& name) {
-    const auto& segs = layout.segments();
-    for (std::size_t s = 0; s < segs.size(); ++s)
-      if (segs[s].name == name) return s;
-    throw_invalid("tutti::models::mf_state",
-                  "the layout has no segment '" + name + "'; expected a matrix factorisation's");
+    return static_cast<std::size_t>(&layout.find(name) - layout.segments().data());
   };
   if (table == "global") return {index("global_bias")};
   return {index(table + "_embedding"), index(table + "_bias")};
+}
+
+/// Floats of state one row of `table` holds: those of its segments (`mf_table_segments`).
+inline std::size_t table_state_width(const state_map& map, const std::vector<std::size_t>& segs) {
+  std::size_t width = 0;
+  for (std::size_t s : segs) width += row_state_width(map, s);
+  return width;
 }
 
 /// The state of every row of `table` (see `mf_table_segments`) as rows × width, and the width.
@@ -233,8 +236,7 @@ inline std::vector<float> gather_table_state(const parameter_layout& layout, con
                                              std::span<const float> state, const std::string& table,
                                              std::size_t& width) {
   const std::vector<std::size_t> segs = mf_table_segments(layout, table);
-  width = 0;
-  for (std::size_t s : segs) width += row_state_width(map, s);
+  width = table_state_width(map, segs);
   const std::size_t rows = layout.segments()[segs.front()].rows;
   std::vector<float> out(rows * width);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -255,7 +257,7 @@ namespace tutti::models {
 /// The optimizer's state of every row of a `matrix_factorization` (its arena laid out as
 /// `layout`, the optimizer's state arena `state` mapped by `map`), as an export carries it.
 /// Throws `tutti::invalid_argument` when the layout is not a matrix factorisation's or the map
-/// does not cover `state` exactly.
+/// does not fit `state` (`check_state_map`).
 inline mf_state make_mf_state(const parameter_layout& layout, const state_map& map,
                               std::span<const float> state) {
   check_state_map(map, layout, state.size());

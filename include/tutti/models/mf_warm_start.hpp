@@ -139,8 +139,7 @@ inline void apply_warm_state(const parameter_layout& layout, const state_map& ma
   const auto warm = [&](const std::string& table, const std::vector<std::int32_t>& rows,
                         const std::vector<float>& values, std::size_t width) {
     const std::vector<std::size_t> segs = tutti::detail::mf_table_segments(layout, table);
-    std::size_t w = 0;
-    for (std::size_t s : segs) w += row_state_width(map, s);
+    const std::size_t w = tutti::detail::table_state_width(map, segs);
     TUTTI_EXPECTS(w == width, fn,
                   "the export keeps " + std::to_string(width) + " floats of state per " + table +
                       " row; this optimizer keeps " + std::to_string(w) +
