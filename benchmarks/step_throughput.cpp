@@ -8,7 +8,6 @@
 /// page faults and cold caches). The roofline share divides the bytes a step cannot avoid
 /// moving by the step time and by a STREAM-triad bandwidth measured here, in this process.
 
-#include "../apps/tutti/dispatch.hpp"
 #include "common.hpp"
 
 #include <tutti/data/interactions.hpp>
@@ -160,7 +159,7 @@ tutti::fit_result fit_world(int world, MakeModel make_model, const Optimizer& op
                             const tutti::data::interactions& train, const config& c) {
   tutti::fit_result rank0;
   std::mutex m;
-  tutti::cli::on_host_ranks(world, [&](auto reducer) {
+  tutti::run_host_ranks(world, [&](auto reducer) {
     const int rank = reducer.rank();
     tutti::fit_result r = fit_rank(make_model(), std::move(reducer), optimizer, train, c);
     if (rank == 0) {
@@ -208,29 +207,39 @@ row summarise(const std::string& model, int world, const tutti::fit_result& r,
   return out;
 }
 
+/// The model `tutti train --model NAME` builds for `users` x `items` (mf or lr), with the
+/// models' own default L2 and the logistic loss, composed by its type.
+template <class Use>
+void with_bench_model(const std::string& name, std::int32_t users, std::int32_t items, int dim,
+                      Use&& use) {
+  using tutti::host_space;
+  constexpr float l2 = 1e-4f;
+  if (name == "mf")
+    use([=] {
+      return tutti::models::matrix_factorization<host_space>(
+          {.dim = dim, .l2 = l2, .loss = tutti::loss_kind::logistic}, users, items, host_space{});
+    });
+  else
+    use([=] {
+      return tutti::models::logistic_regression<host_space>(
+          {.l2 = l2, .loss = tutti::loss_kind::logistic}, users, items, host_space{});
+    });
+}
+
 template <class Optimizer>
 std::vector<row> bench_model(const std::string& name, const Optimizer& optimizer,
                              const tutti::data::interactions& train, const stream_result& stream,
                              const config& c) {
-  using tutti::host_space;
-  const std::int32_t users = train.n_users(), items = train.n_items();
   std::vector<row> rows;
-  // The model as `tutti train --model NAME` builds it, with the models' own default L2.
-  const tutti::cli::model_settings m{.name = name, .dim = c.dim, .l2 = 1e-4f};
   // The parameter values one sample touches: mf a user row and bias and an item row and bias,
   // lr one user weight and one item weight.
   const std::size_t row_floats = name == "mf" ? 2 * (std::size_t(c.dim) + 1) : 2;
   for (int world : c.ranks) {
-    tutti::cli::with_model<host_space>(
-        m, users, items, tutti::loss_kind::logistic, "tutti_bench_step", [&](auto make_model) {
-          const auto make = [&] {
-            return make_model(host_space{}, 0.f);
-          };
-          const std::size_t p = make().layout().total();
-          const auto r = fit_world(world, make, optimizer, train, c);
-          rows.push_back(
-              summarise(name, world, r, p, optimizer.state_size(p), row_floats, stream, c));
-        });
+    with_bench_model(name, train.n_users(), train.n_items(), c.dim, [&](auto make) {
+      const std::size_t p = make().layout().total();
+      const auto r = fit_world(world, make, optimizer, train, c);
+      rows.push_back(summarise(name, world, r, p, optimizer.state_size(p), row_floats, stream, c));
+    });
   }
   return rows;
 }

@@ -1,17 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The run-time choices every command that trains makes the same way: which model (`--model`) and
-// how a process's host ranks are launched (`--ranks`). `tutti train`, `tutti study` and the
-// step-throughput benchmark each pick a model and launch ranks through these two functions, so a
-// new model or launch is added once.
+// The run-time choice every command that trains makes the same way: which model `--model` names.
+// `tutti train` and `tutti study` each pick a model through `with_model`, so a new model is added
+// once; they launch their host ranks with the library's `tutti::run_host_ranks`.
 #pragma once
 
 #include <tutti/error.hpp>
-#include <tutti/launch.hpp>
 #include <tutti/metrics.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
-#include <tutti/reducers/local_ring.hpp>
-#include <tutti/reducers/single_rank.hpp>
 #if TUTTI_HAS_BLAS
 #include <tutti/models/neural_cf.hpp>
 #endif
@@ -78,17 +74,6 @@ void with_model(const model_settings& m, std::int32_t users, std::int32_t items,
       return models::logistic_regression<Space>({.l2 = m.l2, .loss = loss}, users, items, space);
     });
   }
-}
-
-/// Runs `rank(reducer)` once per host rank of this process: with one rank on `single_rank`,
-/// otherwise on `ranks` threads joined by `local_ring`s made with `opt`.
-template <class Rank>
-void on_host_ranks(int ranks, Rank&& rank, local_options opt = {}) {
-  if (ranks == 1)
-    rank(single_rank{});
-  else
-    run_local(
-        ranks, [&](local_ring ring) { rank(std::move(ring)); }, opt);
 }
 
 }  // namespace tutti::cli

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file launch.hpp
-/// @brief `tutti::run_local`: runs W ranks as threads of this process, joined by a `local_ring`.
+/// @brief `tutti::run_local`: runs W ranks as threads of this process, joined by a `local_ring`;
+/// `tutti::run_host_ranks`: the same, or one rank on `single_rank` with no thread of its own.
 #pragma once
 
 #include <tutti/detail/rank_threads.hpp>
 #include <tutti/error.hpp>
 #include <tutti/reducers/local_ring.hpp>
+#include <tutti/reducers/single_rank.hpp>
 
 #include <algorithm>
 #include <concepts>
 #include <string>
+#include <utility>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -67,6 +70,19 @@ void run_local(int world_size, F&& f, local_options opt = {}) {
   omp_set_num_threads(caller_threads);
 #endif
   failure.rethrow_if_any();
+}
+
+/// Runs `rank(reducer)` once per host rank of this process: with `ranks == 1` on the calling
+/// thread with a `single_rank` (no group, no thread), otherwise as `run_local` does with a
+/// `local_ring` of `ranks` made with `opt`. `rank` is generic over the reducer's type, so one
+/// lambda composes the trainer for either. Throws as `run_local` does.
+template <class F>
+void run_host_ranks(int ranks, F&& rank, local_options opt = {}) {
+  if (ranks == 1)
+    rank(single_rank{});
+  else
+    run_local(
+        ranks, [&](local_ring ring) { rank(std::move(ring)); }, opt);
 }
 
 }  // namespace tutti

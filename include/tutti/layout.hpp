@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -134,5 +135,13 @@ struct segment_rows_on_space {
 
 /// `row_selection` in the memory of the model's space: one entry per segment, in layout order.
 using row_selection_on_space = std::span<const segment_rows_on_space>;
+
+namespace detail {
+/// The row id of a batch slot that names no row (a weight-0 slot, an unused place in a block of
+/// rows): above every valid id, so padding sorts behind all real rows and the real rows keep
+/// their sorted positions whether or not padding is present. The models' grouping of rows and
+/// the trainer's exchange of rows between ranks both write and skip it.
+inline constexpr std::int32_t padding_key = std::numeric_limits<std::int32_t>::max();
+}  // namespace detail
 
 }  // namespace tutti

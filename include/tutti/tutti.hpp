@@ -36,7 +36,7 @@
 #include <tutti/reducers/single_rank.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>
 #include <tutti/samplers/owned_shards.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 #include <tutti/schedules/constant.hpp>
 #include <tutti/schedules/cosine.hpp>

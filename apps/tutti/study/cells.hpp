@@ -96,7 +96,7 @@ seed_run run_study_seed(const study_config& c, const data::split_result& parts,
   };
   const auto start = std::chrono::steady_clock::now();
   try {
-    on_host_ranks(c.ranks, [&](auto reducer) {
+    tutti::run_host_ranks(c.ranks, [&](auto reducer) {
       const int rank = reducer.rank();
       const double v = fit(std::move(reducer));
       if (rank == 0) out.final_metric = v;

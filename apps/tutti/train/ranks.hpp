@@ -279,7 +279,7 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
       return;
     }
 #endif
-    on_host_ranks(c.ranks, train_with, {.timeout = timeout_of(c)});
+    tutti::run_host_ranks(c.ranks, train_with, {.timeout = timeout_of(c)});
   }
 #if defined(TUTTI_HAS_CUDA)
   if constexpr (std::is_same_v<Space, cuda_space>) {

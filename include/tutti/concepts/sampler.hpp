@@ -4,7 +4,7 @@
 /// check, and the sampler's optional capabilities.
 #pragma once
 
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 
 #include <concepts>
 #include <cstddef>

@@ -5,7 +5,7 @@
 
 #include <tutti/detail/random.hpp>
 #include <tutti/detail/sharding.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 
 #include <cstddef>
 #include <cstdint>

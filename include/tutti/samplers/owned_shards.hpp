@@ -7,7 +7,7 @@
 #include <tutti/detail/permutation.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 
 #include <algorithm>
 #include <cstddef>

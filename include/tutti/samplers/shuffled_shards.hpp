@@ -7,7 +7,7 @@
 #include <tutti/detail/random.hpp>
 #include <tutti/detail/sharding.hpp>
 #include <tutti/error.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/traits.hpp>
 

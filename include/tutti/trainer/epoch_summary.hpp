@@ -5,9 +5,9 @@
 /// gather), and the records of the non-finite steps.
 #pragma once
 
-#include <tutti/detail/batch_split.hpp>
 #include <tutti/ledger/accounts.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
+#include <tutti/trainer/batch_split.hpp>
 #include <tutti/trainer/errors.hpp>
 
 #include <algorithm>

@@ -6,7 +6,6 @@
 
 #include <tutti/batch.hpp>
 #include <tutti/checkpoint.hpp>
-#include <tutti/detail/noise_scale.hpp>
 #include <tutti/error.hpp>
 #include <tutti/ledger/accounts.hpp>
 #include <tutti/memory_accounts.hpp>
@@ -14,6 +13,7 @@
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/trainer/errors.hpp>
 #include <tutti/trainer/negatives.hpp>
+#include <tutti/trainer/noise_scale.hpp>
 
 #include <atomic>
 #include <cmath>

@@ -11,6 +11,7 @@
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
 #include <tutti/detail/prefetch.hpp>
+#include <tutti/layout.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/traits.hpp>
@@ -55,10 +56,6 @@ class scratch_array {
  private:
   buffer<T, Space> m_buf;
 };
-
-/// Sort key of a weight-0 slot: above every valid id, so padding sorts behind all real slots
-/// and the real slots keep the same sorted positions whether or not padding is present.
-inline constexpr std::int32_t padding_key = std::numeric_limits<std::int32_t>::max();
 
 /// Kernel: the keys to sort are the ids (padding_key for weight-0 slots), the values the slots.
 struct init_row_sort_fn {

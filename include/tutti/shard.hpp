@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file samplers/shard.hpp
+/// @file shard.hpp
 /// @brief `tutti::shard`: one rank's share of an epoch, and the tail policies.
 #pragma once
 

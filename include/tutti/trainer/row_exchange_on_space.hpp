@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/row_exchange_on_space.hpp
+/// @file trainer/row_exchange_on_space.hpp
 /// @brief The row-sparse step on several device ranks: each rank's touched rows and their
 /// gradient rows travel by all_gather (never the dense table); every rank then forms the union
 /// of the rows and each union row's mean over the ranks, summed in rank order, so every replica
@@ -9,7 +9,6 @@
 #include <tutti/concepts/reducer.hpp>
 #include <tutti/config.hpp>
 #include <tutti/layout.hpp>
-#include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/space/algorithms.hpp>
 
 #include <thrust/sort.h>

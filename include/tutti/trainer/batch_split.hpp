@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/batch_split.hpp
+/// @file trainer/batch_split.hpp
 /// @brief How a global batch is split over the ranks step by step, when it is not a multiple of
 /// the world size as when it is.
 #pragma once
 
 #include <tutti/error.hpp>
-#include <tutti/samplers/shard.hpp>
+#include <tutti/shard.hpp>
 
 #include <algorithm>
 #include <cstddef>

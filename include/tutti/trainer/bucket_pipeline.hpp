@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/bucket_pipeline.hpp
+/// @file trainer/bucket_pipeline.hpp
 /// @brief The trainer's overlapped reduction on host memory: the gradient arena cut into
 /// buckets, reduced by a communication thread as backward reports them final.
 #pragma once

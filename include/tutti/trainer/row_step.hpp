@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/row_step.hpp
+/// @file trainer/row_step.hpp
 /// @brief The trainer's row-sparse step: the rows a step touched, per segment, on this rank and
 /// over all ranks; the finite check and the zeroing over those rows and the dense segments.
 #pragma once
 
 #include <tutti/detail/finite.hpp>
 #include <tutti/detail/host_simd.hpp>
-#include <tutti/detail/noise_scale.hpp>
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/optimizers/row_sparse.hpp>
+#include <tutti/trainer/noise_scale.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/noise_scale.hpp
+/// @file trainer/noise_scale.hpp
 /// @brief The gradient noise scale B_simple = tr(Σ) / |G|² from gradients at two batch sizes
 /// (McCandlish, Kaplan, Amodei et al., "An Empirical Model of Large-Batch Training", 2018,
 /// appendix A.1), smoothed as the paper recommends.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/// @file detail/row_step_on_space.hpp
+/// @file trainer/row_step_on_space.hpp
 /// @brief The trainer's row-sparse step on a space the host cannot read (a GPU): the rows a
 /// step touched, per segment, as the model found them in the space's memory; the finite check
 /// and the zeroing over those rows and the dense segments, as kernels sized by the batch. No
