@@ -36,7 +36,6 @@
 #include <tutti/reducers/single_rank.hpp>
 #include <tutti/samplers/contiguous_shards.hpp>
 #include <tutti/samplers/owned_shards.hpp>
-#include <tutti/shard.hpp>
 #include <tutti/samplers/shuffled_shards.hpp>
 #include <tutti/schedules/constant.hpp>
 #include <tutti/schedules/cosine.hpp>
@@ -44,6 +43,7 @@
 #include <tutti/schedules/scaling.hpp>
 #include <tutti/schedules/step_decay.hpp>
 #include <tutti/schedules/warmup.hpp>
+#include <tutti/shard.hpp>
 #include <tutti/space/algorithms.hpp>
 #include <tutti/space/buffer.hpp>
 #include <tutti/space/host.hpp>

@@ -120,4 +120,40 @@ buffer<T, Space> make_buffer(const Space& space, std::span<const T> from) {
   return b;
 }
 
+namespace detail {
+
+/// Scratch memory of a space that only grows. Copying yields an empty scratch on the same
+/// space, so a model holding scratch stays copyable (each replica gets its own).
+template <class T, execution_space Space>
+class scratch_array {
+ public:
+  scratch_array() = default;
+  explicit scratch_array(const Space& space) : m_buf(0, space) {}
+  scratch_array(const scratch_array& o) : m_buf(0, o.m_buf.space()) {}
+  scratch_array& operator=(const scratch_array& o) {
+    if (this != &o) m_buf = buffer<T, Space>(0, o.m_buf.space());
+    return *this;
+  }
+  scratch_array(scratch_array&&) noexcept = default;
+  scratch_array& operator=(scratch_array&&) noexcept = default;
+  ~scratch_array() = default;
+
+  /// The memory (nullptr before the first `reserve`).
+  T* data() noexcept { return m_buf.data(); }
+  /// The memory (nullptr before the first `reserve`).
+  const T* data() const noexcept { return m_buf.data(); }
+
+  /// Returns room for at least `n` elements; contents are unspecified after a growth.
+  T* reserve(std::size_t n) {
+    // Grow only: reallocating on a device space may synchronise, so steady state must not.
+    if (m_buf.size() < n) m_buf.resize_discard(n);
+    return m_buf.data();
+  }
+
+ private:
+  buffer<T, Space> m_buf;
+};
+
+}  // namespace detail
+
 }  // namespace tutti

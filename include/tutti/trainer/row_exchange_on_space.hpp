@@ -10,6 +10,7 @@
 #include <tutti/config.hpp>
 #include <tutti/layout.hpp>
 #include <tutti/space/algorithms.hpp>
+#include <tutti/space/buffer.hpp>
 
 #include <thrust/sort.h>
 
