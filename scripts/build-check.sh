@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Compiles what scripts/test.sh does not build on a machine without a GPU, so that every source
+# is still compiled where CI runs: the benchmarks and, where nvcc is found, every nvcc translation
+# unit (the CUDA tests, the CUDA part of the `tutti` program, the GPU benchmark). Nothing is run.
+# The build folder is `build-check` beside `build`, or "${TUTTI_BUILD_DIR}-check". Exits non-zero
+# when anything fails to compile.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${TUTTI_BUILD_DIR:-${root}/build}-check"
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+bash "${root}/scripts/deps.sh"
+
+# Ninja: the CUDA part of the program is built as its object file alone (an output path of the
+# Ninja build), so the program's host translation units are not compiled a second time here.
+cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DTUTTI_BUILD_BENCHMARKS=ON -DTUTTI_ENABLE_CUDA=ON >/dev/null
+targets=(tutti_benchmarks)
+all="$(ninja -C "${build}" -t targets all)"
+if grep -q '^tests/tutti_cuda_tests:' <<<"${all}"; then
+  cuda_part="$(sed -nE 's#^(apps/CMakeFiles/tutti_cli\.dir/tutti/cuda_parts\.cu\.o):.*#\1#p' <<<"${all}")"
+  [[ -n "${cuda_part}" ]] || {
+    echo "scripts/build-check.sh: no object for apps/tutti/cuda_parts.cu in ${build}" >&2
+    exit 1
+  }
+  targets+=(tutti_cuda_tests "${cuda_part}")
+  echo "scripts/build-check.sh: the benchmarks and the nvcc translation units"
+else
+  echo "scripts/build-check.sh: the benchmarks (no nvcc here: no CUDA translation unit to compile)"
+fi
+cmake --build "${build}" -j "${jobs}" --target "${targets[@]}"
