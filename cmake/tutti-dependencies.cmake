@@ -10,6 +10,14 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 # zlib's crc32 checksums checkpoint files (include/tutti/checkpoint.hpp).
 find_package(ZLIB REQUIRED)
+# The JSON the library writes (the trainer's records, the plan, link profiles): nlohmann-json
+# (Debian's nlohmann-json3-dev), header-only.
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  message(FATAL_ERROR
+    "tutti: nlohmann-json 3 not found. Install it (Debian: nlohmann-json3-dev) or add it to the "
+    "project before tutti (its CMake package, nlohmann_json::nlohmann_json).")
+endif()
 
 if(NOT TARGET tutti::cccl)
   set(_tutti_cccl_hints)

@@ -141,7 +141,7 @@ TEST_CASE("links: named figures, lookup errors name the known links, custom link
   CHECK(c.latency_s() == doctest::Approx(3e-6));
   CHECK_THROWS_AS(tutti::custom_link(0, 1), tutti::invalid_argument);
   CHECK_THROWS_AS(tutti::custom_link(1, -1), tutti::invalid_argument);
-  const auto j = nlohmann::json::parse(tutti::link_profile_json(tutti::find_link("nvlink3")));
+  const nlohmann::json j = tutti::link_profile_json(tutti::find_link("nvlink3"));
   CHECK(j["name"] == "nvlink3");
   CHECK(j["gb_per_s"].get<double>() == doctest::Approx(300));
   CHECK(j["latency_us"].get<double>() == doctest::Approx(0.5));

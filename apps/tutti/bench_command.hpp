@@ -238,7 +238,7 @@ inline void write_link_profile(const bench_config& c, const bench_result& r,
                                const alpha_beta_fit& fit, const nlohmann::json& host,
                                const std::optional<nlohmann::json>& saved_step) {
   const link_profile link = fit.as_link(c.link_name);
-  nlohmann::json j = nlohmann::json::parse(link_profile_json(link));
+  nlohmann::json j = link_profile_json(link);
   std::vector<int> ranks;
   for (const auto& w : r.worlds) ranks.push_back(w.ranks);
   j["fit"] = {{"alpha_s", fit.alpha_s},
@@ -272,14 +272,13 @@ inline void write_bench_json(const bench_config& c, const bench_tables& t,
                     {"algbw_gbs", row.algbw_gbs},
                     {"busbw_gbs", row.busbw_gbs},
                     {"wrong", row.wrong}});
-  nlohmann::json j = {
-      {"benchmark", "allreduce"},
-      {"results", rows},
-      {"fits", t.fits},
-      {"host", host},
-      {"steps", t.steps},
-      {"link", fit ? nlohmann::json::parse(link_profile_json(fit->as_link(c.link_name)))
-                   : nlohmann::json()}};
+  nlohmann::json j = {{"benchmark", "allreduce"},
+                      {"results", rows},
+                      {"fits", t.fits},
+                      {"host", host},
+                      {"steps", t.steps},
+                      {"link", fit ? nlohmann::json(link_profile_json(fit->as_link(c.link_name)))
+                                   : nlohmann::json()}};
   write_json_file(c.json, j, "tutti bench allreduce --json");
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file detail/number_format.hpp
-/// @brief Text and JSON formatting shared by the trainer's records, the plan and the benchmark
-/// (numbers, units, escaping).
+/// @brief Text formatting shared by the trainer's messages, the plan and the benchmark (numbers,
+/// units, escaping for XML); the JSON they write is built in detail/json.hpp.
 #pragma once
 
 #include <cmath>
@@ -33,51 +33,6 @@ sfmt(const char* f, ...) {
 /// A number for a message: the shortest of %g's forms.
 inline std::string num(double v) {
   return sfmt("%g", v);
-}
-
-/// Significant digits of the numbers in the trainer's JSON-lines records: 9 give back any float
-/// exactly, and a record per step stays short.
-inline constexpr int log_record_digits = 9;
-
-/// Significant digits of the numbers in the JSON of a plan (`tutti plan --json`) and of a link
-/// profile (`tutti bench allreduce --save-link`).
-inline constexpr int report_digits = 12;
-
-/// A JSON number with `significant_digits` digits (`log_record_digits`, `report_digits`); JSON
-/// has no infinity or NaN, so those become null.
-inline std::string json_number(double v, int significant_digits) {
-  if (!std::isfinite(v)) return "null";
-  return sfmt("%.*g", significant_digits, v);
-}
-
-/// A JSON string literal with the characters JSON requires escaped.
-inline std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += sfmt("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        else
-          out += c;
-    }
-  }
-  return out + "\"";
 }
 
 /// Text escaped for XML/HTML content and attribute values.

@@ -4,6 +4,7 @@
 /// the cost model prices, and the topology of nodes x devices per node they join.
 #pragma once
 
+#include <tutti/detail/json.hpp>
 #include <tutti/detail/number_format.hpp>
 #include <tutti/error.hpp>
 
@@ -100,11 +101,11 @@ inline link_profile find_link(std::string_view name) {
 
 /// A link profile as one JSON object {name, gb_per_s, latency_us, source}, the format
 /// `tutti bench allreduce --save-link` writes and `tutti plan --link-file` reads.
-inline std::string link_profile_json(const link_profile& l) {
-  return "{\"name\": " + detail::json_string(l.name) +
-         ", \"gb_per_s\": " + detail::json_number(l.gb_per_s, detail::report_digits) +
-         ", \"latency_us\": " + detail::json_number(l.latency_us, detail::report_digits) +
-         ", \"source\": " + detail::json_string(l.source) + "}";
+inline detail::json link_profile_json(const link_profile& l) {
+  return {{"name", l.name},
+          {"gb_per_s", detail::json_number(l.gb_per_s, detail::report_digits)},
+          {"latency_us", detail::json_number(l.latency_us, detail::report_digits)},
+          {"source", l.source}};
 }
 
 /// N devices filled node by node: `devices_per_node` devices share a node over `intra`; nodes

@@ -4,11 +4,13 @@
 /// JSON (`plan_to_json`).
 #pragma once
 
+#include <tutti/detail/json.hpp>
 #include <tutti/detail/number_format.hpp>
 #include <tutti/plan/detail/plan_verdict.hpp>
 #include <tutti/plan/plan_types.hpp>
 #include <tutti/plan/projection.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -115,51 +117,179 @@ inline std::string format_plan(const plan_result& r) {
 
 namespace detail::plan {
 
-inline std::string reasons_json(const std::vector<plan_reason>& v) {
-  std::string j = "[";
-  for (std::size_t i = 0; i < v.size(); ++i)
-    j += std::string(i ? ", " : "") + "{\"name\": " + json_string(v[i].name) +
-         ", \"text\": " + json_string(v[i].text) + "}";
-  return j + "]";
+inline json reasons_json(const std::vector<plan_reason>& v) {
+  json out = json::array();
+  for (const auto& r : v) out.push_back({{"name", r.name}, {"text", r.text}});
+  return out;
 }
 
-// A row's whole-job fields: per_device_batch, steps_per_epoch, job_s, time_saved_s, job_cost,
-// extra_cost, beyond[] (the limits it exceeds).
-inline std::string job_json(const plan_inputs& in, const projection& p, const projection_row& x,
-                            double one_s) {
+// A row's whole-job fields, added to `row`: per_device_batch, steps_per_epoch, job_s,
+// time_saved_s, job_cost, extra_cost, samples_factor, loss_speedup, useful_share, beyond[] (the
+// limits it exceeds).
+inline void add_job_json(json& row, const plan_inputs& in, const projection& p,
+                         const projection_row& x, double one_s) {
   const double price = p.options.price_per_device_hour;
-  std::string beyond = "[";
-  for (const auto& name : row_limits(in, p, x))
-    beyond += std::string(beyond.size() > 1 ? ", " : "") + json_string(name);
-  return ", \"per_device_batch\": " + json_number(x.per_device_batch, report_digits) +
-         ", \"steps_per_epoch\": " + json_number(x.steps_per_epoch, report_digits) +
-         ", \"job_s\": " + json_number(job_seconds(in, x), report_digits) +
-         ", \"time_saved_s\": " + json_number(one_s - job_seconds(in, x), report_digits) +
-         ", \"job_cost\": " + json_number(job_cost(in, x), report_digits) + ", \"extra_cost\": " +
-         json_number(job_cost(in, x) - one_s / 3600.0 * price, report_digits) +
-         ", \"samples_factor\": " + json_number(x.samples_factor, report_digits) +
-         ", \"loss_speedup\": " + json_number(x.loss_speedup, report_digits) +
-         ", \"useful_share\": " + json_number(x.useful_share, report_digits) +
-         ", \"beyond\": " + beyond + "]";
+  const auto n = [](double v) {
+    return json_number(v, report_digits);
+  };
+  row["per_device_batch"] = n(x.per_device_batch);
+  row["steps_per_epoch"] = n(x.steps_per_epoch);
+  row["job_s"] = n(job_seconds(in, x));
+  row["time_saved_s"] = n(one_s - job_seconds(in, x));
+  row["job_cost"] = n(job_cost(in, x));
+  row["extra_cost"] = n(job_cost(in, x) - one_s / 3600.0 * price);
+  row["samples_factor"] = n(x.samples_factor);
+  row["loss_speedup"] = n(x.loss_speedup);
+  row["useful_share"] = n(x.useful_share);
+  row["beyond"] = row_limits(in, p, x);
 }
-
-}  // namespace detail::plan
-
-namespace detail::plan {
 
 // A memory forecast as JSON: the trainer's accounts, what the program holds beside them, and
 // the peak, in bytes (exact integers).
-inline std::string forecast_json(const memory_forecast& f) {
-  const auto n = [](std::uint64_t v) {
-    return std::to_string(v);
-  };
+inline json forecast_json(const memory_forecast& f) {
   const memory_accounts& t = f.trainer;
-  return "{\"parameters\": " + n(t.parameters) + ", \"gradients\": " + n(t.gradients) +
-         ", \"optimizer_state\": " + n(t.optimizer_state) + ", \"rows\": " + n(t.rows) +
-         ", \"step_buffers\": " + n(t.step_buffers) + ", \"shard\": " + n(t.shard) +
-         ", \"trainer_total\": " + n(t.total()) + ", \"data\": " + n(f.data) +
-         ", \"building\": " + n(f.building) + ", \"loading\": " + n(f.loading) +
-         ", \"process\": " + n(f.process) + ", \"peak\": " + n(f.peak()) + "}";
+  return {{"parameters", t.parameters},
+          {"gradients", t.gradients},
+          {"optimizer_state", t.optimizer_state},
+          {"rows", t.rows},
+          {"step_buffers", t.step_buffers},
+          {"shard", t.shard},
+          {"trainer_total", t.total()},
+          {"data", f.data},
+          {"building", f.building},
+          {"loading", f.loading},
+          {"process", f.process},
+          {"peak", f.peak()}};
+}
+
+// The question "does it fit?" with the bytes behind its answer.
+inline json fits_json(const plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  const auto n = [](double v) {
+    return json_number(v, report_digits);
+  };
+  return {{"answer", r.fit_answer},
+          {"fits", r.fits},
+          {"parameter_bytes", n(r.parameter_bytes)},
+          {"gradient_bytes", n(r.gradient_bytes)},
+          {"optimizer_bytes", n(r.optimizer_bytes)},
+          {"activation_bytes", n(r.activation_bytes)},
+          {"memory_bytes", n(r.memory_bytes)},
+          {"device_memory_bytes", n(in.device_memory_bytes)},
+          {"forecast", in.memory ? forecast_json(*in.memory) : json(nullptr)},
+          {"measured_peak_bytes",
+           in.measured_peak_bytes > 0 ? n(in.measured_peak_bytes) : json(nullptr)}};
+}
+
+// The question "is one device too slow?" with the times behind its answer.
+inline json data_json(const plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  const auto n = [](double v) {
+    return json_number(v, report_digits);
+  };
+  return {{"answer", r.data_answer},
+          {"needs_more_than_one", r.needs_more_than_one},
+          {"one_device_samples_per_s", n(r.one_device_samples_per_s)},
+          {"one_device_s", n(r.one_device_s)},
+          {"deadline_s", json_number(in.deadline_s, report_digits)},
+          {"reasonable_s", n(in.reasonable_s)},
+          {"samples_per_epoch", n(in.step.samples_per_epoch)},
+          {"epochs", n(in.epochs)}};
+}
+
+// The question "what does the topology cost?": the links, the scaling rule and a shared host.
+inline json topology_json(const plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  const projection_options& o = in.projection;
+  const auto n = [](double v) {
+    return json_number(v, report_digits);
+  };
+  json host = nullptr;
+  if (o.host.enabled()) {
+    const double threads =
+        o.host.measured_threads > 0
+            ? o.host.measured_threads
+            : o.host.threads_per_rank(std::min(in.step.world_size, o.devices_per_node));
+    host = {{"cores", n(o.host.cores)},
+            {"available_cores", n(o.host.available())},
+            {"measured_threads", n(threads)},
+            {"thread_speedup",
+             {{"data", n(o.host.thread_speedup.data)},
+              {"compute", n(o.host.thread_speedup.compute)},
+              {"optimizer", n(o.host.thread_speedup.optimizer)}}},
+            {"sync_s", n(o.host.sync_s)}};
+  }
+  return {{"answer", r.topology_answer},
+          {"devices_per_node", o.devices_per_node},
+          {"intra", link_profile_json(o.intra)},
+          {"inter", link_profile_json(o.inter)},
+          {"nics_per_node", o.nics_per_node},
+          {"scaling", to_string(o.scaling)},
+          {"exposed_ratio", n(r.proj.exposed_ratio)},
+          {"price_per_device_hour", n(o.price_per_device_hour)},
+          {"knee_fraction", n(o.knee_fraction)},
+          {"shared_host", host}};
+}
+
+// One row of the projection, with its whole-job fields.
+inline json row_json(const plan_inputs& in, const projection& p, const projection_row& x,
+                     double one_s) {
+  const auto n = [](double v) {
+    return json_number(v, report_digits);
+  };
+  json row = {{"devices", x.devices},
+              {"nodes", x.nodes},
+              {"algorithm", to_string(x.algorithm)},
+              {"global_batch", n(x.global_batch)},
+              {"step_s", n(x.step_s)},
+              {"samples_per_s", n(x.samples_per_s)},
+              {"speedup", n(x.speedup)},
+              {"efficiency", n(x.efficiency)},
+              {"reduce_total_s", n(x.reduce_total_s)},
+              {"reduce_exposed_s", n(x.reduce_exposed_s)},
+              {"threads_per_rank", n(x.threads_per_rank)},
+              {"host_factor", n(x.host_factor)},
+              {"sync_s", n(x.sync_s)},
+              {"epoch_s", n(x.epoch_s)},
+              {"device_hours_per_epoch", n(x.device_hours_per_epoch)},
+              {"cost_per_epoch", n(x.cost_per_epoch)},
+              {"marginal_cost", n(x.marginal_cost)}};
+  add_job_json(row, in, p, x, one_s);
+  return row;
+}
+
+// The plan under the other scaling rule: its verdict and the whole job on each N.
+inline json other_scaling_json(const plan_inputs& in, const plan_alternative& a) {
+  json rows = json::array();
+  for (const projection_row& x : a.proj.rows) {
+    json row = {{"devices", x.devices},
+                {"global_batch", json_number(x.global_batch, report_digits)},
+                {"step_s", json_number(x.step_s, report_digits)},
+                {"speedup", json_number(x.speedup, report_digits)}};
+    add_job_json(row, in, a.proj, x, a.one_device_s);
+    rows.push_back(std::move(row));
+  }
+  return {{"scaling", to_string(a.proj.options.scaling)},
+          {"verdict", to_string(a.verdict)},
+          {"devices", a.devices},
+          {"verdict_text", a.verdict_text},
+          {"binding", reasons_json(a.binding)},
+          {"one_device_s", json_number(a.one_device_s, report_digits)},
+          {"rows", rows}};
+}
+
+// The noise scale's part of the plan, or null without one.
+inline json noise_scale_json(const plan_result& r) {
+  const plan_inputs& in = r.inputs;
+  if (!in.noise_scale) return nullptr;
+  return {{"b_noise", json_number(in.noise_scale->b_noise, report_digits)},
+          {"at_least", in.noise_scale->at_least},
+          {"source", in.noise_scale->source},
+          {"useful_fraction", json_number(in.useful_fraction, report_digits)},
+          {"noise_knee", json_optional(r.proj.noise_knee)},
+          {"last_useful", r.proj.b_noise ? json(r.proj.last_useful) : json(nullptr)},
+          {"crossed_at", json_optional(r.proj.noise_crossed_at)},
+          {"answer", r.noise_answer}};
 }
 
 }  // namespace detail::plan
@@ -177,146 +307,46 @@ inline std::string forecast_json(const memory_forecast& f) {
 /// answer} or null}. With a resolved noise scale the whole-job fields are to the same loss.
 /// Infinite marginal costs and absent values are null.
 inline std::string plan_to_json(const plan_result& r) {
+  using detail::json;
   using detail::json_number;
-  using detail::json_string;
   using detail::report_digits;
-  const auto opt_int = [](const std::optional<int>& v) {
-    return v ? std::to_string(*v) : std::string("null");
-  };
+  namespace f = detail::plan;
   const plan_inputs& in = r.inputs;
-  std::string j = "{\n";
-  j += "  \"verdict\": " + json_string(to_string(r.verdict)) + ",\n";
-  j += "  \"devices\": " + std::to_string(r.devices) + ",\n";
-  j += "  \"verdict_text\": " + json_string(r.verdict_text) + ",\n";
-  j += "  \"reasons\": [";
-  for (std::size_t i = 0; i < r.reasons.size(); ++i)
-    j += (i ? ", " : "") + json_string(r.reasons[i]);
-  j += "],\n  \"binding\": " + detail::plan::reasons_json(r.binding);
-  j += ",\n  \"cautions\": " + detail::plan::reasons_json(r.cautions);
-  j += ",\n  \"limits\": {\"reasonable_s\": " + json_number(in.reasonable_s, report_digits) +
-       ", \"min_steps_per_epoch\": " + json_number(in.min_steps_per_epoch, report_digits) +
-       ", \"max_batch_from_data\": " + json_number(r.max_batch_from_data, report_digits) +
-       ", \"max_safe_batch\": " +
-       (in.max_safe_batch ? json_number(*in.max_safe_batch, report_digits) : "null") +
-       ", \"wanted_devices\": " + opt_int(r.wanted_devices) + "}";
-  j += ",\n  \"batch\": ";
+  json batch = nullptr;
   if (in.max_safe_batch)
-    j += "{\"max_safe_batch\": " + json_number(*in.max_safe_batch, report_digits) +
-         ", \"global_batch\": " + json_number(r.advised_global_batch, report_digits) +
-         ", \"exceeds\": " + (r.batch_exceeds_safe ? "true" : "false") +
-         ", \"max_devices_within\": " + std::to_string(r.max_devices_within_batch) +
-         ", \"per_device_batch_within\": " + json_number(r.per_device_batch_within, report_digits) +
-         ", \"answer\": " + json_string(r.batch_answer) + "}";
-  else
-    j += "null";
-  j += ",\n  \"questions\": {\n";
-  j += "    \"fits\": {\"answer\": " + json_string(r.fit_answer) +
-       ", \"fits\": " + (r.fits ? "true" : "false") +
-       ", \"parameter_bytes\": " + json_number(r.parameter_bytes, report_digits) +
-       ", \"gradient_bytes\": " + json_number(r.gradient_bytes, report_digits) +
-       ", \"optimizer_bytes\": " + json_number(r.optimizer_bytes, report_digits) +
-       ", \"activation_bytes\": " + json_number(r.activation_bytes, report_digits) +
-       ", \"memory_bytes\": " + json_number(r.memory_bytes, report_digits) +
-       ", \"device_memory_bytes\": " + json_number(in.device_memory_bytes, report_digits) +
-       ", \"forecast\": " + (in.memory ? detail::plan::forecast_json(*in.memory) : "null") +
-       ", \"measured_peak_bytes\": " +
-       (in.measured_peak_bytes > 0 ? json_number(in.measured_peak_bytes, report_digits) : "null") +
-       "},\n";
-  j += "    \"data\": {\"answer\": " + json_string(r.data_answer) +
-       ", \"needs_more_than_one\": " + (r.needs_more_than_one ? "true" : "false") +
-       ", \"one_device_samples_per_s\": " + json_number(r.one_device_samples_per_s, report_digits) +
-       ", \"one_device_s\": " + json_number(r.one_device_s, report_digits) + ", \"deadline_s\": " +
-       (in.deadline_s ? json_number(*in.deadline_s, report_digits) : "null") +
-       ", \"reasonable_s\": " + json_number(in.reasonable_s, report_digits) +
-       ", \"samples_per_epoch\": " + json_number(in.step.samples_per_epoch, report_digits) +
-       ", \"epochs\": " + json_number(in.epochs, report_digits) + "},\n";
-  const projection_options& o = in.projection;
-  j +=
-      "    \"topology\": {\"answer\": " + json_string(r.topology_answer) +
-      ", \"devices_per_node\": " + std::to_string(o.devices_per_node) +
-      ", \"intra\": " + link_profile_json(o.intra) + ", \"inter\": " + link_profile_json(o.inter) +
-      ", \"nics_per_node\": " + std::to_string(o.nics_per_node) +
-      ", \"scaling\": " + json_string(to_string(o.scaling)) +
-      ", \"exposed_ratio\": " + json_number(r.proj.exposed_ratio, report_digits) +
-      ", \"price_per_device_hour\": " + json_number(o.price_per_device_hour, report_digits) +
-      ", \"knee_fraction\": " + json_number(o.knee_fraction, report_digits) +
-      ", \"shared_host\": " +
-      (o.host.enabled()
-           ? "{\"cores\": " + json_number(o.host.cores, report_digits) + ", \"available_cores\": " +
-                 json_number(o.host.available(), report_digits) + ", \"measured_threads\": " +
-                 json_number(o.host.measured_threads > 0
-                                 ? o.host.measured_threads
-                                 : o.host.threads_per_rank(
-                                       std::min(in.step.world_size, o.devices_per_node)),
-                             report_digits) +
-                 ", \"thread_speedup\": {\"data\": " +
-                 json_number(o.host.thread_speedup.data, report_digits) +
-                 ", \"compute\": " + json_number(o.host.thread_speedup.compute, report_digits) +
-                 ", \"optimizer\": " + json_number(o.host.thread_speedup.optimizer, report_digits) +
-                 "}" + ", \"sync_s\": " + json_number(o.host.sync_s, report_digits) + "}"
-           : std::string("null")) +
-      "}\n  },\n";
-  j += "  \"rows\": [";
-  for (std::size_t i = 0; i < r.proj.rows.size(); ++i) {
-    const projection_row& x = r.proj.rows[i];
-    j += std::string(i ? "," : "") + "\n    {\"devices\": " + std::to_string(x.devices) +
-         ", \"nodes\": " + std::to_string(x.nodes) +
-         ", \"algorithm\": " + json_string(to_string(x.algorithm)) +
-         ", \"global_batch\": " + json_number(x.global_batch, report_digits) +
-         ", \"step_s\": " + json_number(x.step_s, report_digits) +
-         ", \"samples_per_s\": " + json_number(x.samples_per_s, report_digits) +
-         ", \"speedup\": " + json_number(x.speedup, report_digits) +
-         ", \"efficiency\": " + json_number(x.efficiency, report_digits) +
-         ", \"reduce_total_s\": " + json_number(x.reduce_total_s, report_digits) +
-         ", \"reduce_exposed_s\": " + json_number(x.reduce_exposed_s, report_digits) +
-         ", \"threads_per_rank\": " + json_number(x.threads_per_rank, report_digits) +
-         ", \"host_factor\": " + json_number(x.host_factor, report_digits) +
-         ", \"sync_s\": " + json_number(x.sync_s, report_digits) +
-         ", \"epoch_s\": " + json_number(x.epoch_s, report_digits) +
-         ", \"device_hours_per_epoch\": " + json_number(x.device_hours_per_epoch, report_digits) +
-         ", \"cost_per_epoch\": " + json_number(x.cost_per_epoch, report_digits) +
-         ", \"marginal_cost\": " + json_number(x.marginal_cost, report_digits) +
-         detail::plan::job_json(in, r.proj, x, r.one_device_s) + "}";
-  }
-  j += r.proj.rows.empty() ? "],\n" : "\n  ],\n";
-  j += "  \"other_scaling\": ";
-  if (r.other_scaling) {
-    const plan_alternative& a = *r.other_scaling;
-    j += "{\"scaling\": " + json_string(to_string(a.proj.options.scaling)) +
-         ", \"verdict\": " + json_string(to_string(a.verdict)) +
-         ", \"devices\": " + std::to_string(a.devices) +
-         ", \"verdict_text\": " + json_string(a.verdict_text) +
-         ", \"binding\": " + detail::plan::reasons_json(a.binding) +
-         ", \"one_device_s\": " + json_number(a.one_device_s, report_digits) + ", \"rows\": [";
-    for (std::size_t i = 0; i < a.proj.rows.size(); ++i) {
-      const projection_row& x = a.proj.rows[i];
-      j += std::string(i ? ", " : "") + "{\"devices\": " + std::to_string(x.devices) +
-           ", \"global_batch\": " + json_number(x.global_batch, report_digits) +
-           ", \"step_s\": " + json_number(x.step_s, report_digits) +
-           ", \"speedup\": " + json_number(x.speedup, report_digits) +
-           detail::plan::job_json(in, a.proj, x, a.one_device_s) + "}";
-    }
-    j += "]}";
-  } else
-    j += "null";
-  j += ",\n";
-  j += "  \"knee\": " + opt_int(r.proj.knee) + ",\n";
-  j += "  \"last_worthwhile\": " +
-       (r.proj.rows.empty() ? std::string("null") : std::to_string(r.proj.last_worthwhile)) + ",\n";
-  j += "  \"deadline_met_at\": " + opt_int(r.deadline_met_at) + ",\n";
-  j += "  \"noise_scale\": ";
-  if (in.noise_scale)
-    j += "{\"b_noise\": " + json_number(in.noise_scale->b_noise, report_digits) +
-         ", \"at_least\": " + (in.noise_scale->at_least ? "true" : "false") +
-         ", \"source\": " + json_string(in.noise_scale->source) +
-         ", \"useful_fraction\": " + json_number(in.useful_fraction, report_digits) +
-         ", \"noise_knee\": " + opt_int(r.proj.noise_knee) + ", \"last_useful\": " +
-         (r.proj.b_noise ? std::to_string(r.proj.last_useful) : std::string("null")) +
-         ", \"crossed_at\": " + opt_int(r.proj.noise_crossed_at) +
-         ", \"answer\": " + json_string(r.noise_answer) + "}\n}\n";
-  else
-    j += "null\n}\n";
-  return j;
+    batch = {{"max_safe_batch", json_number(*in.max_safe_batch, report_digits)},
+             {"global_batch", json_number(r.advised_global_batch, report_digits)},
+             {"exceeds", r.batch_exceeds_safe},
+             {"max_devices_within", r.max_devices_within_batch},
+             {"per_device_batch_within", json_number(r.per_device_batch_within, report_digits)},
+             {"answer", r.batch_answer}};
+  json rows = json::array();
+  for (const projection_row& x : r.proj.rows)
+    rows.push_back(f::row_json(in, r.proj, x, r.one_device_s));
+  const json j = {
+      {"verdict", to_string(r.verdict)},
+      {"devices", r.devices},
+      {"verdict_text", r.verdict_text},
+      {"reasons", r.reasons},
+      {"binding", f::reasons_json(r.binding)},
+      {"cautions", f::reasons_json(r.cautions)},
+      {"limits",
+       {{"reasonable_s", json_number(in.reasonable_s, report_digits)},
+        {"min_steps_per_epoch", json_number(in.min_steps_per_epoch, report_digits)},
+        {"max_batch_from_data", json_number(r.max_batch_from_data, report_digits)},
+        {"max_safe_batch", json_number(in.max_safe_batch, report_digits)},
+        {"wanted_devices", detail::json_optional(r.wanted_devices)}}},
+      {"batch", batch},
+      {"questions",
+       {{"fits", f::fits_json(r)}, {"data", f::data_json(r)}, {"topology", f::topology_json(r)}}},
+      {"rows", rows},
+      {"other_scaling",
+       r.other_scaling ? f::other_scaling_json(in, *r.other_scaling) : json(nullptr)},
+      {"knee", detail::json_optional(r.proj.knee)},
+      {"last_worthwhile", r.proj.rows.empty() ? json(nullptr) : json(r.proj.last_worthwhile)},
+      {"deadline_met_at", detail::json_optional(r.deadline_met_at)},
+      {"noise_scale", f::noise_scale_json(r)}};
+  return j.dump(2) + "\n";
 }
 
 }  // namespace tutti

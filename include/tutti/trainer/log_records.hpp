@@ -4,7 +4,7 @@
 /// for the global batch) and the warning of a batch grown past its reference with no scaling.
 #pragma once
 
-#include <tutti/detail/number_format.hpp>
+#include <tutti/detail/json.hpp>
 #include <tutti/schedules/scaling.hpp>
 
 #include <cmath>
@@ -25,12 +25,15 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 inline std::string step_record(int rank, std::size_t epoch, std::size_t step,
                                std::size_t global_step, double loss, double samples, double lr,
                                double seconds) {
-  return "{\"rank\":" + std::to_string(rank) + ",\"epoch\":" + std::to_string(epoch) +
-         ",\"step\":" + std::to_string(step) + ",\"global_step\":" + std::to_string(global_step) +
-         ",\"loss\":" + json_number(loss, log_record_digits) +
-         ",\"samples\":" + json_number(samples, log_record_digits) +
-         ",\"lr\":" + json_number(lr, log_record_digits) +
-         ",\"seconds\":" + json_number(seconds, log_record_digits) + "}";
+  return json{{"rank", rank},
+              {"epoch", epoch},
+              {"step", step},
+              {"global_step", global_step},
+              {"loss", json_number(loss, log_record_digits)},
+              {"samples", json_number(samples, log_record_digits)},
+              {"lr", json_number(lr, log_record_digits)},
+              {"seconds", json_number(seconds, log_record_digits)}}
+      .dump();
 }
 
 /// What the learning rate was derived from: the rule, the batches and the warmup.
@@ -43,12 +46,16 @@ struct learning_rate_facts {
 
 /// Rank 0's record of the rate derived for the global batch.
 inline std::string learning_rate_record(const learning_rate_facts& f) {
-  return "{\"rank\":0,\"event\":\"learning_rate\",\"world_size\":" + std::to_string(f.world_size) +
-         ",\"global_batch\":" + std::to_string(f.global_batch) +
-         ",\"reference_batch\":" + std::to_string(f.reference_batch) + ",\"scaling\":\"" +
-         to_string(f.scaling) + "\",\"base_lr\":" + json_number(f.base_lr, log_record_digits) +
-         ",\"lr\":" + json_number(f.lr, log_record_digits) +
-         ",\"warmup_steps\":" + std::to_string(f.warmup_steps) + "}";
+  return json{{"rank", 0},
+              {"event", "learning_rate"},
+              {"world_size", f.world_size},
+              {"global_batch", f.global_batch},
+              {"reference_batch", f.reference_batch},
+              {"scaling", to_string(f.scaling)},
+              {"base_lr", json_number(f.base_lr, log_record_digits)},
+              {"lr", json_number(f.lr, log_record_digits)},
+              {"warmup_steps", f.warmup_steps}}
+      .dump();
 }
 
 /// The warning of a global batch `growth` times its reference with no scaling rule, whose local
