@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Compiles what scripts/test.sh does not build on a machine without a GPU, so that every source
 # is still compiled where CI runs: the benchmarks and, where nvcc is found, every nvcc translation
-# unit (the CUDA tests, the CUDA part of the `tutti` program, the GPU benchmark). Nothing is run.
-# The build folder is `build-check` beside `build`, or "${TUTTI_BUILD_DIR}-check". Exits non-zero
-# when anything fails to compile.
+# unit (the CUDA tests, the CUDA part of the `tutti` program, the GPU benchmark). Then runs the
+# tests labelled build_check, which scripts/test.sh leaves out: every public header compiled on its
+# own (header_check) and the package consumers (FetchContent, find_package, each component), each
+# configured, built and run as a user's project would be. The build folder is `build-check`
+# beside `build`, or "${TUTTI_BUILD_DIR}-check". Exits non-zero when anything fails to compile or a
+# test fails.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,3 +34,4 @@ else
   echo "scripts/build-check.sh: the benchmarks (no nvcc here: no CUDA translation unit to compile)"
 fi
 cmake --build "${build}" -j "${jobs}" --target "${targets[@]}"
+bash "${root}/scripts/run-ctest.sh" "${build}" -L build_check

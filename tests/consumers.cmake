@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Consumer projects (label consumer), included from tests/CMakeLists.txt after mpi.cmake:
+# Consumer projects (labels consumer and build_check: scripts/build-check.sh runs them),
+# included from tests/CMakeLists.txt after mpi.cmake:
 #   consumer.fetchcontent        examples/consumer-fetchcontent: tutti as a subproject, with every
 #                                component target this build found linked from the consumer
 #   consumer.find_package        examples/consumer-find-package against an installed tutti
@@ -63,5 +64,5 @@ foreach(component IN LISTS TUTTI_PACKAGE_COMPONENTS)
   list(APPEND tutti_consumer_tests ${name})
 endforeach()
 set_tests_properties(${tutti_consumer_tests} PROPERTIES
-  TIMEOUT 300 RUN_SERIAL TRUE LABELS consumer
+  TIMEOUT 300 RUN_SERIAL TRUE LABELS "consumer;build_check"
   SKIP_REGULAR_EXPRESSION "${tutti_consumer_skip}")
