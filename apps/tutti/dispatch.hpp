@@ -4,6 +4,8 @@
 // once; they launch their host ranks with the library's `tutti::run_host_ranks`.
 #pragma once
 
+#include "names.hpp"
+
 #include <tutti/error.hpp>
 #include <tutti/metrics.hpp>
 #include <tutti/models/logistic_regression.hpp>
@@ -22,7 +24,7 @@ namespace tutti::cli {
 
 /// A model as the command line describes it.
 struct model_settings {
-  std::string name = "mf";                         // mf, ncf or lr
+  model_choice name = model_choice::mf;
   int dim = 32;                                    // mf: embedding dimension
   std::size_t gmf_dim = 32;                        // ncf: the GMF branch's dimension
   std::vector<std::size_t> layers = {64, 32, 16};  // ncf: widths of the MLP's dense layers
@@ -30,12 +32,12 @@ struct model_settings {
 };
 
 /// Whether this build can train `name` (neural_cf needs a CBLAS).
-inline bool model_available(const std::string& name) {
+inline bool model_available(model_choice name) {
 #if TUTTI_HAS_BLAS
   (void)name;
   return true;
 #else
-  return name != "ncf";
+  return name != model_choice::ncf;
 #endif
 }
 
@@ -48,13 +50,13 @@ void with_model(const model_settings& m, std::int32_t users, std::int32_t items,
   const auto bias = [loss](float mean) {
     return loss == loss_kind::squared ? mean : 0.f;
   };
-  if (m.name == "mf") {
+  if (m.name == model_choice::mf) {
     use([=](const Space& space, float mean) {
       return models::matrix_factorization<Space>(
           {.dim = m.dim, .l2 = m.l2, .loss = loss, .global_bias_init = bias(mean)}, users, items,
           space);
     });
-  } else if (m.name == "ncf") {
+  } else if (m.name == model_choice::ncf) {
 #if TUTTI_HAS_BLAS
     use([=](const Space& space, float mean) {
       return models::neural_cf<Space>({.gmf_dim = m.gmf_dim,

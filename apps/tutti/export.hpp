@@ -10,6 +10,7 @@
 #pragma once
 
 #include "json_output.hpp"
+#include "names.hpp"
 
 #include <tutti/error.hpp>
 #include <tutti/models/mf_export.hpp>
@@ -119,8 +120,8 @@ inline void check_manifest_agrees(const nlohmann::json& manifest, const models::
 template <class Config>
 void check_export(const Config& c) {
   if (c.export_dir.empty()) return;
-  TUTTI_EXPECTS(c.model == "mf", "tutti train",
-                "--export with --model " + c.model +
+  TUTTI_EXPECTS(c.model == model_choice::mf, "tutti train",
+                "--export with --model " + choice_name(c.model) +
                     ": the export holds a matrix factorisation's factors and biases; expected "
                     "--model mf");
   const std::filesystem::path dir = c.export_dir;
@@ -181,7 +182,7 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
   if (e.user_names) j["files"]["user_names"] = name_file("user_names", *e.user_names);
   if (e.item_names) j["files"]["item_names"] = name_file("item_names", *e.item_names);
   j["optimizer_state"] = {
-      {"optimizer", c.optimizer},
+      {"optimizer", choice_name(c.optimizer)},
       {"momentum", c.momentum},
       {"steps", steps},
       {"carried", e.state.has_value()},
@@ -195,15 +196,15 @@ nlohmann::json export_manifest(const Config& c, const Data& d, const models::mf_
                {"items", ni},
                {"train_rows", d.parts.train.size()},
                {"seen_rows", d.rank_local ? "rank 0's sealed shard only" : "all training rows"}};
-  j["options"] = {{"model", c.model},
+  j["options"] = {{"model", choice_name(c.model)},
                   {"dim", c.dim},
                   {"l2", c.l2},
                   {"epochs", c.epochs},
                   {"batch", c.batch},
                   {"lr", c.lr},
-                  {"optimizer", c.optimizer},
-                  {"schedule", c.schedule},
-                  {"scaling", c.scaling},
+                  {"optimizer", choice_name(c.optimizer)},
+                  {"schedule", choice_name(c.schedule)},
+                  {"scaling", choice_name(c.scaling)},
                   {"warmup_steps", c.warmup_steps},
                   {"ranks", c.ranks},
                   {"seed", c.seed},

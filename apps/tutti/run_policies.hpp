@@ -4,6 +4,8 @@
 // ordinary models of `tutti::lr_schedule` and `tutti::optimizer` that hold a std::variant.
 #pragma once
 
+#include "names.hpp"
+
 #include <tutti/tutti.hpp>
 
 #include <algorithm>
@@ -197,29 +199,40 @@ struct run_optimizer {
   }
 };
 
-/// The schedule called `name` with `warmup_steps` of linear warmup in front.
-inline run_schedule make_schedule(const std::string& name, std::size_t warmup_steps) {
-  if (name == "constant") return {warmup<constant>{.warmup_steps = warmup_steps}, warmup_steps};
-  if (name == "step") return {warmup<step_decay>{.warmup_steps = warmup_steps}, warmup_steps};
-  if (name == "cosine") return {warmup<cosine>{.warmup_steps = warmup_steps}, warmup_steps};
-  if (name == "poly") return {warmup<polynomial>{.warmup_steps = warmup_steps}, warmup_steps};
-  tutti::detail::throw_invalid(
-      "tutti train", "unknown --schedule '" + name + "'; expected constant, step, cosine or poly");
+/// The schedule `name` chooses, with `warmup_steps` of linear warmup in front.
+inline run_schedule make_schedule(schedule_choice name, std::size_t warmup_steps) {
+  switch (name) {
+    case schedule_choice::constant:
+      return {warmup<constant>{.warmup_steps = warmup_steps}, warmup_steps};
+    case schedule_choice::step:
+      return {warmup<step_decay>{.warmup_steps = warmup_steps}, warmup_steps};
+    case schedule_choice::cosine:
+      return {warmup<cosine>{.warmup_steps = warmup_steps}, warmup_steps};
+    case schedule_choice::poly:
+      return {warmup<polynomial>{.warmup_steps = warmup_steps}, warmup_steps};
+  }
+  tutti::detail::throw_invalid("tutti train", "a schedule without a name");
 }
 
-/// The optimizer called `name`.
-inline run_optimizer make_optimizer(const std::string& name, float momentum, float weight_decay) {
-  if (name == "sgd") return {sgd{.momentum = momentum, .weight_decay = weight_decay}};
-  if (name == "adam") return {adam{.weight_decay = weight_decay}};
-  if (name == "lars") return {lars{.momentum = momentum, .weight_decay = weight_decay}};
-  if (name == "lamb") return {lamb{.weight_decay = weight_decay}};
-  if (name == "lazy-adam") return {lazy_adam{.weight_decay = weight_decay}};
-  if (name == "rowwise-adagrad") return {rowwise_adagrad{}};
-  if (name == "row-sparse-sgd")
-    return {row_sparse_sgd{.momentum = momentum, .weight_decay = weight_decay}};
-  tutti::detail::throw_invalid("tutti train", "unknown --optimizer '" + name +
-                                                  "'; expected sgd, adam, lars, lamb, lazy-adam, "
-                                                  "rowwise-adagrad or row-sparse-sgd");
+/// The optimizer `name` chooses.
+inline run_optimizer make_optimizer(optimizer_choice name, float momentum, float weight_decay) {
+  switch (name) {
+    case optimizer_choice::sgd:
+      return {sgd{.momentum = momentum, .weight_decay = weight_decay}};
+    case optimizer_choice::adam:
+      return {adam{.weight_decay = weight_decay}};
+    case optimizer_choice::lars:
+      return {lars{.momentum = momentum, .weight_decay = weight_decay}};
+    case optimizer_choice::lamb:
+      return {lamb{.weight_decay = weight_decay}};
+    case optimizer_choice::lazy_adam:
+      return {lazy_adam{.weight_decay = weight_decay}};
+    case optimizer_choice::rowwise_adagrad:
+      return {rowwise_adagrad{}};
+    case optimizer_choice::row_sparse_sgd:
+      return {row_sparse_sgd{.momentum = momentum, .weight_decay = weight_decay}};
+  }
+  tutti::detail::throw_invalid("tutti train", "an optimizer without a name");
 }
 
 }  // namespace tutti::cli

@@ -99,7 +99,7 @@ void load_datasets(const study_config& c, detail::study_outcome& o) {
     o.data.push_back(std::move(*d));
   }
   for (const auto& m : c.models) {
-    if (!model_available(m)) {
+    if (!model_available(*choice_named<model_choice>(m))) {
       o.skipped.push_back("model " + m +
                           ": this tutti was built without a CBLAS (neural_cf "
                           "needs one)");
@@ -146,7 +146,7 @@ class study_panels {
     for (const auto& model : m_o.models)
       for (const auto& d : m_o.data) {
         const loss_kind loss = d.implicit ? loss_kind::logistic : loss_kind::squared;
-        const model_settings m{.name = model,
+        const model_settings m{.name = *choice_named<model_choice>(model),
                                .dim = m_c.dim,
                                .gmf_dim = m_c.gmf_dim,
                                .layers = m_c.layers,
@@ -160,7 +160,7 @@ class study_panels {
   }
 
  private:
-  bool uses(const char* optimizer) const {
+  bool uses(optimizer_choice optimizer) const {
     return std::any_of(m_recipes.begin(), m_recipes.end(),
                        [&](const auto& r) { return r.optimizer == optimizer; });
   }
@@ -171,11 +171,11 @@ class study_panels {
     std::vector<detail::study_trial> trials;
     const double base_lr =
         m_c.base_lr ? *m_c.base_lr
-        : uses("adam")
+        : uses(optimizer_choice::adam)
             ? detail::tune_rate(m_c, d, run, detail::recipe_named("same"), m_c.tune_lrs, trials)
             : 0.0;
     const double lamb_lr = m_c.lamb_lr ? *m_c.lamb_lr
-                           : uses("lamb")
+                           : uses(optimizer_choice::lamb)
                                ? detail::tune_rate(m_c, d, run, detail::recipe_named("lamb"),
                                                    m_c.tune_lamb_lrs, trials)
                                : 0.0;
@@ -184,8 +184,8 @@ class study_panels {
     const std::size_t first = m_o.cells.size();
     for (const std::size_t batch : m_c.batches)
       for (const auto& recipe : m_recipes)
-        m_o.cells.push_back(
-            cell(model, d, run, batch, recipe, recipe.optimizer == "lamb" ? lamb_lr : base_lr));
+        m_o.cells.push_back(cell(model, d, run, batch, recipe,
+                                 recipe.optimizer == optimizer_choice::lamb ? lamb_lr : base_lr));
     compare(model, d, first, base_lr, lamb_lr);
     m_o.tuning.push_back(std::move(trials));
   }

@@ -86,29 +86,29 @@ void check_train_outputs(const train_config& c) {
 void check_settings(const train_config& c, bool leader) {
   check_batch(c);
 #if defined(TUTTI_CLI_CUDA)
-  TUTTI_EXPECTS(c.space != "cuda" || detail::visible_cuda_devices() > 0, "tutti train",
+  TUTTI_EXPECTS(c.space != space_choice::cuda || detail::visible_cuda_devices() > 0, "tutti train",
                 "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #endif
   if (leader) check_train_outputs(c);
   if (leader) check_export(c);
-  TUTTI_EXPECTS(c.init_from.empty() || c.model == "mf", "tutti train",
-                "--init-from with --model " + c.model +
+  TUTTI_EXPECTS(c.init_from.empty() || c.model == model_choice::mf, "tutti train",
+                "--init-from with --model " + choice_name(c.model) +
                     ": an export holds a matrix factorisation; expected --model mf");
   if (is_list_loss(loss_of(c, true))) {
     TUTTI_EXPECTS(sampled_negatives_of(c) > 0, "tutti train",
-                  "--loss " + c.loss +
+                  "--loss " + choice_name(c.loss) +
                       " ranks each positive above its sampled negatives and there are none; "
                       "expected --sampled-negatives K (4 by default with --feedback implicit)");
-    TUTTI_EXPECTS(c.model != "lr", "tutti train",
-                  "--loss " + c.loss +
+    TUTTI_EXPECTS(c.model != model_choice::lr, "tutti train",
+                  "--loss " + choice_name(c.loss) +
                       " with --model lr: a logistic regression scores rows one by one; expected "
                       "--model mf or ncf, or --loss logistic");
   }
-  TUTTI_EXPECTS(c.compress == "none" || c.space == "host", "tutti train",
-                "--compress " + c.compress +
+  TUTTI_EXPECTS(c.compress == compress_choice::none || c.space == space_choice::host, "tutti train",
+                "--compress " + choice_name(c.compress) +
                     " with --space cuda: compressed reduction runs on host ranks only for now; "
                     "expected --compress none or --space host");
-  TUTTI_EXPECTS(c.trace.empty() || c.space == "host", "tutti train",
+  TUTTI_EXPECTS(c.trace.empty() || c.space == space_choice::host, "tutti train",
                 "--trace with --space cuda: a device space's phases are GPU events resolved in "
                 "batches and are not traced; expected --space host");
 }
@@ -139,7 +139,7 @@ checkpoint_state find_resume(const train_config& c, bool leader) {
 /// header's note: how many more values the dense step updates than a row-sparse one would, and
 /// which optimizers take the row-sparse step. Empty otherwise.
 std::string dense_default_note(const train_config& c, const detail::loaded_data& d) {
-  if (c.optimizer_given || c.optimizer != "adam" || (c.model != "mf" && c.model != "ncf"))
+  if (c.optimizer_given || c.optimizer != optimizer_choice::adam || c.model == model_choice::lr)
     return {};
   const auto users = static_cast<double>(d.users);
   const auto items = static_cast<double>(d.items);
@@ -195,22 +195,23 @@ void print_header(const train_config& c, const detail::loaded_data& d) {
         n.items_new);
   if (d.warm && d.warm_state)
     std::printf("  the optimizer (%s) goes on from the export's state, after %llu steps\n",
-                c.optimizer.c_str(), static_cast<unsigned long long>(d.warm_steps));
+                choice_name(c.optimizer).c_str(), static_cast<unsigned long long>(d.warm_steps));
   else if (d.warm)
-    std::printf("  the optimizer (%s) starts afresh: %s\n", c.optimizer.c_str(),
+    std::printf("  the optimizer (%s) starts afresh: %s\n", choice_name(c.optimizer).c_str(),
                 d.warm_state_why.c_str());
   if (const std::size_t k = sampled_negatives_of(c); k > 0)
     std::printf(
         "  %zu negatives sampled per positive in each step (%s%s), not taken by its "
         "learner\n",
-        k, c.negative_sampler.c_str(),
-        c.negative_sampler == "popularity"
+        k, choice_name(c.negatives_from).c_str(),
+        c.negatives_from == negative_sampler::popularity
             ? (" count^" + std::to_string(c.negative_alpha).substr(0, 4)).c_str()
             : "");
   std::printf(
       "  model %s (%s loss), %d rank(s), global batch %zu, %s lr %g (%s scaling), %s schedule\n",
-      c.model.c_str(), to_string(loss_of(c, implicit)), c.ranks, c.batch, c.optimizer.c_str(), c.lr,
-      c.scaling.c_str(), c.schedule.c_str());
+      choice_name(c.model).c_str(), to_string(loss_of(c, implicit)), c.ranks, c.batch,
+      choice_name(c.optimizer).c_str(), c.lr, choice_name(c.scaling).c_str(),
+      choice_name(c.schedule).c_str());
   if (const std::string note = dense_default_note(c, d); !note.empty())
     std::printf("  note: %s\n", note.c_str());
   std::printf("\n%6s  %12s  %17s  %12s  %9s  %9s\n", "epoch", "train loss", "test metric",
@@ -243,7 +244,7 @@ int report_interrupt(const train_config& c, bool leader, std::size_t step) {
 void train_on_space(const train_config& c, const detail::loaded_data& d, json_lines_log* log,
                     progress_line& bar, detail::run_output& out) {
   const loss_kind loss = loss_of(c, d.all.implicit);
-  if (c.space == "cuda") {
+  if (c.space == space_choice::cuda) {
 #if defined(TUTTI_CLI_CUDA)
     detail::train_models_cuda(c, d, loss, log, bar, out);
 #else
@@ -426,11 +427,12 @@ int run_train(train_config& c) {
 #if defined(TUTTI_CLI_CUDA)
   // One rank per visible GPU unless told otherwise; on the host one rank, its threads on every
   // core (several ranks on one host share its cores and only show the bandwidth tax).
-  if (!c.ranks_given && c.space == "cuda") c.ranks = std::max(1, detail::visible_cuda_devices());
+  if (!c.ranks_given && c.space == space_choice::cuda)
+    c.ranks = std::max(1, detail::visible_cuda_devices());
 #endif
   apply_feedback_defaults(c);
   c.target = detail::parse_target(c.ranking);
-  if (c.reducer == "mpi") {
+  if (c.reducer == reducer_choice::mpi) {
 #if TUTTI_HAS_MPI
     return run_train_mpi(c);
 #else
@@ -447,8 +449,8 @@ int run_train(train_config& c) {
 /// rank), passive whenever ranks share them (threads of this process, or MPI processes on this
 /// machine) or the step runs on a GPU.
 openmp_wait train_wait_policy(const train_config& c) {
-  if (c.space != "host") return openmp_wait::passive;
-  return wait_policy_for(c.reducer == "mpi" ? 1 : c.ranks);
+  if (c.space != space_choice::host) return openmp_wait::passive;
+  return wait_policy_for(c.reducer == reducer_choice::mpi ? 1 : c.ranks);
 }
 
 CLI::App* add_train_command(CLI::App& app, train_config& c) {

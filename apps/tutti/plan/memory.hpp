@@ -56,10 +56,17 @@ inline void split_rows(train_shape& s, double rows) {
 /// decoupled weight decay (Adam's state); the others by their `tutti train` names.
 inline run_optimizer planned_optimizer(const std::string& name) {
   const train_config defaults;
-  if (name == "sgd") return make_optimizer("sgd", 0.f, defaults.weight_decay);
-  if (name == "momentum") return make_optimizer("sgd", defaults.momentum, defaults.weight_decay);
+  if (name == "sgd") return make_optimizer(optimizer_choice::sgd, 0.f, defaults.weight_decay);
+  if (name == "momentum")
+    return make_optimizer(optimizer_choice::sgd, defaults.momentum, defaults.weight_decay);
   if (name == "adamw") return {adam{.weight_decay = defaults.weight_decay, .decoupled = true}};
-  return make_optimizer(name, defaults.momentum, defaults.weight_decay);
+  // A name from the command line (checked there) or from a report's JSON.
+  const std::optional<optimizer_choice> chosen = choice_named<optimizer_choice>(name);
+  TUTTI_EXPECTS(chosen.has_value(), "tutti plan",
+                "unknown optimizer '" + name +
+                    "'; expected sgd, momentum, adamw or one of tutti "
+                    "train's (adam, lars, lamb, lazy-adam, rowwise-adagrad, row-sparse-sgd)");
+  return make_optimizer(*chosen, defaults.momentum, defaults.weight_decay);
 }
 
 /// The forecast for `s`, with `process` the program's own resident bytes.

@@ -226,9 +226,9 @@ double tune_rate(const study_config& c, const study_data& d, Run& run, const stu
   double best = grid.front(), best_metric = std::numeric_limits<double>::quiet_NaN();
   for (const double lr : grid) {
     const seed_run r = run(d.tune, d.tune_eval, c.reference_batch, recipe, lr, c.first_seed);
-    trials.push_back({recipe.optimizer, lr, r.final_metric});
+    trials.push_back({choice_name(recipe.optimizer), lr, r.final_metric});
     std::fprintf(stderr, "  tuning %s at batch %zu: lr %g -> validation %s %s\n",
-                 recipe.optimizer.c_str(), c.reference_batch, lr, d.metric,
+                 choice_name(recipe.optimizer).c_str(), c.reference_batch, lr, d.metric,
                  metric_text(r.final_metric).c_str());
     if (std::isfinite(r.final_metric) &&
         (!std::isfinite(best_metric) || !at_least_as_good(d.metric, best_metric, r.final_metric))) {
@@ -240,7 +240,7 @@ double tune_rate(const study_config& c, const study_data& d, Run& run, const stu
     std::fprintf(stderr,
                  "  note: the best %s rate %g is at the edge of the grid; the optimum may lie "
                  "beyond it\n",
-                 recipe.optimizer.c_str(), best);
+                 choice_name(recipe.optimizer).c_str(), best);
   return best;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../data_options.hpp"
+#include "../names.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -38,8 +39,8 @@ struct study_config {
   std::vector<double> tune_lamb_lrs = {0.001, 0.003, 0.01, 0.03};
   std::size_t reference_batch = 256;
   double warmup_epochs = 1.0;
-  double tolerance = 1.0;           // percent: "reached within" this much of the baseline
-  std::string schedule = "cosine";  // after warmup, as tutti train's default
+  double tolerance = 1.0;  // percent: "reached within" this much of the baseline
+  schedule_choice schedule = schedule_choice::cosine;  // after warmup, as tutti train's default
   int ranks = 1;
   std::string json;
   std::string report;
@@ -142,9 +143,7 @@ inline void add_study_run_options(CLI::App* lb, study_config& c) {
                  "epochs to reach it are reported next to the epochs to reach the baseline)")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
-  lb->add_option("--schedule", c.schedule, "schedule after warmup: constant, step, cosine, poly")
-      ->check(CLI::IsMember({"constant", "step", "cosine", "poly"}))
-      ->capture_default_str();
+  add_choice(*lb, "--schedule", c.schedule, "schedule after warmup: constant, step, cosine, poly");
   lb->add_option("--ranks", c.ranks,
                  "data-parallel ranks (threads); the global batch is what matters, so 1")
       ->check(CLI::Range(1, 256))

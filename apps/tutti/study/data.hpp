@@ -24,15 +24,16 @@ struct study_recipe {
   std::string name;
   lr_scaling scaling = lr_scaling::none;
   bool warmup = false;
-  std::string optimizer = "adam";
+  optimizer_choice optimizer = optimizer_choice::adam;
 };
 
 inline study_recipe recipe_named(const std::string& name) {
-  if (name == "same") return {name, lr_scaling::none, false, "adam"};
-  if (name == "linear") return {name, lr_scaling::linear, false, "adam"};
-  if (name == "linear-warmup") return {name, lr_scaling::linear, true, "adam"};
-  if (name == "sqrt-warmup") return {name, lr_scaling::sqrt, true, "adam"};
-  if (name == "lamb") return {name, lr_scaling::sqrt, true, "lamb"};
+  using enum optimizer_choice;
+  if (name == "same") return {name, lr_scaling::none, false, adam};
+  if (name == "linear") return {name, lr_scaling::linear, false, adam};
+  if (name == "linear-warmup") return {name, lr_scaling::linear, true, adam};
+  if (name == "sqrt-warmup") return {name, lr_scaling::sqrt, true, adam};
+  if (name == "lamb") return {name, lr_scaling::sqrt, true, lamb};
   tutti::detail::throw_invalid("tutti study large-batch", "unknown recipe '" + name + "'");
 }
 

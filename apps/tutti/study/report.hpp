@@ -90,7 +90,7 @@ inline std::string study_command_line(const study_config& c) {
   s += c.base_lr ? sfmt(" --base-lr %g", *c.base_lr) : " --tune-lrs " + join(c.tune_lrs);
   s += c.lamb_lr ? sfmt(" --lamb-lr %g", *c.lamb_lr) : " --tune-lamb-lrs " + join(c.tune_lamb_lrs);
   s += sfmt(" --reference-batch %zu --warmup-epochs %g --schedule %s --ranks %d", c.reference_batch,
-            c.warmup_epochs, c.schedule.c_str(), c.ranks);
+            c.warmup_epochs, choice_name(c.schedule).c_str(), c.ranks);
   s += sfmt(" --dim %d --l2 %g --gmf-dim %zu --layers %s", c.dim, double(c.l2), c.gmf_dim,
             join(c.layers).c_str());
   if (c.file.path.empty())
@@ -180,7 +180,7 @@ inline nlohmann::json study_settings_json(const study_config& c, const study_out
                       {"reference_batch", c.reference_batch},
                       {"warmup_epochs", c.warmup_epochs},
                       {"tolerance_percent", c.tolerance},
-                      {"schedule", c.schedule},
+                      {"schedule", choice_name(c.schedule)},
                       {"ranks", c.ranks},
                       {"mf", {{"dim", c.dim}, {"l2", c.l2}}},
                       {"ncf", {{"gmf_dim", c.gmf_dim}, {"layers", c.layers}, {"l2", c.l2}}},
@@ -272,7 +272,7 @@ inline nlohmann::json study_cell_json(const study_cell& cell) {
           {"dataset", cell.dataset},
           {"batch", cell.batch},
           {"recipe", cell.recipe.name},
-          {"optimizer", cell.recipe.optimizer},
+          {"optimizer", choice_name(cell.recipe.optimizer)},
           {"scaling", to_string(cell.recipe.scaling)},
           {"lr", first.lr},
           {"warmup_steps", first.warmup_steps},

@@ -25,12 +25,13 @@ class rank_audit {
                                           .shard = d.rank_local ? d.shard : -1,
                                           .key_id = d.key_id,
                                           .sampler = d.rank_local ? "owned_shards/pad"
-                                                                  : "shuffled_shards/" + c.tail}),
+                                                                  : "shuffled_shards/" +
+                                                                        choice_name(c.tail)}),
         m_n(st.train_rows),
         m_world(world),
         m_rank(rank),
         m_seed(c.seed),
-        m_drop(!d.rank_local && c.tail == "drop") {}
+        m_drop(!d.rank_local && c.tail == tail_policy::drop) {}
   void batch(const step_progress& p, std::span<const std::uint64_t> ids,
              std::span<const float> weights) {
     if (p.step == 0) m_ids.clear();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../data_options.hpp"
+#include "../names.hpp"
 #include "../ranking_options.hpp"
 
 #include <tutti/trainer/options.hpp>
@@ -27,51 +28,51 @@ struct train_config {
   double test_fraction = 0.1;
   // implicit: a platform's log, every row (or every row whose --label-col is above 0) one
   // positive, trained with sampled negatives; labels: the file's labels as they are.
-  std::string feedback = "labels";
+  feedback_choice feedback = feedback_choice::labels;
   std::string repeats = "once";  // --feedback implicit: a repeated (learner, course) pair
   std::size_t sampled_negatives = 0;
   bool sampled_negatives_given = false;
-  std::string negative_sampler = "uniform";
+  negative_sampler negatives_from = negative_sampler::uniform;
   float negative_alpha = 0.75f;
-  std::string loss = "auto";  // --loss: auto is squared on ratings, logistic on 0/1 labels
-  ranking_config ranking;     // --holdout, --negatives, --top-k, --target
-  std::optional<quality_target> target;  // --target, parsed
+  loss_choice loss = loss_choice::automatic;  // auto: squared on ratings, logistic on 0/1 labels
+  ranking_config ranking;                     // --holdout, --negatives, --top-k, --target
+  std::optional<quality_target> target;       // --target, parsed
 
-  std::string model = "mf";
+  model_choice model = model_choice::mf;
   int dim = 32;
   std::vector<std::size_t> layers = {64, 32, 16};  // ncf: widths of the MLP's dense layers
   // Tuned once on both defaults (synthetic implicit and InstEval ratings); see docs/training.md.
   float l2 = 0.03f;
-  bool l2_given = false;          // --l2 was on the command line
-  int ranks = 1;                  // --space cuda without --ranks: one per visible GPU (run_train)
-  bool ranks_given = false;       // --ranks was on the command line
-  std::string reducer = "local";  // local: ranks are threads; mpi: one rank per process
+  bool l2_given = false;     // --l2 was on the command line
+  int ranks = 1;             // --space cuda without --ranks: one per visible GPU (run_train)
+  bool ranks_given = false;  // --ranks was on the command line
+  reducer_choice reducer = reducer_choice::local;  // local: threads; mpi: a rank per process
   std::size_t epochs = 8;
   bool epochs_given = false;  // --epochs was on the command line
   std::size_t batch = 4096;
   double lr = 0.01;
   bool lr_given = false;  // --lr was on the command line (else the optimizer's default)
-  std::string scaling = "none";
+  lr_scaling scaling = lr_scaling::none;
   std::size_t reference_batch = 4096;  // the defaults (lr 0.01, adam) were tuned at batch 4096
   std::size_t warmup_steps = 0;
-  std::string schedule = "cosine";
-  std::string optimizer = "adam";
+  schedule_choice schedule = schedule_choice::cosine;
+  optimizer_choice optimizer = optimizer_choice::adam;
   bool optimizer_given = false;  // --optimizer was on the command line (else adam, the default)
   float momentum = 0.9f;
   float weight_decay = 0.f;
-  std::string tail = "pad";
+  tail_policy tail = tail_policy::pad;
   std::uint64_t seed = 1;
   std::string json;
   std::string log;
   std::size_t log_every = 0;
   bool quiet = false;
-  bool progress = false;           // the progress line even when stderr is not a terminal
-  std::string trace;               // Chrome trace-event file of the step phases, or none
-  std::size_t trace_first = 1;     // first traced global step, 1-based
-  std::size_t trace_steps = 100;   // traced steps
-  std::size_t trace_every = 1;     // every K-th step from the first
-  std::string space = "host";      // host, or cuda in a build compiled by nvcc
-  std::string nonfinite = "skip";  // skip, stop or off
+  bool progress = false;                    // the progress line even when stderr is not a terminal
+  std::string trace;                        // Chrome trace-event file of the step phases, or none
+  std::size_t trace_first = 1;              // first traced global step, 1-based
+  std::size_t trace_steps = 100;            // traced steps
+  std::size_t trace_every = 1;              // every K-th step from the first
+  space_choice space = space_choice::host;  // cuda in a build compiled by nvcc
+  nonfinite_policy nonfinite = nonfinite_policy::skip;
   std::size_t replica_check_every = 0;
   bool rebroadcast = false;
   std::string sealed;          // a directory written by `tutti seal`
@@ -83,12 +84,12 @@ struct train_config {
   std::string checkpoint_dir;  // where rank 0 writes checkpoints
   std::size_t checkpoint_every = 0;
   std::size_t checkpoint_keep = 3;
-  std::string resume;             // continue from the newest valid checkpoint of this directory
-  double timeout = 300;           // seconds a collective waits for the other ranks
-  std::size_t accumulation = 1;   // micro-batches per step (gradient accumulation)
-  std::size_t noise_every = 16;   // steps between gradient noise scale measurements; 0: off
-  double noise_decay = 0.95;      // the noise scale's moving averages' weight on the past
-  std::string compress = "none";  // none, or bf16: gradients travel as bfloat16
+  std::string resume;            // continue from the newest valid checkpoint of this directory
+  double timeout = 300;          // seconds a collective waits for the other ranks
+  std::size_t accumulation = 1;  // micro-batches per step (gradient accumulation)
+  std::size_t noise_every = 16;  // steps between gradient noise scale measurements; 0: off
+  double noise_decay = 0.95;     // the noise scale's moving averages' weight on the past
+  compress_choice compress = compress_choice::none;  // bf16: gradients travel as bfloat16
   std::string sparse_exchange = "off";  // off, auto, on, measured: embedding rows, not dense
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   std::string compact_gradient = "on";  // row-sparse step of one host rank: gradient in slots
@@ -108,10 +109,11 @@ struct train_config {
 /// compared on the logs of docs/implicit.md: on InstEval read as a log, the full ranking's
 /// Recall@20 0.837 at 0.01; neural CF ranked worse at 0.03 and keeps 0.01).
 inline void apply_feedback_defaults(train_config& c) {
-  if (c.feedback != "implicit") return;
+  if (c.feedback != feedback_choice::implicit) return;
   if (!c.l2_given) c.l2 = 0.003f;
   if (!c.epochs_given) c.epochs = 20;
-  if (!c.lr_given && c.model == "mf" && (c.optimizer == "adam" || c.optimizer == "lazy-adam"))
+  if (!c.lr_given && c.model == model_choice::mf &&
+      (c.optimizer == optimizer_choice::adam || c.optimizer == optimizer_choice::lazy_adam))
     c.lr = 0.03;
 }
 
@@ -120,16 +122,24 @@ inline void apply_feedback_defaults(train_config& c) {
 /// InstEval read as a log, docs/implicit.md), none otherwise.
 inline std::size_t sampled_negatives_of(const train_config& c) {
   if (c.sampled_negatives_given) return c.sampled_negatives;
-  return c.feedback == "implicit" ? 4 : 0;
+  return c.feedback == feedback_choice::implicit ? 4 : 0;
 }
 
 /// The loss `--loss` names for data of 0/1 labels (`implicit`) or ratings: `auto` is the
 /// logistic loss on 0/1 labels and the squared loss on ratings.
 inline loss_kind loss_of(const train_config& c, bool implicit) {
-  if (c.loss == "bpr") return loss_kind::bpr;
-  if (c.loss == "softmax") return loss_kind::softmax;
-  if (c.loss == "logistic") return loss_kind::logistic;
-  if (c.loss == "squared") return loss_kind::squared;
+  switch (c.loss) {
+    case loss_choice::bpr:
+      return loss_kind::bpr;
+    case loss_choice::softmax:
+      return loss_kind::softmax;
+    case loss_choice::logistic:
+      return loss_kind::logistic;
+    case loss_choice::squared:
+      return loss_kind::squared;
+    case loss_choice::automatic:
+      break;
+  }
   return implicit ? loss_kind::logistic : loss_kind::squared;
 }
 
@@ -137,8 +147,7 @@ inline loss_kind loss_of(const train_config& c, bool implicit) {
 /// say.
 inline negative_options negatives_of(const train_config& c) {
   return {.per_positive = static_cast<std::uint32_t>(sampled_negatives_of(c)),
-          .sampler = c.negative_sampler == "popularity" ? negative_sampler::popularity
-                                                        : negative_sampler::uniform,
+          .sampler = c.negatives_from,
           .alpha = c.negative_alpha};
 }
 
@@ -156,20 +165,13 @@ inline std::size_t mib_bytes(double mib) {
 /// The base learning rate of `optimizer` when --lr is not given: 0.01 (tuned with Adam at batch
 /// 4,096), 0.1 for row-wise Adagrad, whose steps shrink as its accumulators grow (the best of
 /// 0.01 to 1 over the synthetic data and InstEval; docs/optimizers.md).
-inline double default_lr(const std::string& optimizer) {
-  return optimizer == "rowwise-adagrad" ? 0.1 : 0.01;
+inline double default_lr(optimizer_choice optimizer) {
+  return optimizer == optimizer_choice::rowwise_adagrad ? 0.1 : 0.01;
 }
 
 /// How long a collective waits for the other ranks (`--timeout`, seconds).
 inline std::chrono::milliseconds timeout_of(const train_config& c) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.timeout * 1000)));
-}
-
-/// The trainer's reaction to a non-finite loss or gradient (`--nonfinite`).
-inline nonfinite_policy parse_nonfinite(const std::string& name) {
-  if (name == "stop") return nonfinite_policy::stop;
-  if (name == "off") return nonfinite_policy::off;
-  return nonfinite_policy::skip;
 }
 
 }  // namespace tutti::cli

@@ -85,10 +85,10 @@ inline void check_not_degenerate(const train_config& c, const loaded_data& d) {
 
 /// Refuses a `--loss` the labels cannot be read by: squared needs ratings, the others 0/1 labels.
 inline void check_loss(const train_config& c, const loaded_data& d) {
-  if (c.loss == "auto") return;
-  const bool squared = c.loss == "squared";
+  if (c.loss == loss_choice::automatic) return;
+  const bool squared = c.loss == loss_choice::squared;
   TUTTI_EXPECTS(squared != d.all.implicit, "tutti train",
-                "--loss " + c.loss + " on " + d.source + ", whose labels are " +
+                "--loss " + choice_name(c.loss) + " on " + d.source + ", whose labels are " +
                     (d.all.implicit ? "0/1" : "ratings") + "; expected " +
                     (d.all.implicit ? "--loss logistic, bpr or softmax"
                                     : "--loss squared, or --feedback implicit (a log of "
@@ -112,13 +112,15 @@ inline void decide_warm_state(const train_config& c, const nlohmann::json& manif
   const nlohmann::json& o =
       manifest.contains("optimizer_state") ? manifest["optimizer_state"] : none;
   const std::string name = o.value("optimizer", std::string());
-  const bool keeps_momentum =
-      c.optimizer == "sgd" || c.optimizer == "lars" || c.optimizer == "row-sparse-sgd";
+  const bool keeps_momentum = c.optimizer == optimizer_choice::sgd ||
+                              c.optimizer == optimizer_choice::lars ||
+                              c.optimizer == optimizer_choice::row_sparse_sgd;
   if (!d.warm->state)
     d.warm_state_why = name.empty() ? "the export carries no optimizer state"
                                     : "the export's " + name + " kept no state";
-  else if (name != c.optimizer)
-    d.warm_state_why = "the export's state is " + name + "'s, this run's optimizer " + c.optimizer;
+  else if (name != choice_name(c.optimizer))
+    d.warm_state_why =
+        "the export's state is " + name + "'s, this run's optimizer " + choice_name(c.optimizer);
   else if (keeps_momentum && o.value("momentum", 0.0f) != c.momentum)
     d.warm_state_why = "the export's " + name + " ran with another --momentum";
   d.warm_state = d.warm_state_why.empty();
@@ -173,7 +175,8 @@ inline void load_files(const train_config& c, loaded_data& d) {
                     " --data files: each would write over the rows the one before set aside; "
                     "expected one --data file, or --clean without --quarantine");
   data_file_options f = c.file;
-  if (c.feedback == "implicit" && !f.label_col_given) f.label_col.clear();  // a log: no labels
+  if (c.feedback == feedback_choice::implicit && !f.label_col_given)
+    f.label_col.clear();  // a log: no labels
   loaded_file file = load_data_file(f);
   d.all = std::move(file.rows);
   d.cleaning = std::move(file.cleaning);
@@ -222,7 +225,7 @@ inline loaded_data load(const train_config& c, int rank) {
                         " shard(s) and --key-file gives shard keys, so each rank opens only its "
                         "own shard; expected --ranks " +
                         std::to_string(m.shards) + ", not " + std::to_string(c.ranks));
-      TUTTI_EXPECTS(c.tail == "pad", "tutti train",
+      TUTTI_EXPECTS(c.tail == tail_policy::pad, "tutti train",
                     "--tail drop with shard keys: ranks holding their own shards pad to the "
                     "longest shard; expected --tail pad");
       TUTTI_EXPECTS(key.shard() == static_cast<std::uint32_t>(rank), "tutti train",
@@ -254,7 +257,8 @@ inline loaded_data load(const train_config& c, int rank) {
                               .courses = c.courses,
                               .implicit = !c.synthetic_ratings,
                               .seed = c.data_seed};
-    if (c.feedback == "implicit") o.negatives_per_positive = 0;  // as a platform logs them
+    if (c.feedback == feedback_choice::implicit)
+      o.negatives_per_positive = 0;  // as a platform logs them
     d.all = data::synthetic_courses(o);
     d.source = "synthetic courses (" + std::to_string(c.learners) + " learners, " +
                std::to_string(c.courses) + " courses, " +
@@ -262,7 +266,7 @@ inline loaded_data load(const train_config& c, int rank) {
   } else {
     load_files(c, d);
   }
-  if (c.feedback == "implicit") {
+  if (c.feedback == feedback_choice::implicit) {
     data::positive_counts counts;
     d.all = data::as_positives(
         d.all,

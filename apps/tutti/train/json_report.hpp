@@ -35,10 +35,11 @@ inline report_dataset dataset_of(const train_config& c, const loaded_data& d,
                  {"repeated", d.positives->repeated},
                  {"not_positive", d.positives->not_positive}};
   if (const negative_options n = negatives_of(c); n.per_positive > 0)
-    negatives = {{"per_positive", n.per_positive},
-                 {"sampler", c.negative_sampler},
-                 {"alpha", c.negative_sampler == "popularity" ? nlohmann::json(n.alpha)
-                                                              : nlohmann::json(nullptr)}};
+    negatives = {
+        {"per_positive", n.per_positive},
+        {"sampler", choice_name(c.negatives_from)},
+        {"alpha", c.negatives_from == negative_sampler::popularity ? nlohmann::json(n.alpha)
+                                                                   : nlohmann::json(nullptr)}};
   nlohmann::json replay;
   if (d.files > 1)
     replay = {{"files", d.files},
@@ -163,14 +164,14 @@ struct run_summary {
 inline train_report report_of(const train_config& c, const run_summary& s) {
   const fit_result& r = s.result;
   train_report rep{.dataset = dataset_of(c, s.data, s.stats),
-                   .model = c.model,
+                   .model = choice_name(c.model),
                    .loss = to_string(loss_of(c, s.data.all.implicit)),
                    .world_size = r.world_size,
                    .shared_arena = s.shared_arena,
                    .global_batch = r.global_batch,
                    .lr = r.lr,
-                   .optimizer = c.optimizer,
-                   .schedule = c.schedule,
+                   .optimizer = choice_name(c.optimizer),
+                   .schedule = choice_name(c.schedule),
                    .seed = c.seed,
                    .epochs = epochs_of(r),
                    .noise_scale = to_json(r.noise_scale, r.noise_scale_why),
@@ -181,7 +182,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .phases = phases_of(r.phases),
                    .ledger = ledger_of(c, r, s.proj),
                    .skipped_steps = r.skipped_steps,
-                   .space = c.space,
+                   .space = choice_name(c.space),
                    .parameters_checksum = {},
                    .replayed_steps = r.replayed_steps,
                    .step_graph_refused = r.step_graph_refused,

@@ -21,13 +21,11 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   add_cleaning_options(app, c.file, "train");
-  app.add_option("--feedback", c.feedback,
-                 "labels (train on the file's labels as they are) or implicit (a log of what "
-                 "learners did: every row one positive, or every row whose --label-col is above "
-                 "0; the label column is optional; trained with --sampled-negatives, evaluated "
-                 "by ranking)")
-      ->check(CLI::IsMember({"labels", "implicit"}))
-      ->capture_default_str();
+  add_choice(app, "--feedback", c.feedback,
+             "labels (train on the file's labels as they are) or implicit (a log of what "
+             "learners did: every row one positive, or every row whose --label-col is above "
+             "0; the label column is optional; trained with --sampled-negatives, evaluated "
+             "by ranking)");
   app.add_option("--repeats", c.repeats,
                  "--feedback implicit: a (learner, course) pair logged more than once counts "
                  "once, or each time")
@@ -38,22 +36,18 @@ inline void add_train_data_options(CLI::App& app, train_config& c) {
                  "not take, trained as 0 labels (default 4 with --feedback implicit, else 0)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1000}))
       ->each([&c](const std::string&) { c.sampled_negatives_given = true; });
-  app.add_option("--negative-sampler", c.negative_sampler,
-                 "the distribution --sampled-negatives are drawn from: uniform, or popularity "
-                 "(a course in proportion to its count^--negative-alpha)")
-      ->check(CLI::IsMember({"uniform", "popularity"}))
-      ->capture_default_str();
+  add_choice(app, "--negative-sampler", c.negatives_from,
+             "the distribution --sampled-negatives are drawn from: uniform, or popularity "
+             "(a course in proportion to its count^--negative-alpha)");
   app.add_option("--negative-alpha", c.negative_alpha,
                  "--negative-sampler popularity: the exponent of the counts (0 is uniform)")
       ->check(CLI::Range(0.0, 4.0))
       ->capture_default_str();
-  app.add_option("--loss", c.loss,
-                 "what training minimises: auto (squared on ratings, logistic on 0/1 labels), "
-                 "squared, logistic (each row apart), bpr (each positive above each of its "
-                 "--sampled-negatives) or softmax (the positive's share among its negatives, "
-                 "corrected for --negative-sampler)")
-      ->check(CLI::IsMember({"auto", "squared", "logistic", "bpr", "softmax"}))
-      ->capture_default_str();
+  add_choice(app, "--loss", c.loss,
+             "what training minimises: auto (squared on ratings, logistic on 0/1 labels), "
+             "squared, logistic (each row apart), bpr (each positive above each of its "
+             "--sampled-negatives) or softmax (the positive's share among its negatives, "
+             "corrected for --negative-sampler)");
   app.add_option("--learners", c.learners, "synthetic data: learners")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
@@ -109,9 +103,7 @@ inline void add_train_sealed_options(CLI::App& app, train_config& c) {
 
 /// Registers the model and its optimisation: `--model` to `--seed`.
 inline void add_train_model_options(CLI::App& app, train_config& c) {
-  app.add_option("--model", c.model, "model")
-      ->check(CLI::IsMember({"mf", "lr", "ncf"}))
-      ->capture_default_str();
+  add_choice(app, "--model", c.model, "model");
   app.add_option("--dim", c.dim, "embedding dimension (mf)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -139,30 +131,22 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
       ->check(CLI::PositiveNumber)
       ->each([&c](const std::string&) { c.lr_given = true; })
       ->capture_default_str();
-  app.add_option("--scaling", c.scaling, "learning-rate scaling rule for the global batch")
-      ->check(CLI::IsMember({"none", "linear", "sqrt"}))
-      ->capture_default_str();
+  add_choice(app, "--scaling", c.scaling, "learning-rate scaling rule for the global batch");
   app.add_option("--reference-batch", c.reference_batch, "batch the base rate was tuned for")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--warmup-steps", c.warmup_steps, "linear warmup steps")->capture_default_str();
-  app.add_option("--schedule", c.schedule, "learning-rate schedule")
-      ->check(CLI::IsMember({"constant", "step", "cosine", "poly"}))
-      ->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "optimizer")
-      ->check(CLI::IsMember(
-          {"sgd", "adam", "lars", "lamb", "lazy-adam", "rowwise-adagrad", "row-sparse-sgd"}))
-      ->each([&c](const std::string&) { c.optimizer_given = true; })
-      ->capture_default_str();
+  add_choice(app, "--schedule", c.schedule, "learning-rate schedule");
+  add_choice(app, "--optimizer", c.optimizer, "optimizer")->each([&c](const std::string&) {
+    c.optimizer_given = true;
+  });
   app.add_option("--momentum", c.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 0.999))
       ->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "optimizer weight decay")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--tail", c.tail, "tail policy of the shard sampler")
-      ->check(CLI::IsMember({"pad", "drop", "none"}))
-      ->capture_default_str();
+  add_choice(app, "--tail", c.tail, "tail policy of the shard sampler");
   app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")
       ->capture_default_str();
 }
@@ -177,14 +161,10 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
       ->check(CLI::Range(1, 1024))
       ->each([&c](const std::string&) { c.ranks_given = true; })
       ->capture_default_str();
-  app.add_option("--reducer", c.reducer,
-                 "gradient reducer: local (ranks are threads of this process) or mpi (one rank "
-                 "per process, started by mpirun)")
-      ->check(CLI::IsMember({"local", "mpi"}))
-      ->capture_default_str();
-  app.add_option("--space", c.space, "execution space: host, or cuda (GPU build)")
-      ->check(CLI::IsMember({"host", "cuda"}))
-      ->capture_default_str();
+  add_choice(app, "--reducer", c.reducer,
+             "gradient reducer: local (ranks are threads of this process) or mpi (one rank "
+             "per process, started by mpirun)");
+  add_choice(app, "--space", c.space, "execution space: host, or cuda (GPU build)");
   app.add_option("--step-graphs", c.step_graphs,
                  "--space cuda, one rank, a row-sparse optimizer: on (the steady step is recorded "
                  "once as a CUDA Graph and replayed, one launch a step; the same kernels, the same "
@@ -206,11 +186,9 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
                  "moving scale)")
       ->check(CLI::Range(0.5, 0.99999))
       ->capture_default_str();
-  app.add_option("--compress", c.compress,
-                 "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
-                 "accumulation; host ranks with --reducer local or mpi)")
-      ->check(CLI::IsMember({"none", "bf16"}))
-      ->capture_default_str();
+  add_choice(app, "--compress", c.compress,
+             "gradient compression: none, or bf16 (pre-divided, reduced as bfloat16 with fp32 "
+             "accumulation; host ranks with --reducer local or mpi)");
   app.add_option("--sparse-exchange", c.sparse_exchange,
                  "embedding gradients as touched rows instead of a dense allreduce: off, auto "
                  "(when fewer bytes), on (host space), or measured (as auto, each path's bytes "
@@ -259,10 +237,8 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
 
 /// Registers what guards the run: the non-finite guard, replica checks and checkpoints.
 inline void add_train_safety_options(CLI::App& app, train_config& c) {
-  app.add_option("--nonfinite", c.nonfinite,
-                 "a non-finite loss or gradient on any rank: skip the step, stop, or off")
-      ->check(CLI::IsMember({"skip", "stop", "off"}))
-      ->capture_default_str();
+  add_choice(app, "--nonfinite", c.nonfinite,
+             "a non-finite loss or gradient on any rank: skip the step, stop, or off");
   app.add_option("--replica-check-every", c.replica_check_every,
                  "steps between cross-rank parameter checksums (0: only at the end)")
       ->capture_default_str();

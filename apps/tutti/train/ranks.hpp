@@ -82,7 +82,7 @@ continuation start_warm(const train_config& c, const loaded_data& d, Model& mode
     };
     return next;
   } else {
-    tutti::detail::throw_invalid("tutti train", "--init-from with --model " + c.model +
+    tutti::detail::throw_invalid("tutti train", "--init-from with --model " + choice_name(c.model) +
                                                     ": an export holds a matrix factorisation; "
                                                     "expected --model mf");
   }
@@ -103,22 +103,23 @@ inline std::vector<std::pair<std::string, std::string>> run_config(const train_c
     layers += std::to_string(w);
   }
   std::vector<std::pair<std::string, std::string>> config = {
-      {"model", c.model},
+      {"model", choice_name(c.model)},
       {"dim", std::to_string(c.dim)},
-      {"layers", c.model == "ncf" ? layers : std::string("-")},
+      {"layers", c.model == model_choice::ncf ? layers : std::string("-")},
       {"l2", num(c.l2)},
       {"labels", d.all.implicit ? "implicit" : "ratings"},
-      {"feedback", c.feedback == "implicit" ? "implicit, repeats " + c.repeats : c.feedback},
-      {"optimizer", c.optimizer},
+      {"feedback", c.feedback == feedback_choice::implicit ? "implicit, repeats " + c.repeats
+                                                           : choice_name(c.feedback)},
+      {"optimizer", choice_name(c.optimizer)},
       {"momentum", num(c.momentum)},
       {"weight_decay", num(c.weight_decay)},
-      {"schedule", c.schedule},
+      {"schedule", choice_name(c.schedule)},
       {"warmup_steps", std::to_string(c.warmup_steps)},
-      {"tail", c.tail},
-      {"space", c.space}};
+      {"tail", choice_name(c.tail)},
+      {"space", choice_name(c.space)}};
   // Gradients rounded to bfloat16 on the way change every step's sum. Recorded only when on, so
   // checkpoints of runs without it (written before it was recorded) still resume.
-  if (c.compress != "none") config.emplace_back("compress", c.compress);
+  if (c.compress != compress_choice::none) config.emplace_back("compress", choice_name(c.compress));
   // The list losses, recorded only where chosen, so checkpoints of the pointwise losses (written
   // before there was a choice) still resume.
   if (const loss_kind loss = loss_of(c, d.all.implicit); is_list_loss(loss))
@@ -148,12 +149,12 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   train_options opt{.batch = c.batch,
                     .epochs = c.epochs,
                     .base_lr = c.lr,
-                    .scaling = parse_lr_scaling(c.scaling),
+                    .scaling = c.scaling,
                     .reference_batch = c.reference_batch,
                     .seed = c.seed,
                     .log_every = c.log_every,
                     .log = log};
-  opt.nonfinite = parse_nonfinite(c.nonfinite);
+  opt.nonfinite = c.nonfinite;
   opt.replica_check_every = c.replica_check_every;
   opt.rebroadcast_on_mismatch = c.rebroadcast;
   opt.checkpoint_dir = c.checkpoint_dir.empty() ? c.resume : c.checkpoint_dir;
@@ -243,11 +244,8 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole
   // training set is dealt to the ranks.
-  const tail_policy tail = c.tail == "drop"   ? tail_policy::drop
-                           : c.tail == "none" ? tail_policy::none
-                                              : tail_policy::pad;
   fit_result r = d.rank_local ? fit_with(owned_shards{.rows = stats.rows})
-                              : fit_with(shuffled_shards{.tail = tail});
+                              : fit_with(shuffled_shards{.tail = c.tail});
 #if TUTTI_HAS_SODIUM
   if (audit) audit->finish();
 #endif
@@ -265,14 +263,14 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
   if constexpr (std::is_same_v<Space, host_space>) {
     // With --compress bf16 the reducer is wrapped: gradients travel as bfloat16.
     auto train_with = [&](auto reducer) {
-      if (c.compress == "bf16")
+      if (c.compress == compress_choice::bf16)
         train_rank(c, d, make_model, host_space{},
                    compressed<decltype(reducer)>(std::move(reducer)), log, bar, out);
       else
         train_rank(c, d, make_model, host_space{}, std::move(reducer), log, bar, out);
     };
 #if TUTTI_HAS_MPI
-    if (c.reducer == "mpi") {
+    if (c.reducer == reducer_choice::mpi) {
       // This process is one rank of MPI_COMM_WORLD.
       train_with(mpi_allreduce{MPI_COMM_WORLD,
                                {.timeout = timeout_of(c), .shared_arena = c.shared_arena == "on"}});
@@ -286,7 +284,7 @@ void run_ranks(const train_config& c, const loaded_data& d, MakeModel make_model
     TUTTI_EXPECTS(cuda_device_count() > 0, "tutti train",
                   "--space cuda: no CUDA device is visible; expected a GPU (or --space host)");
 #if TUTTI_HAS_NCCL && TUTTI_HAS_MPI
-    if (c.reducer == "mpi") {
+    if (c.reducer == reducer_choice::mpi) {
       // One process per GPU; NCCL bootstrapped over MPI.
       nccl_ring ring = make_nccl_ring_mpi(MPI_COMM_WORLD, {.timeout = timeout_of(c)});
       const cuda_space space = ring.space();

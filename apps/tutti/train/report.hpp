@@ -199,7 +199,7 @@ inline std::string write_ledger_page(const train_config& c, const loaded_data& d
   report_input page{.title = "tutti train: " + d.source,
                     .proj = proj,
                     .notes = {"measured on " + std::to_string(r.world_size) + " rank(s), " +
-                              c.space + " space; projection on " + c.link},
+                              choice_name(c.space) + " space; projection on " + c.link},
                     .global_batch = double(c.batch)};
   for (const auto& e : r.epochs) {
     measured += e.samples_per_second;

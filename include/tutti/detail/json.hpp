@@ -44,6 +44,16 @@ inline json json_number(const std::optional<double>& v, int significant_digits) 
   return v ? json_number(*v, significant_digits) : json(nullptr);
 }
 
+/// `v` as a report writes it (`report_digits`): the numbers of a plan and of a link profile.
+inline json report_number(double v) {
+  return json_number(v, report_digits);
+}
+
+/// `*v` as a report writes it, or null when there is no value.
+inline json report_number(const std::optional<double>& v) {
+  return json_number(v, report_digits);
+}
+
 /// `*v`, or null when there is no value.
 inline json json_optional(const std::optional<int>& v) {
   return v ? json(*v) : json(nullptr);

@@ -103,8 +103,8 @@ inline link_profile find_link(std::string_view name) {
 /// `tutti bench allreduce --save-link` writes and `tutti plan --link-file` reads.
 inline detail::json link_profile_json(const link_profile& l) {
   return {{"name", l.name},
-          {"gb_per_s", detail::json_number(l.gb_per_s, detail::report_digits)},
-          {"latency_us", detail::json_number(l.latency_us, detail::report_digits)},
+          {"gb_per_s", detail::report_number(l.gb_per_s)},
+          {"latency_us", detail::report_number(l.latency_us)},
           {"source", l.source}};
 }
 

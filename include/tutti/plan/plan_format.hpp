@@ -129,18 +129,15 @@ inline json reasons_json(const std::vector<plan_reason>& v) {
 inline void add_job_json(json& row, const plan_inputs& in, const projection& p,
                          const projection_row& x, double one_s) {
   const double price = p.options.price_per_device_hour;
-  const auto n = [](double v) {
-    return json_number(v, report_digits);
-  };
-  row["per_device_batch"] = n(x.per_device_batch);
-  row["steps_per_epoch"] = n(x.steps_per_epoch);
-  row["job_s"] = n(job_seconds(in, x));
-  row["time_saved_s"] = n(one_s - job_seconds(in, x));
-  row["job_cost"] = n(job_cost(in, x));
-  row["extra_cost"] = n(job_cost(in, x) - one_s / 3600.0 * price);
-  row["samples_factor"] = n(x.samples_factor);
-  row["loss_speedup"] = n(x.loss_speedup);
-  row["useful_share"] = n(x.useful_share);
+  row["per_device_batch"] = report_number(x.per_device_batch);
+  row["steps_per_epoch"] = report_number(x.steps_per_epoch);
+  row["job_s"] = report_number(job_seconds(in, x));
+  row["time_saved_s"] = report_number(one_s - job_seconds(in, x));
+  row["job_cost"] = report_number(job_cost(in, x));
+  row["extra_cost"] = report_number(job_cost(in, x) - one_s / 3600.0 * price);
+  row["samples_factor"] = report_number(x.samples_factor);
+  row["loss_speedup"] = report_number(x.loss_speedup);
+  row["useful_share"] = report_number(x.useful_share);
   row["beyond"] = row_limits(in, p, x);
 }
 
@@ -165,59 +162,50 @@ inline json forecast_json(const memory_forecast& f) {
 // The question "does it fit?" with the bytes behind its answer.
 inline json fits_json(const plan_result& r) {
   const plan_inputs& in = r.inputs;
-  const auto n = [](double v) {
-    return json_number(v, report_digits);
-  };
   return {{"answer", r.fit_answer},
           {"fits", r.fits},
-          {"parameter_bytes", n(r.parameter_bytes)},
-          {"gradient_bytes", n(r.gradient_bytes)},
-          {"optimizer_bytes", n(r.optimizer_bytes)},
-          {"activation_bytes", n(r.activation_bytes)},
-          {"memory_bytes", n(r.memory_bytes)},
-          {"device_memory_bytes", n(in.device_memory_bytes)},
+          {"parameter_bytes", report_number(r.parameter_bytes)},
+          {"gradient_bytes", report_number(r.gradient_bytes)},
+          {"optimizer_bytes", report_number(r.optimizer_bytes)},
+          {"activation_bytes", report_number(r.activation_bytes)},
+          {"memory_bytes", report_number(r.memory_bytes)},
+          {"device_memory_bytes", report_number(in.device_memory_bytes)},
           {"forecast", in.memory ? forecast_json(*in.memory) : json(nullptr)},
           {"measured_peak_bytes",
-           in.measured_peak_bytes > 0 ? n(in.measured_peak_bytes) : json(nullptr)}};
+           in.measured_peak_bytes > 0 ? report_number(in.measured_peak_bytes) : json(nullptr)}};
 }
 
 // The question "is one device too slow?" with the times behind its answer.
 inline json data_json(const plan_result& r) {
   const plan_inputs& in = r.inputs;
-  const auto n = [](double v) {
-    return json_number(v, report_digits);
-  };
   return {{"answer", r.data_answer},
           {"needs_more_than_one", r.needs_more_than_one},
-          {"one_device_samples_per_s", n(r.one_device_samples_per_s)},
-          {"one_device_s", n(r.one_device_s)},
-          {"deadline_s", json_number(in.deadline_s, report_digits)},
-          {"reasonable_s", n(in.reasonable_s)},
-          {"samples_per_epoch", n(in.step.samples_per_epoch)},
-          {"epochs", n(in.epochs)}};
+          {"one_device_samples_per_s", report_number(r.one_device_samples_per_s)},
+          {"one_device_s", report_number(r.one_device_s)},
+          {"deadline_s", report_number(in.deadline_s)},
+          {"reasonable_s", report_number(in.reasonable_s)},
+          {"samples_per_epoch", report_number(in.step.samples_per_epoch)},
+          {"epochs", report_number(in.epochs)}};
 }
 
 // The question "what does the topology cost?": the links, the scaling rule and a shared host.
 inline json topology_json(const plan_result& r) {
   const plan_inputs& in = r.inputs;
   const projection_options& o = in.projection;
-  const auto n = [](double v) {
-    return json_number(v, report_digits);
-  };
   json host = nullptr;
   if (o.host.enabled()) {
     const double threads =
         o.host.measured_threads > 0
             ? o.host.measured_threads
             : o.host.threads_per_rank(std::min(in.step.world_size, o.devices_per_node));
-    host = {{"cores", n(o.host.cores)},
-            {"available_cores", n(o.host.available())},
-            {"measured_threads", n(threads)},
+    host = {{"cores", report_number(o.host.cores)},
+            {"available_cores", report_number(o.host.available())},
+            {"measured_threads", report_number(threads)},
             {"thread_speedup",
-             {{"data", n(o.host.thread_speedup.data)},
-              {"compute", n(o.host.thread_speedup.compute)},
-              {"optimizer", n(o.host.thread_speedup.optimizer)}}},
-            {"sync_s", n(o.host.sync_s)}};
+             {{"data", report_number(o.host.thread_speedup.data)},
+              {"compute", report_number(o.host.thread_speedup.compute)},
+              {"optimizer", report_number(o.host.thread_speedup.optimizer)}}},
+            {"sync_s", report_number(o.host.sync_s)}};
   }
   return {{"answer", r.topology_answer},
           {"devices_per_node", o.devices_per_node},
@@ -225,35 +213,32 @@ inline json topology_json(const plan_result& r) {
           {"inter", link_profile_json(o.inter)},
           {"nics_per_node", o.nics_per_node},
           {"scaling", to_string(o.scaling)},
-          {"exposed_ratio", n(r.proj.exposed_ratio)},
-          {"price_per_device_hour", n(o.price_per_device_hour)},
-          {"knee_fraction", n(o.knee_fraction)},
+          {"exposed_ratio", report_number(r.proj.exposed_ratio)},
+          {"price_per_device_hour", report_number(o.price_per_device_hour)},
+          {"knee_fraction", report_number(o.knee_fraction)},
           {"shared_host", host}};
 }
 
 // One row of the projection, with its whole-job fields.
 inline json row_json(const plan_inputs& in, const projection& p, const projection_row& x,
                      double one_s) {
-  const auto n = [](double v) {
-    return json_number(v, report_digits);
-  };
   json row = {{"devices", x.devices},
               {"nodes", x.nodes},
               {"algorithm", to_string(x.algorithm)},
-              {"global_batch", n(x.global_batch)},
-              {"step_s", n(x.step_s)},
-              {"samples_per_s", n(x.samples_per_s)},
-              {"speedup", n(x.speedup)},
-              {"efficiency", n(x.efficiency)},
-              {"reduce_total_s", n(x.reduce_total_s)},
-              {"reduce_exposed_s", n(x.reduce_exposed_s)},
-              {"threads_per_rank", n(x.threads_per_rank)},
-              {"host_factor", n(x.host_factor)},
-              {"sync_s", n(x.sync_s)},
-              {"epoch_s", n(x.epoch_s)},
-              {"device_hours_per_epoch", n(x.device_hours_per_epoch)},
-              {"cost_per_epoch", n(x.cost_per_epoch)},
-              {"marginal_cost", n(x.marginal_cost)}};
+              {"global_batch", report_number(x.global_batch)},
+              {"step_s", report_number(x.step_s)},
+              {"samples_per_s", report_number(x.samples_per_s)},
+              {"speedup", report_number(x.speedup)},
+              {"efficiency", report_number(x.efficiency)},
+              {"reduce_total_s", report_number(x.reduce_total_s)},
+              {"reduce_exposed_s", report_number(x.reduce_exposed_s)},
+              {"threads_per_rank", report_number(x.threads_per_rank)},
+              {"host_factor", report_number(x.host_factor)},
+              {"sync_s", report_number(x.sync_s)},
+              {"epoch_s", report_number(x.epoch_s)},
+              {"device_hours_per_epoch", report_number(x.device_hours_per_epoch)},
+              {"cost_per_epoch", report_number(x.cost_per_epoch)},
+              {"marginal_cost", report_number(x.marginal_cost)}};
   add_job_json(row, in, p, x, one_s);
   return row;
 }
@@ -263,9 +248,9 @@ inline json other_scaling_json(const plan_inputs& in, const plan_alternative& a)
   json rows = json::array();
   for (const projection_row& x : a.proj.rows) {
     json row = {{"devices", x.devices},
-                {"global_batch", json_number(x.global_batch, report_digits)},
-                {"step_s", json_number(x.step_s, report_digits)},
-                {"speedup", json_number(x.speedup, report_digits)}};
+                {"global_batch", report_number(x.global_batch)},
+                {"step_s", report_number(x.step_s)},
+                {"speedup", report_number(x.speedup)}};
     add_job_json(row, in, a.proj, x, a.one_device_s);
     rows.push_back(std::move(row));
   }
@@ -274,7 +259,7 @@ inline json other_scaling_json(const plan_inputs& in, const plan_alternative& a)
           {"devices", a.devices},
           {"verdict_text", a.verdict_text},
           {"binding", reasons_json(a.binding)},
-          {"one_device_s", json_number(a.one_device_s, report_digits)},
+          {"one_device_s", report_number(a.one_device_s)},
           {"rows", rows}};
 }
 
@@ -282,10 +267,10 @@ inline json other_scaling_json(const plan_inputs& in, const plan_alternative& a)
 inline json noise_scale_json(const plan_result& r) {
   const plan_inputs& in = r.inputs;
   if (!in.noise_scale) return nullptr;
-  return {{"b_noise", json_number(in.noise_scale->b_noise, report_digits)},
+  return {{"b_noise", report_number(in.noise_scale->b_noise)},
           {"at_least", in.noise_scale->at_least},
           {"source", in.noise_scale->source},
-          {"useful_fraction", json_number(in.useful_fraction, report_digits)},
+          {"useful_fraction", report_number(in.useful_fraction)},
           {"noise_knee", json_optional(r.proj.noise_knee)},
           {"last_useful", r.proj.b_noise ? json(r.proj.last_useful) : json(nullptr)},
           {"crossed_at", json_optional(r.proj.noise_crossed_at)},
@@ -308,17 +293,16 @@ inline json noise_scale_json(const plan_result& r) {
 /// Infinite marginal costs and absent values are null.
 inline std::string plan_to_json(const plan_result& r) {
   using detail::json;
-  using detail::json_number;
-  using detail::report_digits;
+  using detail::report_number;
   namespace f = detail::plan;
   const plan_inputs& in = r.inputs;
   json batch = nullptr;
   if (in.max_safe_batch)
-    batch = {{"max_safe_batch", json_number(*in.max_safe_batch, report_digits)},
-             {"global_batch", json_number(r.advised_global_batch, report_digits)},
+    batch = {{"max_safe_batch", report_number(*in.max_safe_batch)},
+             {"global_batch", report_number(r.advised_global_batch)},
              {"exceeds", r.batch_exceeds_safe},
              {"max_devices_within", r.max_devices_within_batch},
-             {"per_device_batch_within", json_number(r.per_device_batch_within, report_digits)},
+             {"per_device_batch_within", report_number(r.per_device_batch_within)},
              {"answer", r.batch_answer}};
   json rows = json::array();
   for (const projection_row& x : r.proj.rows)
@@ -331,10 +315,10 @@ inline std::string plan_to_json(const plan_result& r) {
       {"binding", f::reasons_json(r.binding)},
       {"cautions", f::reasons_json(r.cautions)},
       {"limits",
-       {{"reasonable_s", json_number(in.reasonable_s, report_digits)},
-        {"min_steps_per_epoch", json_number(in.min_steps_per_epoch, report_digits)},
-        {"max_batch_from_data", json_number(r.max_batch_from_data, report_digits)},
-        {"max_safe_batch", json_number(in.max_safe_batch, report_digits)},
+       {{"reasonable_s", report_number(in.reasonable_s)},
+        {"min_steps_per_epoch", report_number(in.min_steps_per_epoch)},
+        {"max_batch_from_data", report_number(r.max_batch_from_data)},
+        {"max_safe_batch", report_number(in.max_safe_batch)},
         {"wanted_devices", detail::json_optional(r.wanted_devices)}}},
       {"batch", batch},
       {"questions",
