@@ -31,9 +31,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 // Everything lives in a named namespace: the CUDA test executable compiles this file in one
@@ -498,6 +500,128 @@ TEST_CASE("neural_cf: results are bitwise identical across runs and OpenMP threa
   }
   CHECK(std::sqrt(diff / norm) < 1e-5);
   CHECK(out[0].loss == doctest::Approx(d.loss).epsilon(1e-5));
+}
+
+TEST_CASE(
+    "neural_cf: the host's GEMM in bands of rows is the product, with the same bits on any "
+    "number of threads") {
+  // m = 700: two bands of 256 rows and a last one of 188 (the rows left over), for each of the
+  // four transpositions; m = 300: one call.
+  tutti::detail::splitmix rng(23);
+  const int saved = omp_get_max_threads();
+  for (const std::size_t m : {std::size_t{700}, std::size_t{300}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        CAPTURE(m);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const std::size_t n = 7, k = 13;
+        const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
+        std::vector<float> a((ta ? k : m) * lda), b((tb ? n : k) * ldb), c0(m * n);
+        for (auto& x : a) x = static_cast<float>(rng.uniform() - 0.5);
+        for (auto& x : b) x = static_cast<float>(rng.uniform() - 0.5);
+        for (auto& x : c0) x = static_cast<float>(rng.uniform() - 0.5);
+        std::vector<std::vector<float>> runs;
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          std::vector<float> c = c0;
+          tutti::detail::blas_context<tutti::host_space> ctx;
+          tutti::detail::gemm<float>(ctx, tutti::host_space{}, ta, tb, m, n, k, 0.5f, a.data(), lda,
+                                     b.data(), ldb, 2.f, c.data(), n);
+          runs.push_back(std::move(c));
+        }
+        omp_set_num_threads(saved);
+        CHECK(std::memcmp(runs[1].data(), runs[0].data(), m * n * sizeof(float)) == 0);
+        CHECK(std::memcmp(runs[2].data(), runs[0].data(), m * n * sizeof(float)) == 0);
+        double worst = 0;
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < n; ++j) {
+            double want = 2.0 * c0[i * n + j];
+            for (std::size_t p = 0; p < k; ++p)
+              want += 0.5 * double(ta ? a[p * lda + i] : a[i * lda + p]) *
+                      double(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            worst = std::max(worst, std::abs(want - double(runs[0][i * n + j])));
+          }
+        CHECK(worst < 1e-5);
+      }
+}
+
+TEST_CASE(
+    "neural_cf: its host kernels write a row at a time what they write an element at a time") {
+  // The gather, the bias + ReLU pass, the masked backward pass with its column sums, and the
+  // embedding contributions: row(i) against operator() over the row's elements, bit for bit.
+  tutti::detail::splitmix rng(29);
+  const auto fill = [&rng](std::vector<float>& v) {
+    for (auto& x : v) x = static_cast<float>(rng.uniform() - 0.5);
+  };
+  const std::size_t n = 37, gmf = 5, mlp = 3, cols = 70, e = gmf + mlp, width = gmf + 2 * mlp;
+  const std::int32_t users = 11, items = 9;
+  const tutti::detail::ncf_offsets off{0, users * gmf, users * gmf + items * gmf,
+                                       users * gmf + items * gmf + users * mlp};
+  std::vector<float> params(off.mlp_item + items * mlp);
+  fill(params);
+  std::vector<std::int32_t> u(n), it(n);
+  std::vector<float> w(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    u[i] = static_cast<std::int32_t>(rng.below(users));
+    it[i] = static_cast<std::int32_t>(rng.below(items));
+    w[i] = i % 7 == 3 ? 0.f : static_cast<float>(0.5 + rng.uniform());
+  }
+  const auto both = [](auto make, std::size_t rows, std::size_t row_width) {
+    auto [by_element, f1] = make();
+    for (std::size_t t = 0; t < rows * row_width; ++t) f1(t);
+    auto [by_row, f2] = make();
+    for (std::size_t i = 0; i < rows; ++i) f2.row(i);
+    REQUIRE(by_element->size() == by_row->size());
+    CHECK(std::memcmp(by_element->data(), by_row->data(), by_row->size() * sizeof(float)) == 0);
+  };
+  both(
+      [&] {
+        auto out = std::make_shared<std::vector<float>>(n * (gmf + 1) + n * 2 * mlp, -7.f);
+        return std::pair{out, tutti::detail::ncf_gather_fn<float>{
+                                  params.data(), u.data(), it.data(), w.data(), off, gmf, mlp,
+                                  users, items, out->data(), gmf + 1, out->data() + n * (gmf + 1)}};
+      },
+      n, width);
+  std::vector<float> z0(n * (cols + 2)), bias(cols), act(n * (cols + 2));
+  fill(z0);
+  fill(bias);
+  fill(act);
+  both(
+      [&] {
+        auto z = std::make_shared<std::vector<float>>(z0);
+        return std::pair{
+            z, tutti::detail::ncf_bias_relu_fn<float>{z->data(), cols + 2, cols, bias.data()}};
+      },
+      n, cols);
+  for (const bool masked : {true, false})
+    for (const std::size_t chunk : {std::size_t{8}, n}) {
+      const std::size_t chunks = (n + chunk - 1) / chunk;
+      both(
+          [&] {
+            // The upstream gradient, the chunks' partial sums, then the bias gradient.
+            auto out = std::make_shared<std::vector<float>>(z0);
+            out->resize(z0.size() + chunks * cols + cols, 0.25f);
+            float* partial = chunks > 1 ? out->data() + z0.size() : nullptr;
+            float* bias_grad = out->data() + z0.size() + chunks * cols;
+            return std::pair{out, tutti::detail::ncf_relu_backward_fn<float>{
+                                      out->data(), cols + 2, masked ? act.data() : nullptr,
+                                      cols + 2, cols, n, chunk, partial, bias_grad}};
+          },
+          chunks, cols);
+    }
+  std::vector<float> dh(n * (gmf + 4)), dx0(n * 2 * mlp);
+  fill(dh);
+  fill(dx0);
+  both(
+      [&] {
+        auto out = std::make_shared<std::vector<float>>(2 * n * e, -3.f);
+        return std::pair{out,
+                         tutti::detail::ncf_contrib_fn<float>{
+                             params.data(), u.data(), it.data(), w.data(), off, gmf, mlp, dh.data(),
+                             gmf + 4, dx0.data(), 0.01f, 0.5f, out->data(), out->data() + n * e}};
+      },
+      n, e);
 }
 
 namespace {

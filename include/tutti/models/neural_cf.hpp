@@ -125,6 +125,27 @@ struct ncf_gather_fn {
     else
       x0[i * 2 * mlp + (c - gmf)] = v;
   }
+  /// Row i's columns, as `operator()` writes them (host).
+  void row(std::size_t i) const {
+    T* hr = h + i * ldh;
+    T* xr = x0 + i * 2 * mlp;
+    if (weights != nullptr && weights[i] == 0.f) {
+      for (std::size_t c = 0; c < gmf; ++c) hr[c] = T(0);
+      for (std::size_t c = 0; c < 2 * mlp; ++c) xr[c] = T(0);
+      return;
+    }
+    assert(users[i] >= 0 && users[i] < n_users && "tutti::models::neural_cf: user id out of range");
+    assert(items[i] >= 0 && items[i] < n_items && "tutti::models::neural_cf: item id out of range");
+    const auto u = static_cast<std::size_t>(users[i]);
+    const auto it = static_cast<std::size_t>(items[i]);
+    const T* pu = params + off.gmf_user + u * gmf;
+    const T* qi = params + off.gmf_item + it * gmf;
+    for (std::size_t c = 0; c < gmf; ++c) hr[c] = pu[c] * qi[c];
+    const T* mu = params + off.mlp_user + u * mlp;
+    const T* mi = params + off.mlp_item + it * mlp;
+    for (std::size_t c = 0; c < mlp; ++c) xr[c] = mu[c];
+    for (std::size_t c = 0; c < mlp; ++c) xr[mlp + c] = mi[c];
+  }
 };
 
 /// Forward epilogue of a dense layer, over (row i, column j): z ← max(z + b_j, 0) in place, one
@@ -140,6 +161,14 @@ struct ncf_bias_relu_fn {
     const std::size_t j = t % cols;
     const T v = z[i * ld + j] + bias[j];
     z[i * ld + j] = v > T(0) ? v : T(0);
+  }
+  /// Row i's columns (host).
+  void row(std::size_t i) const {
+    T* zr = z + i * ld;
+    for (std::size_t j = 0; j < cols; ++j) {
+      const T v = zr[j] + bias[j];
+      zr[j] = v > T(0) ? v : T(0);
+    }
   }
 };
 
@@ -212,6 +241,31 @@ struct ncf_relu_backward_fn {
     else
       bias_grad[j] += s;
   }
+  /// Chunk k's columns (host), a tile of columns at a time with their rows in order: each
+  /// column's sum adds the same values in the same order as `operator()`.
+  void row(std::size_t k) const {
+    constexpr std::size_t tile = 64;
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    for (std::size_t j0 = 0; j0 < cols; j0 += tile) {
+      const std::size_t w = cols - j0 < tile ? cols - j0 : tile;
+      T s[tile] = {};
+      for (std::size_t i = begin; i < end; ++i) {
+        T* dr = d + i * ldd + j0;
+        if (a != nullptr) {
+          const T* ar = a + i * lda + j0;
+          for (std::size_t j = 0; j < w; ++j) dr[j] = ar[j] > T(0) ? dr[j] : T(0);
+        }
+        for (std::size_t j = 0; j < w; ++j) s[j] += dr[j];
+      }
+      for (std::size_t j = 0; j < w; ++j) {
+        if (partial != nullptr)
+          partial[k * cols + j0 + j] = s[j];
+        else
+          bias_grad[j0 + j] += s[j];
+      }
+    }
+  }
 };
 
 /// Kernel over columns: bias_grad[j] += the chunks' partial sums of column j, in chunk order.
@@ -267,6 +321,31 @@ struct ncf_contrib_fn {
       const T q = params[off.mlp_item + it * mlp + cc];
       user_contrib[i * e + c] = dx0[i * 2 * mlp + cc] + r * p;
       item_contrib[i * e + c] = dx0[i * 2 * mlp + mlp + cc] + r * q;
+    }
+  }
+  /// Row i's columns (host).
+  void row(std::size_t i) const {
+    const T w = static_cast<T>(weights[i]);
+    if (w == T(0)) return;
+    const std::size_t e = gmf + mlp;
+    const auto u = static_cast<std::size_t>(users[i]);
+    const auto it = static_cast<std::size_t>(items[i]);
+    const T r = scale * w * T(2) * l2;
+    T* uc = user_contrib + i * e;
+    T* ic = item_contrib + i * e;
+    const T* pu = params + off.gmf_user + u * gmf;
+    const T* qi = params + off.gmf_item + it * gmf;
+    const T* dr = dh + i * ldh;
+    for (std::size_t c = 0; c < gmf; ++c) {
+      uc[c] = dr[c] * qi[c] + r * pu[c];
+      ic[c] = dr[c] * pu[c] + r * qi[c];
+    }
+    const T* mu = params + off.mlp_user + u * mlp;
+    const T* mi = params + off.mlp_item + it * mlp;
+    const T* xr = dx0 + i * 2 * mlp;
+    for (std::size_t c = 0; c < mlp; ++c) {
+      uc[gmf + c] = xr[c] + r * mu[c];
+      ic[gmf + c] = xr[mlp + c] + r * mi[c];
     }
   }
 };
@@ -495,8 +574,8 @@ class neural_cf {
     }
 
     // Embedding rows: per-slot contributions, then the deterministic sorted accumulation.
-    parallel_for(
-        m_space, n * e,
+    parallel_grid(
+        m_space, n, e,
         detail::ncf_contrib_fn<T>{p, batch.users.data(), batch.items.data(), batch.weights.data(),
                                   m_off, gmf, mlp, w.dh, m_fused, w.dx0, static_cast<T>(m_opt.l2),
                                   scale, w.user_contrib, w.item_contrib});
@@ -632,16 +711,16 @@ class neural_cf {
                const float* weights, std::size_t n, const work& w, T* raw) {
     const std::size_t gmf = m_opt.gmf_dim, mlp = m_mlp_dim;
     const std::size_t layers = m_dense.size();
-    parallel_for(m_space, n * (gmf + 2 * mlp),
-                 detail::ncf_gather_fn<T>{p, users, items, weights, m_off, gmf, mlp, m_n_users,
-                                          m_n_items, w.h, m_fused, w.x0});
+    parallel_grid(m_space, n, gmf + 2 * mlp,
+                  detail::ncf_gather_fn<T>{p, users, items, weights, m_off, gmf, mlp, m_n_users,
+                                           m_n_items, w.h, m_fused, w.x0});
     for (std::size_t l = 0; l < layers; ++l) {
       const dense& d = m_dense[l];
       const T* in = l == 0 ? w.x0 : w.act[l - 1];
       T* out = l + 1 == layers ? w.h + gmf : w.act[l];
       const std::size_t ld = l + 1 == layers ? m_fused : d.out;
       gemm(false, false, n, d.out, d.in, in, d.in, p + d.weight, d.out, T(0), out, ld);
-      parallel_for(m_space, n * d.out, detail::ncf_bias_relu_fn<T>{out, ld, d.out, p + d.bias});
+      parallel_grid(m_space, n, d.out, detail::ncf_bias_relu_fn<T>{out, ld, d.out, p + d.bias});
     }
     gemm(false, false, n, 1, m_fused, w.h, m_fused, p + m_output.weight, 1, T(0), raw, 1);
   }
@@ -651,9 +730,9 @@ class neural_cf {
   void bias_backward(T* d, std::size_t ldd, const T* a, std::size_t lda, std::size_t cols,
                      std::size_t n, T* partial, T* bias_grad) {
     const std::size_t chunks = (n + chunk - 1) / chunk;
-    parallel_for(m_space, chunks * cols,
-                 detail::ncf_relu_backward_fn<T>{d, ldd, a, lda, cols, n, chunk,
-                                                 chunks > 1 ? partial : nullptr, bias_grad});
+    parallel_grid(m_space, chunks, cols,
+                  detail::ncf_relu_backward_fn<T>{d, ldd, a, lda, cols, n, chunk,
+                                                  chunks > 1 ? partial : nullptr, bias_grad});
     if (chunks > 1)
       parallel_for(m_space, cols, detail::ncf_column_sum_fn<T>{partial, cols, chunks, bias_grad});
   }

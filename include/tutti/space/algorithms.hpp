@@ -43,6 +43,30 @@ void parallel_for(const Space& space, std::size_t n, F f) {
   thrust::for_each_n(space.policy(), thrust::counting_iterator<std::size_t>(0), n, f);
 }
 
+/// Calls `f(t)` for every element t = i·cols + j of an n × cols grid on `space`, in parallel and
+/// in no particular order. On a host space, when `F` has `row(i)` (every element of row i in one
+/// loop over its columns, as `f` would compute them), a row at a time: no division per element,
+/// and a loop the compiler vectorises. A space with `launch` (an instrumented space) sees the
+/// elements, as with `parallel_for`.
+template <execution_space Space, class F>
+void parallel_grid(const Space& space, std::size_t n, std::size_t cols, F f) {
+  if constexpr (
+      Space::host_accessible && requires { f.row(std::size_t{}); } &&
+      !requires { space.launch(n, f); }) {
+    if constexpr (requires { Space::serial_below; }) {
+      if (n * cols < Space::serial_below) {
+        for (std::size_t i = 0; i < n; ++i) f.row(i);
+        return;
+      }
+    }
+    const auto rows = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < rows; ++i) f.row(static_cast<std::size_t>(i));
+  } else {
+    parallel_for(space, n * cols, f);
+  }
+}
+
 /// Returns `op`-reduction of `f(i)` over i in [0, n), starting from `init`.
 /// On a device space this synchronises (it returns a host value); keep it out of training steps.
 template <execution_space Space, class T, class F, class Op>
