@@ -28,7 +28,9 @@
 # torch Adagrad, default 0.1, tutti train's default for it; Adam's is 0.01 on both sides),
 # PYPI_TORCH_DENSE_UP_TO (dense Adam runs only up to this many users, default 250000, as
 # sizes.py), PYPI_TORCH_JOBS (build jobs, default 2), PYPI_TORCH_NO_INSTALL=1 (reuse the venv
-# as it is). OMP_WAIT_POLICY defaults to passive for every program, as in run.sh.
+# as it is), PYPI_TORCH_WAIT (OMP_WAIT_POLICY for every program; default: none set, each side
+# its own: PyTorch's libgomp default, tutti train's own choice for one rank, tutti_bench_cpu_mf's
+# passive), as users run them; the JSON records what each run had.
 # Not part of CI (.ci/run does not call it): it downloads PyTorch.
 set -euo pipefail
 
@@ -45,7 +47,7 @@ dense_up_to="${PYPI_TORCH_DENSE_UP_TO:-250000}"
 jobs="${PYPI_TORCH_JOBS:-2}"
 sizes="${PYPI_TORCH_SIZES:-$(sed -n 's/.*"--sizes", default="\([^"]*\)".*/\1/p' \
   "${root}/benchmarks/peers/sizes.py")}"
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+[[ -z "${PYPI_TORCH_WAIT:-}" ]] || export OMP_WAIT_POLICY="${PYPI_TORCH_WAIT}"
 # The work both sides do, given to every program here (sizes.py's batch; tutti_bench_cpu_mf's
 # Adam rate and L2).
 batch=4096 adam_lr=0.01 l2=0.0001
@@ -202,7 +204,8 @@ def figure(name, j):
     """samples/s, final train loss, threads and wait policy of one run's JSON."""
     if name == "tutti-adam":  # tutti_bench_cpu_mf: the median over the epochs after the first
         return {"samples_per_s": j["samples_per_s"], "final_train_loss": j["final_train_loss"],
-                "threads": j["threads_per_rank"], "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}
+                "threads": j["threads_per_rank"],
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "passive (its own)")}
     if name.startswith("tutti-"):  # tutti train: the last epoch's training steps, as sizes.py
         last = j["epochs"][-1]
         return {"samples_per_s": last["weighted_samples"] / last["step_seconds"],
@@ -268,11 +271,11 @@ def size_block(spec):
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
             if l.startswith("model name")), "?")
 print(f"\n== tutti vs PyTorch {torch.__version__} (pip, {index}) on the CPU: {os.cpu_count()} cores "
-      f"({cpu}); {threads} threads a side, OMP_WAIT_POLICY {os.environ['OMP_WAIT_POLICY']}")
+      f"({cpu}); {threads} threads a side, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}")
 report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "torch": torch.__version__,
           "torch_index": index, "python": platform.python_version(),
           "machine": {"hostname": socket.gethostname(), "cores": os.cpu_count(), "cpu": cpu},
-          "threads": int(threads), "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
+          "threads": int(threads), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
           "rounds": rounds, "sizes": [size_block(s) for s in sizes.split(",")]}
 json.dump(report, open(os.path.join(out, "pypi-torch.json"), "w"), indent=1)
 print(f"\nwrote {os.path.join(out, 'pypi-torch.json')}")
