@@ -7,6 +7,7 @@
 #include <tutti/tutti.hpp>
 
 #include "../apps/tutti/names.hpp"
+#include "../apps/tutti/plan/memory.hpp"
 #include "../apps/tutti/run_policies.hpp"
 
 #include <CLI/CLI.hpp>
@@ -96,6 +97,27 @@ TEST_CASE("cli names: every choice has one name, and the name reads back as the 
   CHECK(choice_name(optimizer_choice::lazy_adam) == "lazy-adam");
   CHECK(choice_name(optimizer_choice::rowwise_adagrad) == "rowwise-adagrad");
   CHECK(choice_name(loss_choice::automatic) == "auto");
+  // Where the library names a value, the program spells it the same way.
+  for (const lr_scaling rule : {lr_scaling::none, lr_scaling::linear, lr_scaling::sqrt})
+    CHECK(name_of(rule) == std::string_view(to_string(rule)));
+  for (const negative_sampler s : {negative_sampler::uniform, negative_sampler::popularity})
+    CHECK(name_of(s) == std::string_view(to_string(s)));
+}
+
+TEST_CASE("cli names: tutti plan refuses an unknown optimizer with every name it takes") {
+  CHECK(
+      std::holds_alternative<lazy_adam>(cli::detail::plan::planned_optimizer("lazy-adam").chosen));
+  CHECK(std::holds_alternative<adam>(cli::detail::plan::planned_optimizer("adamw").chosen));
+  try {
+    (void)cli::detail::plan::planned_optimizer("adagrad");
+    FAIL("an unknown optimizer was accepted");
+  } catch (const tutti::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("'adagrad'") != std::string::npos);
+    for (const std::string& n : all_names<optimizer_choice>())
+      CHECK(what.find(n) != std::string::npos);
+    CHECK(what.find("momentum") != std::string::npos);
+  }
 }
 
 TEST_CASE("cli names: CLI11 stores the choice a name stands for and refuses others by name") {

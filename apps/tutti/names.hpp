@@ -38,7 +38,8 @@ enum class feedback_choice { labels, implicit };
 enum class loss_choice { automatic, squared, logistic, bpr, softmax };
 // The library's own enumerations name the tail policy (tutti::tail_policy), the scaling rule
 // (tutti::lr_scaling), the non-finite guard (tutti::nonfinite_policy) and the negatives'
-// distribution (tutti::negative_sampler).
+// distribution (tutti::negative_sampler); where the library names one (`to_string`), the CLI
+// takes that name.
 
 /// The names of each choice, in the order `--help` lists them.
 constexpr auto names_of(model_choice) {
@@ -78,7 +79,8 @@ constexpr auto names_of(compress_choice) {
 }
 constexpr auto names_of(lr_scaling) {
   using enum lr_scaling;
-  return std::array<named<lr_scaling>, 3>{{{"none", none}, {"linear", linear}, {"sqrt", sqrt}}};
+  return std::array<named<lr_scaling>, 3>{
+      {{to_string(none), none}, {to_string(linear), linear}, {to_string(sqrt), sqrt}}};
 }
 constexpr auto names_of(nonfinite_policy) {
   using enum nonfinite_policy;
@@ -98,7 +100,8 @@ constexpr auto names_of(loss_choice) {
 }
 constexpr auto names_of(negative_sampler) {
   using enum negative_sampler;
-  return std::array<named<negative_sampler>, 2>{{{"uniform", uniform}, {"popularity", popularity}}};
+  return std::array<named<negative_sampler>, 2>{
+      {{to_string(uniform), uniform}, {to_string(popularity), popularity}}};
 }
 
 /// An enumeration whose names `names_of` lists.

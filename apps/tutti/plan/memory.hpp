@@ -62,10 +62,16 @@ inline run_optimizer planned_optimizer(const std::string& name) {
   if (name == "adamw") return {adam{.weight_decay = defaults.weight_decay, .decoupled = true}};
   // A name from the command line (checked there) or from a report's JSON.
   const std::optional<optimizer_choice> chosen = choice_named<optimizer_choice>(name);
-  TUTTI_EXPECTS(chosen.has_value(), "tutti plan",
-                "unknown optimizer '" + name +
-                    "'; expected sgd, momentum, adamw or one of tutti "
-                    "train's (adam, lars, lamb, lazy-adam, rowwise-adagrad, row-sparse-sgd)");
+  if (!chosen) {
+    std::string train_names;
+    for (const std::string& n : all_names<optimizer_choice>())
+      if (n != "sgd") train_names += (train_names.empty() ? "" : ", ") + n;
+    tutti::detail::throw_invalid("tutti plan",
+                                 "unknown optimizer '" + name +
+                                     "'; expected sgd, momentum, adamw or one of tutti "
+                                     "train's (" +
+                                     train_names + ")");
+  }
   return make_optimizer(*chosen, defaults.momentum, defaults.weight_decay);
 }
 

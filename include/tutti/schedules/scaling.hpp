@@ -20,7 +20,7 @@ enum class lr_scaling {
 };
 
 /// The lower-case name of a scaling rule, as `parse_lr_scaling` accepts it.
-inline const char* to_string(lr_scaling rule) {
+constexpr const char* to_string(lr_scaling rule) {
   switch (rule) {
     case lr_scaling::none:
       return "none";
