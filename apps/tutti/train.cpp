@@ -287,6 +287,12 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
         "setup: read %.2f s, split %.2f s, trainer built %.2f s; first step done %.2f s after "
         "the start\n",
         d.read_seconds, d.split_seconds, out.init_seconds, out.first_step_seconds);
+  if (!c.quiet && out.share && out.share->changes() > 0)
+    std::printf(
+        "cores shared: %zu of %zu steps on fewer than %d threads (fewest %d; other work ran "
+        "beside the run; %zu changes)\n",
+        out.share->steps_below(), out.share->steps(), out.share->most(), out.share->fewest(),
+        out.share->changes());
   if (!c.quiet) {
     using tutti::detail::bytes_text;
     const memory_accounts& m = r.memory;
@@ -313,7 +319,8 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
                                   .baseline = baseline,
                                   .seconds = seconds,
                                   .init_seconds = out.init_seconds,
-                                  .first_step_seconds = out.first_step_seconds});
+                                  .first_step_seconds = out.first_step_seconds,
+                                  .share = out.share ? &*out.share : nullptr});
 }
 
 /// Trains with `c.ranks` ranks and reports. `rank` is this process's rank: 0 unless it is one
@@ -445,11 +452,14 @@ int run_train(train_config& c) {
   return train_and_report(c, 0, false);
 }
 
-/// Active waits for one host rank that has the machine's cores to itself (one process, one
-/// rank), passive whenever ranks share them (threads of this process, or MPI processes on this
-/// machine) or the step runs on a GPU.
+/// Active waits for one host rank alone in its process and on its machine, whose threads then
+/// follow the machine as the run goes (`--share-cores`, tutti::core_share); passive whenever
+/// ranks share the cores (threads of this process, or MPI processes on this machine) or the step
+/// runs on a GPU. With `--share-cores off`, one rank spins only where the machine looks idle at
+/// the start.
 openmp_wait train_wait_policy(const train_config& c) {
   if (c.space != space_choice::host) return openmp_wait::passive;
+  if (detail::shares_cores(c)) return openmp_wait::spin_then_sleep;
   return wait_policy_for(c.reducer == reducer_choice::mpi ? 1 : c.ranks);
 }
 

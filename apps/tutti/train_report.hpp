@@ -118,6 +118,7 @@ struct train_report {
   std::optional<int> omp_threads;  // OpenMP threads of the measured process
   double cpu_seconds = 0;
   std::string omp_wait_policy;  // OMP_WAIT_POLICY of the measured process; empty: not set
+  std::string gomp_spincount;   // GOMP_SPINCOUNT of the measured process; empty: not set
   // The wait before training, rank 0's: {read_seconds (the data read, ids mapped, cleaned),
   // split_seconds (the split and the ranking lists), init_seconds (the trainer built: arenas
   // allocated, tables initialised), first_step_seconds (from the start to the end of the first
@@ -127,6 +128,9 @@ struct train_report {
   // rows, step_buffers, shard, total}), and the process's peak resident memory
   // (peak_resident_bytes); null in reports written before it was.
   nlohmann::json memory;
+  // How rank 0's threads followed the machine (`--share-cores`): {most_threads, fewest_threads,
+  // changes, steps, steps_below_most}; null where they did not, or in older reports.
+  nlohmann::json cores;
 };
 
 namespace detail {
@@ -353,9 +357,11 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
   if (r.ledger) j["ledger"] = *r.ledger;
   if (r.omp_threads) j["omp_threads"] = *r.omp_threads;
   if (!r.omp_wait_policy.empty()) j["omp_wait_policy"] = r.omp_wait_policy;
+  if (!r.gomp_spincount.empty()) j["gomp_spincount"] = r.gomp_spincount;
   if (!r.step_graph_refused.empty()) j["step_graph_refused"] = r.step_graph_refused;
   if (!r.setup.is_null()) j["setup"] = r.setup;
   if (!r.memory.is_null()) j["memory"] = r.memory;
+  if (!r.cores.is_null()) j["cores"] = r.cores;
 }
 
 /// Reads a report; what the planner needs must be there (the rank-0 phases, the epochs' steps,
@@ -395,8 +401,10 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
     r.omp_threads = report_get<int>(j, "omp_threads");
   r.cpu_seconds = report_get_or<double>(j, "cpu_seconds", 0);
   r.omp_wait_policy = report_get_or<std::string>(j, "omp_wait_policy", "");
+  r.gomp_spincount = report_get_or<std::string>(j, "gomp_spincount", "");
   r.setup = detail::report_json_or_null(j, "setup");
   r.memory = detail::report_json_or_null(j, "memory");
+  r.cores = detail::report_json_or_null(j, "cores");
 }
 
 }  // namespace tutti::cli

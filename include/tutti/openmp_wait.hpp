@@ -23,8 +23,19 @@ enum class openmp_wait {
   passive,
   /// Threads spin between regions: right when one rank has the cores to itself, where waking a
   /// sleeping thread for every short parallel region costs tens of microseconds.
-  active
+  active,
+  /// Threads spin between regions for a while (`GOMP_SPINCOUNT`, `bounded_spins`), then sleep:
+  /// as fast as `active` between a step's regions, and a thread left out of the team
+  /// (`tutti::core_share` gives cores up to other work) stops spinning instead of taking the
+  /// core it gave up.
+  spin_then_sleep
 };
+
+/// The spins of `openmp_wait::spin_then_sleep`: libgomp's own count where no policy is set
+/// (about 3 ms by its estimate). Measured with `tutti::core_share` on 2 cores: 30,000 and
+/// 300,000 both ran the idle step as fast as `active`; an unbounded spin kept the thread that
+/// was left out spinning beside the work it had made room for.
+inline constexpr const char* bounded_spins = "300000";
 
 /// The processes of this job on this machine, as the MPI launcher says
 /// (`OMPI_COMM_WORLD_LOCAL_SIZE` for Open MPI, `MPI_LOCALNRANKS` for MPICH); 1 outside MPI.
@@ -54,30 +65,38 @@ inline int own_runnable_threads() {
   return running;
 }
 
-/// Runnable tasks on this machine outside this process: the least of 8 samples, 2 ms apart, of
-/// the running count in `/proc/loadavg` less this process's own runnable threads; -1 where there
-/// is no such file. `TUTTI_OTHER_RUNNABLE` set to a count replaces the probe (tests, or a user
-/// who knows the machine). In a container the count is the host's, so a shared host reads as
-/// busy.
-inline int other_runnable_tasks() {
+/// Runnable tasks on this machine outside this process, from one look: the running count in
+/// `/proc/loadavg` less this process's own runnable threads; -1 where there is no such file.
+/// `TUTTI_OTHER_RUNNABLE` set to a count replaces the look (tests, or a user who knows the
+/// machine). In a container the count is the host's, so a shared host reads as busy.
+inline int other_runnable_now() {
   if (const char* v = std::getenv("TUTTI_OTHER_RUNNABLE")) {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
     if (end != v && n >= 0) return static_cast<int>(std::min<long>(n, INT_MAX));
   }
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return -1;
+  double avg[3];
+  int running = 0, total = 0;
+  const bool read =
+      std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &running, &total) == 5;
+  std::fclose(f);
+  return read ? std::max(0, running - own_runnable_threads()) : -1;
+}
+
+/// Runnable tasks on this machine outside this process: the least of 8 looks
+/// (`other_runnable_now`), 2 ms apart; -1 where there is no `/proc/loadavg`.
+inline int other_runnable_tasks() {
   int least = INT_MAX;
   for (int k = 0; k < 8; ++k) {
     if (k > 0) ::usleep(2000);
-    std::FILE* f = std::fopen("/proc/loadavg", "r");
-    if (f == nullptr) return -1;
-    double avg[3];
-    int running = 0, total = 0;
-    const bool read =
-        std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &running, &total) == 5;
-    std::fclose(f);
-    if (read) least = std::min(least, running - own_runnable_threads());
+    const int now = other_runnable_now();
+    if (now < 0) return -1;
+    least = std::min(least, now);
+    if (std::getenv("TUTTI_OTHER_RUNNABLE") != nullptr) break;  // a count given: one look
   }
-  return least == INT_MAX ? -1 : std::max(0, least);
+  return least;
 }
 
 /// The policy for a process that runs `ranks_here` ranks: active only for one rank in one
@@ -90,8 +109,9 @@ inline openmp_wait wait_policy_for(int ranks_here) {
   return other_runnable_tasks() == 0 ? openmp_wait::active : openmp_wait::passive;
 }
 
-/// Re-executes the running program with `OMP_WAIT_POLICY` set to `policy` unless the user chose
-/// a policy (then nothing happens). libgomp reads the variable once, when it loads, so this is
+/// Re-executes the running program with `OMP_WAIT_POLICY` set to `policy` (and for
+/// `spin_then_sleep`, `GOMP_SPINCOUNT` where the user did not set it) unless the user chose a
+/// policy (then nothing happens). libgomp reads the variable once, when it loads, so this is
 /// the only way to choose it from inside the program; call it before any parallel region. If
 /// the re-exec fails the program carries on with libgomp's default policy.
 ///
@@ -100,7 +120,8 @@ inline openmp_wait wait_policy_for(int ranks_here) {
 /// less than half the speed of the active one (a wake-up per region, ~20 short regions a step).
 inline void choose_openmp_wait(char** argv, openmp_wait policy) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", policy == openmp_wait::active ? "active" : "passive", 1);
+  ::setenv("OMP_WAIT_POLICY", policy == openmp_wait::passive ? "passive" : "active", 1);
+  if (policy == openmp_wait::spin_then_sleep) ::setenv("GOMP_SPINCOUNT", bounded_spins, 0);
   ::execv("/proc/self/exe", argv);
 }
 

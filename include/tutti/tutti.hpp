@@ -21,6 +21,7 @@
 #include <tutti/metrics.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
+#include <tutti/core_share.hpp>
 #include <tutti/openmp_wait.hpp>
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/lamb.hpp>

@@ -1595,35 +1595,43 @@ elseif(CASE STREQUAL "row-sparse")
   endif()
 elseif(CASE STREQUAL "wait-policy")
   # The program chooses libgomp's wait policy for how its ranks use the cores, and records it:
-  # active for one rank alone in one process on an idle machine, passive for rank threads
-  # sharing the cores, for several processes of an MPI job on one machine, or while other work
-  # runs; a policy the user set is kept. The machine's load is fixed by TUTTI_OTHER_RUNNABLE
-  # (ctest runs tests side by side).
+  # one rank alone in one process spins a bounded while (GOMP_SPINCOUNT) and its threads follow
+  # the machine (--share-cores): every core on an idle machine, one where other work takes the
+  # rest; passive for rank threads sharing the cores or several processes of an MPI job on one
+  # machine; with --share-cores off, passive while other work runs at the start; a policy the
+  # user set is kept. The machine's load is fixed by TUTTI_OTHER_RUNNABLE (ctest runs tests side
+  # by side).
   set(small --learners 300 --courses 40 --epochs 1)
-  foreach(run "active;--ranks;1" "passive;--ranks;2" "passive;--ranks;1;local-size;2"
-              "passive;--ranks;1;others;2" "passive;--ranks;1;user;passive"
-              "active;--ranks;2;user;active")
+  foreach(run "active;--ranks;1;others;0" "passive;--ranks;2" "passive;--ranks;1;local-size;2"
+              "active;--ranks;1;others;1000" "passive;--ranks;1;share-off;2"
+              "passive;--ranks;1;user;passive" "active;--ranks;2;user;active")
     list(POP_FRONT run expected flag ranks)
-    set(env --unset=OMP_WAIT_POLICY --unset=OMPI_COMM_WORLD_LOCAL_SIZE --unset=MPI_LOCALNRANKS)
+    set(env --unset=OMP_WAIT_POLICY --unset=GOMP_SPINCOUNT --unset=OMPI_COMM_WORLD_LOCAL_SIZE
+            --unset=MPI_LOCALNRANKS)
     set(why "${flag} ${ranks}")
-    if(NOT "others" IN_LIST run)
-      list(APPEND env TUTTI_OTHER_RUNNABLE=0)
-    endif()
+    set(extra)
+    set(what)
+    set(others 0)
     if(run)
       list(POP_FRONT run what value)
       if(what STREQUAL "local-size")
         list(APPEND env OMPI_COMM_WORLD_LOCAL_SIZE=${value})
         set(why "${why}, ${value} MPI processes on this machine")
       elseif(what STREQUAL "others")
-        list(APPEND env TUTTI_OTHER_RUNNABLE=${value})
+        set(others ${value})
         set(why "${why}, ${value} other tasks running")
+      elseif(what STREQUAL "share-off")
+        set(others ${value})
+        set(extra --share-cores off)
+        set(why "${why}, --share-cores off, ${value} other tasks running")
       else()
         list(APPEND env OMP_WAIT_POLICY=${value})
         set(why "${why}, OMP_WAIT_POLICY=${value} set by the user")
       endif()
     endif()
+    list(APPEND env TUTTI_OTHER_RUNNABLE=${others})
     execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${TUTTI} train --quiet
-                            --json ${WORK}/wait.json ${flag} ${ranks} ${small}
+                            --json ${WORK}/wait.json ${flag} ${ranks} ${small} ${extra}
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "tutti train ${why}: exit ${rc}\n${out}\n${err}")
@@ -1632,6 +1640,30 @@ elseif(CASE STREQUAL "wait-policy")
     json_get(policy "${j}" omp_wait_policy)
     if(NOT policy STREQUAL expected)
       message(FATAL_ERROR "tutti train ${why}: OMP_WAIT_POLICY ${policy}; expected ${expected}")
+    endif()
+    # The threads of a rank that shares the cores: all it started with beside nothing, one
+    # beside more work than there are cores; and the bounded spin that lets a thread it gave up
+    # sleep.
+    string(JSON shared ERROR_VARIABLE no_cores GET "${j}" cores)
+    if(what STREQUAL "others")
+      if(no_cores)
+        message(FATAL_ERROR "tutti train ${why}: no 'cores' in the report; expected one")
+      endif()
+      json_get(spins "${j}" gomp_spincount)
+      json_get(most "${j}" cores most_threads)
+      json_get(fewest "${j}" cores fewest_threads)
+      json_get(omp_threads "${j}" omp_threads)
+      set(want ${most})
+      if(others GREATER 0)
+        set(want 1)
+      endif()
+      if(NOT spins STREQUAL "300000" OR NOT fewest EQUAL want OR NOT most EQUAL omp_threads)
+        message(FATAL_ERROR "tutti train ${why}: GOMP_SPINCOUNT ${spins}, threads ${fewest} of "
+                            "${most} (omp_threads ${omp_threads}); expected 300000 and ${want}")
+      endif()
+      set(why "${why}: threads ${fewest} of ${most}")
+    elseif(NOT no_cores AND NOT what STREQUAL "user")
+      message(FATAL_ERROR "tutti train ${why}: the report has 'cores' (${shared}); expected none")
     endif()
     message(STATUS "tutti train ${why}: OMP_WAIT_POLICY ${policy}")
   endforeach()

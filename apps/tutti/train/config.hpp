@@ -100,7 +100,8 @@ struct train_config {
   std::string export_dir;               // --export: rank 0 writes the trained model here
   std::string init_from;                // --init-from: an export the known rows start from
   std::string lists_out;                // --lists-out: the training rows and ranking lists
-  std::string step_graphs = "on";       // --space cuda: the steady step replayed as a CUDA Graph
+  std::string share_cores = "on";  // one host rank: its threads follow the machine (core_share)
+  std::string step_graphs = "on";  // --space cuda: the steady step replayed as a CUDA Graph
 };
 
 /// A log of positives learns to rank with less regularisation, more passes and larger steps than

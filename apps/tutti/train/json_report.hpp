@@ -158,6 +158,7 @@ struct run_summary {
   baseline_score baseline;
   double seconds;
   double init_seconds = 0, first_step_seconds = 0;  // rank 0's (run_output)
+  const core_share* share = nullptr;                // rank 0's, where it shared the cores
 };
 
 /// The report of a run.
@@ -193,8 +194,10 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .omp_threads = std::nullopt,
                    .cpu_seconds = cpu_seconds(),
                    .omp_wait_policy = {},
+                   .gomp_spincount = {},
                    .setup = {},
-                   .memory = {}};
+                   .memory = {},
+                   .cores = nullptr};
   rep.eval["baseline"] = {{"name", s.baseline.name}, {"value", s.baseline.value}};
   if (r.ranking) {
     rep.ranking = to_json(*r.ranking);
@@ -230,7 +233,16 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
 #if defined(_OPENMP)
   rep.omp_threads = omp_get_max_threads();
 #endif
+  if (const core_share* share = s.share) {
+    rep.omp_threads = share->most();  // what an idle machine gets, not where the run ended
+    rep.cores = {{"most_threads", share->most()},
+                 {"fewest_threads", share->fewest()},
+                 {"changes", share->changes()},
+                 {"steps", share->steps()},
+                 {"steps_below_most", share->steps_below()}};
+  }
   if (const char* wait = std::getenv("OMP_WAIT_POLICY")) rep.omp_wait_policy = wait;
+  if (const char* spins = std::getenv("GOMP_SPINCOUNT")) rep.gomp_spincount = spins;
   return rep;
 }
 

@@ -165,6 +165,12 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
              "gradient reducer: local (ranks are threads of this process) or mpi (one rank "
              "per process, started by mpirun)");
   add_choice(app, "--space", c.space, "execution space: host, or cuda (GPU build)");
+  app.add_option("--share-cores", c.share_cores,
+                 "one rank on the host: on (its OpenMP threads spin between regions and give a "
+                 "core up to other work while it runs, looked at every 100 ms; see "
+                 "docs/spaces.md) or off (the threads and wait libgomp starts with)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--step-graphs", c.step_graphs,
                  "--space cuda, one rank, a row-sparse optimizer: on (the steady step is recorded "
                  "once as a CUDA Graph and replayed, one launch a step; the same kernels, the same "

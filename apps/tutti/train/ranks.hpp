@@ -58,7 +58,15 @@ struct run_output {
   // end of its first step.
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double init_seconds = 0, first_step_seconds = 0;
+  std::optional<core_share> share;  // rank 0's, where its threads follow the machine
 };
+
+/// Whether this process's one host rank shares the cores with other work (`--share-cores`): one
+/// rank, in the only process of the job on this machine, on the host.
+inline bool shares_cores(const train_config& c) {
+  return c.share_cores == "on" && c.space == space_choice::host && local_processes() == 1 &&
+         (c.reducer == reducer_choice::mpi || c.ranks == 1);
+}
 
 /// --init-from: makes `model` start from the export's rows where the export knows the learner
 /// or course, and from the usual initialisation (the trainer's seed) elsewhere; returns what the
@@ -196,8 +204,11 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   TUTTI_EXPECTS(c.audit.empty(), "tutti train",
                 "--audit: this tutti was built without libsodium; expected a build that found it");
 #endif
+  // On the rank's own thread: the threads it starts with are the ones an idle machine gets.
+  if (rank == 0 && shares_cores(c)) out.share.emplace();
   opt.on_step = [&bar, &out](const step_progress& p) {
     if (p.rank != 0) return;
+    if (out.share) out.share->poll();
     if (out.first_step_seconds == 0)
       out.first_step_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - out.start).count();
