@@ -22,6 +22,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__CUDACC__)
 #include <tutti/space/cuda.hpp>
@@ -87,11 +88,51 @@ void gemm_call(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::si
 /// OpenMP's threads take the bands.
 inline constexpr std::size_t gemm_band_rows = 256;
 
+/// Rows of the shared dimension k in one band of a host GEMM whose C has too few rows for row
+/// bands: a weight gradient, fan-in × fan-out summed over a batch's rows.
+inline constexpr std::size_t gemm_band_depth = 2048;
+
+/// The most values of C split into depth bands: each band keeps a partial C.
+inline constexpr std::size_t gemm_split_values = std::size_t{1} << 16;
+
+/// C = alpha·op(A)·op(B) + beta·C with the shared dimension cut into bands of `gemm_band_depth`
+/// (the last takes what is left): each band's product into a partial C on OpenMP's threads, then
+/// the partials added in band order. The bands depend on k only.
+template <class T>
+void gemm_depth_bands(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                      T alpha, const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta,
+                      T* c, std::size_t ldc) {
+  const std::size_t bands = k / gemm_band_depth, mn = m * n;
+  thread_local std::vector<T> partial;  // the calling rank's; kept between calls
+  partial.resize(bands * mn);
+  T* part = partial.data();
+  const auto count = static_cast<std::ptrdiff_t>(bands);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t band = 0; band < count; ++band) {
+    const std::size_t k0 = static_cast<std::size_t>(band) * gemm_band_depth;
+    const std::size_t k1 = band + 1 == count ? k : k0 + gemm_band_depth;
+    // Columns k0.. of op(A) and rows k0.. of op(B), as each is stored.
+    const T* a_band = trans_a ? a + k0 * lda : a + k0;
+    const T* b_band = trans_b ? b + k0 : b + k0 * ldb;
+    gemm_call(trans_a, trans_b, m, n, k1 - k0, T(1), a_band, lda, b_band, ldb, T(0),
+              part + static_cast<std::size_t>(band) * mn, n);
+  }
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      T sum = part[i * n + j];
+      for (std::size_t band = 1; band < bands; ++band) sum += part[band * mn + i * n + j];
+      T& out = c[i * ldc + j];
+      out = (beta == T(0) ? T(0) : beta * out) + alpha * sum;  // beta 0 ignores C, as BLAS does
+    }
+}
+
 /// C = alpha·op(A)·op(B) + beta·C on the host, all matrices row-major: op(A) is m×k, op(B) k×n,
 /// C m×n; `lda`, `ldb`, `ldc` are row strides of the matrices as stored. With at least two bands
 /// of `gemm_band_rows` rows of C (a batch's rows), one BLAS call per band on OpenMP's threads (the
-/// threads of the model's other kernels; BLAS itself on one, `keep_blas_to_one_thread`); else one
-/// call. The bands depend on m only, never on the number of threads, so neither does the result.
+/// threads of the model's other kernels; BLAS itself on one, `keep_blas_to_one_thread`); else,
+/// with at least two bands of `gemm_band_depth` in k (a weight gradient over a batch) and a C of
+/// at most `gemm_split_values`, `gemm_depth_bands`; else one call. The bands depend on m and k
+/// only, never on the number of threads, so neither does the result.
 template <class T>
 void gemm(blas_context<host_space>&, const host_space&, bool trans_a, bool trans_b, std::size_t m,
           std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda, const T* b,
@@ -102,7 +143,10 @@ void gemm(blas_context<host_space>&, const host_space&, bool trans_a, bool trans
   keep_blas_to_one_thread();
   const std::size_t bands = m / gemm_band_rows;
   if (bands < 2) {
-    gemm_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (k / gemm_band_depth >= 2 && m * n <= gemm_split_values)
+      gemm_depth_bands(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+      gemm_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const auto count = static_cast<std::ptrdiff_t>(bands);
