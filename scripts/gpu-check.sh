@@ -10,10 +10,10 @@
 #      optimizer, checkpoint resume on cuda, nccl_ring (one rank, the overlapped path, and across
 #      GPUs where there are two), and the rest;
 #   3. `tutti train --space cuda` against `--space host` from the same seed (final loss), with
-#      Adam and with the row-sparse step (lazy Adam), a warm start from an export (--init-from),
-#      and that step at 1,000,000 learners and on the 8 GB-class model (30,000,000 learners,
-#      dim 64); the step replayed from a CUDA Graph against every kernel launched one by one (same
-#      checksum, samples/s of both);
+#      Adam and with the row-sparse step (lazy Adam), neural CF (--model ncf), a warm start from
+#      an export (--init-from), and that step at 1,000,000 learners and on the 8 GB-class model
+#      (30,000,000 learners, dim 64); the step replayed from a CUDA Graph against every kernel
+#      launched one by one (same checksum, samples/s of both);
 #   4. `tutti bench allreduce --reducer nccl` on every visible GPU (#wrong must be 0);
 #   5. the package's cuda and nccl consumer programs (examples/consumer-components);
 #   6. the MF benchmark against PyTorch eager on the same batches (the losses must agree), and
@@ -104,6 +104,12 @@ if [[ -x build-gpu/tutti ]]; then
     build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --feedback implicit \
       --holdout last --loss softmax --negative-sampler popularity --sampled-negatives 8 \
       --json "${out}/train_sampled_${space}.json" >"${out}/train_sampled_${space}.txt" 2>&1
+  done
+  # Neural CF on the device (cuBLAS for the layers, the output layer fused with the loss),
+  # against the host's; its samples/s.
+  for space in cuda host; do
+    build-gpu/tutti train --space "${space}" --ranks 1 --seed 7 --quiet --model ncf --dim 32 \
+      --layers 64,32,16 --json "${out}/train_ncf_${space}.json" >"${out}/train_ncf_${space}.txt" 2>&1
   done
   # A warm start on the device: the host's lazy-Adam export (its rows, optimizer state and step
   # count) continued for two epochs on the device and on the host.
@@ -204,6 +210,7 @@ cuda_vs_host("tutti train --feedback implicit --loss softmax: sampled negatives,
              "train_sampled_")
 cuda_vs_host("tutti train --init-from: a warm start with the optimizer's state, cuda vs host",
              "train_warm_")
+cuda_vs_host("tutti train --model ncf: neural CF, cuda vs host", "train_ncf_")
 m = load("train_rows_1m_cuda.json")
 if m:
     e = m["epochs"][-1]

@@ -551,8 +551,9 @@ TEST_CASE(
 
 TEST_CASE(
     "neural_cf: its host kernels write a row at a time what they write an element at a time") {
-  // The gather, the bias + ReLU pass, the masked backward pass with its column sums, and the
-  // embedding contributions: row(i) against operator() over the row's elements, bit for bit.
+  // The gather, the bias + ReLU pass, the masked backward pass with its column sums, the output
+  // layer's sums and the embedding contributions: row(i) against operator() over the row's
+  // elements, bit for bit.
   tutti::detail::splitmix rng(29);
   const auto fill = [&rng](std::vector<float>& v) {
     for (auto& x : v) x = static_cast<float>(rng.uniform() - 0.5);
@@ -613,6 +614,20 @@ TEST_CASE(
           },
           chunks, cols);
     }
+  // The output layer's sums: 71 columns (the weights' 70 and the bias) cross a tile of 64.
+  std::vector<float> raw(n), h(n * cols);
+  fill(raw);
+  fill(h);
+  for (const std::size_t chunk : {std::size_t{8}, n}) {
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    both(
+        [&] {
+          auto out = std::make_shared<std::vector<float>>(chunks * (cols + 1), 0.5f);
+          return std::pair{out, tutti::detail::ncf_output_sums_fn<float>{raw.data(), h.data(), cols,
+                                                                         n, chunk, out->data()}};
+        },
+        chunks, cols + 1);
+  }
   std::vector<float> dh(n * (gmf + 4)), dx0(n * 2 * mlp);
   fill(dh);
   fill(dx0);

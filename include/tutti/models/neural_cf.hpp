@@ -172,29 +172,124 @@ struct ncf_bias_relu_fn {
   }
 };
 
-/// Kernel over slots: the score s_i = raw_i + output bias gives slot i's weighted loss, and raw_i
-/// is overwritten by scale·w_i·dL/ds, the gradient flowing back into the output layer (0 for
-/// padding).
+/// h·w over `fused` values in eight lanes (value j in lane j mod 8), the lanes added in a fixed
+/// tree: the same sum on every space and thread count, and a loop the host vectorises.
 template <class T>
-struct ncf_loss_fn {
+TUTTI_HOST_DEVICE T ncf_output_dot(const T* h, const T* w, std::size_t fused) {
+  T lane[8] = {};
+  std::size_t j = 0;
+  for (; j + 8 <= fused; j += 8)
+    for (std::size_t l = 0; l < 8; ++l) lane[l] += h[j + l] * w[j + l];
+  for (std::size_t l = 0; j + l < fused; ++l) lane[l] += h[j + l] * w[j + l];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/// Kernel over slots: raw_i = h_i·w, slot i's score before the output bias, summed by
+/// `ncf_output_dot` (as `ncf_output_loss_fn` sums it).
+template <class T>
+struct ncf_output_score_fn {
+  const T* h;
+  std::size_t fused;
+  const T* weight;
   T* raw;
+  TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    raw[i] = ncf_output_dot(h + i * fused, weight, fused);
+  }
+};
+
+/// Kernel over slots, the output layer fused with a pointwise loss: slot i's score s_i = h_i·w +
+/// output bias (h_i its row of the fused features, w the output weights, `ncf_output_dot`), its
+/// weighted loss, raw_i = scale·w_i·dL/ds (0 for padding), and its row of dh =
+/// raw_i·w, the gradient flowing back into the fused features.
+template <class T>
+struct ncf_output_loss_fn {
+  const T* h;
+  std::size_t fused;
+  const T* weight;
   const T* output_bias;
   const float* labels;
   const float* weights;
   loss_kind loss;
   T scale;
+  T* raw;
+  T* dh;
   T* slot_loss;
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
+    const T* hr = h + i * fused;
+    T* dr = dh + i * fused;
     const T w = static_cast<T>(weights[i]);
     if (w == T(0)) {
       raw[i] = T(0);
       slot_loss[i] = T(0);
+      for (std::size_t j = 0; j < fused; ++j) dr[j] = T(0);
       return;
     }
     T l, dl;
-    pointwise_loss(loss, raw[i] + *output_bias, static_cast<T>(labels[i]), l, dl);
+    pointwise_loss(loss, ncf_output_dot(hr, weight, fused) + *output_bias,
+                   static_cast<T>(labels[i]), l, dl);
     slot_loss[i] = w * l;
-    raw[i] = scale * w * dl;
+    const T d = scale * w * dl;
+    raw[i] = d;
+    for (std::size_t j = 0; j < fused; ++j) dr[j] = d * weight[j];
+  }
+};
+
+/// The output layer's weight and bias gradients over (chunk k of rows, column j ≤ fused): the
+/// chunk's rows of raw_i·h_ij (column j < fused) or of raw_i (j = fused, the bias) summed in row
+/// order into partial[k·(fused + 1) + j], for `ncf_column_sum_fn`.
+template <class T>
+struct ncf_output_sums_fn {
+  const T* raw;
+  const T* h;
+  std::size_t fused;
+  std::size_t n;
+  std::size_t chunk;
+  T* partial;
+  TUTTI_HOST_DEVICE void operator()(std::size_t t) const {
+    const std::size_t cols = fused + 1;
+    const std::size_t k = t / cols;
+    const std::size_t j = t % cols;
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    T s = T(0);
+    for (std::size_t i = begin; i < end; ++i) s += j < fused ? raw[i] * h[i * fused + j] : raw[i];
+    partial[k * cols + j] = s;
+  }
+  /// Chunk k's columns (host), each column's sum in the same order as `operator()`.
+  void row(std::size_t k) const {
+    constexpr std::size_t tile = 64;
+    const std::size_t cols = fused + 1;
+    const std::size_t begin = k * chunk;
+    const std::size_t end = begin + chunk < n ? begin + chunk : n;
+    for (std::size_t j0 = 0; j0 < cols; j0 += tile) {
+      const std::size_t w = cols - j0 < tile ? cols - j0 : tile;
+      // Of the tile's columns, the weights' (h's columns) and then, in the last tile, the bias.
+      const std::size_t wh = j0 + w > fused ? fused - j0 : w;
+      T s[tile] = {};
+      for (std::size_t i = begin; i < end; ++i) {
+        const T* hr = h + i * fused + j0;
+        const T r = raw[i];
+        for (std::size_t j = 0; j < wh; ++j) s[j] += r * hr[j];
+        if (wh < w) s[wh] += r;
+      }
+      for (std::size_t j = 0; j < w; ++j) partial[k * cols + j0 + j] = s[j];
+    }
+  }
+};
+
+/// Kernel over the output layer's fused + 1 columns: the chunks' partial sums of column j, in
+/// chunk order, added to the weight gradient (j < fused) or the bias gradient (j = fused).
+template <class T>
+struct ncf_output_column_sum_fn {
+  const T* partial;
+  std::size_t fused;
+  std::size_t chunks;
+  T* weight_grad;
+  T* bias_grad;
+  TUTTI_HOST_DEVICE void operator()(std::size_t j) const {
+    T s = T(0);
+    for (std::size_t k = 0; k < chunks; ++k) s += partial[k * (fused + 1) + j];
+    (j < fused ? weight_grad[j] : *bias_grad) += s;
   }
 };
 
@@ -536,25 +631,29 @@ class neural_cf {
     const std::size_t gmf = m_opt.gmf_dim, mlp = m_mlp_dim, e = gmf + mlp;
     const std::size_t layers = m_dense.size();
     const work w = carve(n, true);
-    forward(p, batch.users.data(), batch.items.data(), batch.weights.data(), n, w, w.raw);
-    if (is_list_loss(m_opt.loss))
+    if (is_list_loss(m_opt.loss)) {
+      forward(p, batch.users.data(), batch.items.data(), batch.weights.data(), n, w, w.raw);
       parallel_for(
           m_space, n / batch.list_size,
           detail::list_loss_of("tutti::models::neural_cf::loss_and_gradient", m_opt.loss, batch,
                                m_n_items, w.raw, p + m_output.bias, scale, w.slot_loss));
-    else
+      if (loss_sum != nullptr) m_loss_sum.add_to(m_space, w.slot_loss, nullptr, n, loss_sum);
+      // d(raw) = scale·w·dL/ds is in w.raw. A list loss does not change when every score of a
+      // list moves alike, so the output bias has no gradient there: adding the slopes' sum would
+      // add only their rounding, which Adam would scale up into steps.
+      gemm(true, false, m_fused, 1, n, w.h, m_fused, w.raw, 1, T(1), g + m_output.weight, 1);
+      gemm(false, true, n, m_fused, 1, w.raw, 1, p + m_output.weight, 1, T(0), w.dh, m_fused);
+    } else {
+      // A pointwise loss: the output layer, the loss and the gradient into the features in one
+      // pass over the slots, then the output weights' and bias's sums.
+      forward_hidden(p, batch.users.data(), batch.items.data(), batch.weights.data(), n, w);
       parallel_for(m_space, n,
-                   detail::ncf_loss_fn<T>{w.raw, p + m_output.bias, batch.labels.data(),
-                                          batch.weights.data(), m_opt.loss, scale, w.slot_loss});
-    if (loss_sum != nullptr) m_loss_sum.add_to(m_space, w.slot_loss, nullptr, n, loss_sum);
-
-    // Output layer: d(raw) = scale·w·dL/ds is already in w.raw. A list loss does not change when
-    // every score of a list moves alike, so the output bias has no gradient there: adding the
-    // slopes' sum would add only their rounding, which Adam would scale up into steps.
-    if (!is_list_loss(m_opt.loss))
-      bias_backward(w.raw, 1, nullptr, 0, 1, n, w.partial, g + m_output.bias);
-    gemm(true, false, m_fused, 1, n, w.h, m_fused, w.raw, 1, T(1), g + m_output.weight, 1);
-    gemm(false, true, n, m_fused, 1, w.raw, 1, p + m_output.weight, 1, T(0), w.dh, m_fused);
+                   detail::ncf_output_loss_fn<T>{
+                       w.h, m_fused, p + m_output.weight, p + m_output.bias, batch.labels.data(),
+                       batch.weights.data(), m_opt.loss, scale, w.raw, w.dh, w.slot_loss});
+      if (loss_sum != nullptr) m_loss_sum.add_to(m_space, w.slot_loss, nullptr, n, loss_sum);
+      output_backward(w, n, g);
+    }
     ready(m_output.bias, 1);
     ready(m_output.weight, m_fused);
     // MLP layers, last to first; the last layer's activation and its gradient sit in the
@@ -680,7 +779,7 @@ class neural_cf {
       const std::size_t e = m_opt.gmf_dim + m_mlp_dim;
       uc = take(n * e);
       ic = take(n * e);
-      std::size_t widest = 1;
+      std::size_t widest = m_fused + 1;  // the output layer's sums: its weights and bias
       for (const dense& d : m_dense) widest = std::max(widest, d.out);
       part = take((n + chunk - 1) / chunk * widest);
     }
@@ -704,11 +803,19 @@ class neural_cf {
     return w;
   }
 
-  /// Runs the network on n slots: the input gather, each dense layer as a GEMM followed by its
-  /// fused bias + ReLU pass, and the output layer's GEMM into `raw` (n values, before the
-  /// output bias).
+  /// Runs the network on n slots: `forward_hidden`, then the output layer into `raw` (n values,
+  /// before the output bias), each score summed as `ncf_output_loss_fn` sums it.
   void forward(const T* p, const std::int32_t* users, const std::int32_t* items,
                const float* weights, std::size_t n, const work& w, T* raw) {
+    forward_hidden(p, users, items, weights, n, w);
+    parallel_for(m_space, n,
+                 detail::ncf_output_score_fn<T>{w.h, m_fused, p + m_output.weight, raw});
+  }
+
+  /// The network up to the output layer: the input gather, and each dense layer as a GEMM
+  /// followed by its fused bias + ReLU pass, into the fused features `w.h`.
+  void forward_hidden(const T* p, const std::int32_t* users, const std::int32_t* items,
+                      const float* weights, std::size_t n, const work& w) {
     const std::size_t gmf = m_opt.gmf_dim, mlp = m_mlp_dim;
     const std::size_t layers = m_dense.size();
     parallel_grid(m_space, n, gmf + 2 * mlp,
@@ -722,7 +829,18 @@ class neural_cf {
       gemm(false, false, n, d.out, d.in, in, d.in, p + d.weight, d.out, T(0), out, ld);
       parallel_grid(m_space, n, d.out, detail::ncf_bias_relu_fn<T>{out, ld, d.out, p + d.bias});
     }
-    gemm(false, false, n, 1, m_fused, w.h, m_fused, p + m_output.weight, 1, T(0), raw, 1);
+  }
+
+  /// The output layer's weight and bias gradients from raw (the gradient at each score) and the
+  /// fused features: per chunk of rows, then the chunks in order, so no sum depends on how the
+  /// chunks were shared out.
+  void output_backward(const work& w, std::size_t n, T* g) {
+    const std::size_t chunks = (n + chunk - 1) / chunk, cols = m_fused + 1;
+    parallel_grid(m_space, chunks, cols,
+                  detail::ncf_output_sums_fn<T>{w.raw, w.h, m_fused, n, chunk, w.partial});
+    parallel_for(m_space, cols,
+                 detail::ncf_output_column_sum_fn<T>{w.partial, m_fused, chunks,
+                                                     g + m_output.weight, g + m_output.bias});
   }
 
   /// Masks the upstream gradient `d` of a layer by its ReLU (`a` its activation; null for none)
