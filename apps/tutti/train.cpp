@@ -290,9 +290,9 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
   if (!c.quiet && out.share && out.share->changes() > 0)
     std::printf(
         "cores shared: %zu of %zu steps on fewer than %d threads (fewest %d; other work ran "
-        "beside the run; %zu changes)\n",
+        "beside the run; the threads changed %zu time%s)\n",
         out.share->steps_below(), out.share->steps(), out.share->most(), out.share->fewest(),
-        out.share->changes());
+        out.share->changes(), out.share->changes() == 1 ? "" : "s");
   if (!c.quiet) {
     using tutti::detail::bytes_text;
     const memory_accounts& m = r.memory;

@@ -7,6 +7,7 @@
 #include <tutti/checkpoint.hpp>
 #include <tutti/concepts.hpp>
 #include <tutti/config.hpp>
+#include <tutti/core_share.hpp>
 #include <tutti/data/append.hpp>
 #include <tutti/data/csv.hpp>
 #include <tutti/data/feedback.hpp>
@@ -21,7 +22,6 @@
 #include <tutti/metrics.hpp>
 #include <tutti/models/logistic_regression.hpp>
 #include <tutti/models/matrix_factorization.hpp>
-#include <tutti/core_share.hpp>
 #include <tutti/openmp_wait.hpp>
 #include <tutti/optimizers/adam.hpp>
 #include <tutti/optimizers/lamb.hpp>
