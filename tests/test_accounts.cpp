@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_accounts {
+
 namespace {
 
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -276,3 +278,5 @@ TEST_CASE("step_account: the step time counts the exposed reduce, work excludes 
   CHECK(std::string(tutti::to_string(tutti::account::compute)) == "compute");
   CHECK(tutti::allreduce_bus_factor(8) == doctest::Approx(1.75));
 }
+
+}  // namespace test_accounts

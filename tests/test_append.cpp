@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+namespace test_append {
+
 namespace {
 
 namespace data = tutti::data;
@@ -124,3 +126,5 @@ TEST_CASE("replay: every pair of the newest day, a share of the others by pair")
   data::interactions rows = all;
   CHECK_THROWS_AS(data::replay_history(rows, pairs, 1.5, 11), tutti::invalid_argument);
 }
+
+}  // namespace test_append

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace test_audit {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -353,6 +355,7 @@ TEST_CASE("audit: the writer refuses misuse and never overwrites a trail") {
   CHECK(tutti::data::verify_audit(dir.path / "nothing-here").problems.size() == 1);
 }
 
+}  // namespace test_audit
 #else
 
 TEST_CASE("audit trail: its tests need libsodium") {

@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+namespace test_capabilities {
+
 using namespace tutti;
 using namespace tutti::models;
 
@@ -112,3 +114,5 @@ TEST_CASE("capabilities: the trainer counts what a reducer with wire_bytes says 
   CHECK(halved.dense_bytes_per_step == 2 * (halved.arena_floats + gradient_trailing_floats));
   CHECK(halved.parameters_checksum == plain.parameters_checksum);  // the step is the same
 }
+
+}  // namespace test_capabilities

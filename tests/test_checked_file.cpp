@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string>
 
+namespace test_checked_file {
+
 namespace {
 
 std::string read_all(const std::filesystem::path& p) {
@@ -114,3 +116,5 @@ TEST_CASE("checked file: a folder is refused by name") {
       tutti::detail::write_file_replacing(dir.path / "missing" / "r.json", "{}\n", "test"),
       doctest::Contains("No such file or directory"), tutti::error);
 }
+
+}  // namespace test_checked_file

@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_checkpoint {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -596,3 +598,5 @@ TEST_CASE("checkpoint: config_differences names exactly the differing fields") {
   CHECK(tutti::config_differences({{"tag", ""}}, {}) == std::vector<std::string>{"tag"});
   CHECK(tutti::config_differences({}, {{"tag", ""}}) == std::vector<std::string>{"tag"});
 }
+
+}  // namespace test_checkpoint

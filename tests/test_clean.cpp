@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_clean {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -414,3 +416,5 @@ TEST_CASE("fuzz regressions and seeds of sealed_fuzz still hold every property")
   TUTTI_TEST_SKIP("no <sodium.h> in this build: sealed shards are compiled out");
 }
 #endif
+
+}  // namespace test_clean

@@ -17,6 +17,8 @@
 #include <variant>
 #include <vector>
 
+namespace test_cli_names {
+
 using namespace tutti;
 using namespace tutti::cli;
 
@@ -143,3 +145,5 @@ TEST_CASE("cli names: the optimizer a name builds carries the named optimizer's 
   check_builds(optimizer_choice::rowwise_adagrad, rowwise_adagrad{});
   check_builds(optimizer_choice::row_sparse_sgd, row_sparse_sgd{.momentum = 0.9f});
 }
+
+}  // namespace test_cli_names

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_comm_group {
+
 namespace {
 
 using tutti::detail::comm_group;
@@ -383,3 +385,5 @@ TEST_CASE("comm_group: ownership when attaching late, releasing twice, or never 
     CHECK(unreleased.aborts == std::vector<int>{0, 0});
   }
 }
+
+}  // namespace test_comm_group

@@ -23,6 +23,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace test_compressed {
+
 namespace {
 
 using tutti::detail::bf16_to_float;
@@ -547,3 +549,5 @@ TEST_CASE("compressed<local_ring>: the trainer's finite flag and stop request cr
     CHECK(r.stopped_at == 1);
   }
 }
+
+}  // namespace test_compressed

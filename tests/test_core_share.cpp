@@ -18,6 +18,8 @@
 #include <omp.h>
 #endif
 
+namespace test_core_share {
+
 using namespace std::chrono_literals;
 using tutti::core_share;
 
@@ -147,3 +149,5 @@ TEST_CASE("core share: threads changed between steps leave the parameters of fix
   TUTTI_TEST_SKIP("the build has no OpenMP, so a rank's threads cannot change");
 }
 #endif
+
+}  // namespace test_core_share

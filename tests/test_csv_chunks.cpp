@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+namespace test_csv_chunks {
+
 namespace {
 
 using tutti::data::csv_options;
@@ -175,3 +177,5 @@ TEST_CASE("csv chunks: parse_csv reads integer ids in chunks and names in one pa
 }
 
 }  // namespace
+
+}  // namespace test_csv_chunks

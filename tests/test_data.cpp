@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_data {
+
 namespace {
 
 using tutti::data::csv_options;
@@ -722,3 +724,5 @@ TEST_CASE("parse_csv: corrupted input either parses whole or raises data_error")
   CHECK(parsed > 0);
   CHECK(rejected > 0);
 }
+
+}  // namespace test_data

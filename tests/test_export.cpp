@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+namespace test_export {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -599,3 +601,5 @@ TEST_CASE("warm start: the optimizer's state goes with its rows through an expor
   CHECK_FALSE(fs::exists(dir.path / "user_state.npy"));
   CHECK_FALSE(tutti::models::read_mf_export(dir.path).state);
 }
+
+}  // namespace test_export

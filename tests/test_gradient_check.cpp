@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_gradient_check {
+
 using namespace tutti;
 using namespace tutti::models;
 using tutti_test::check_batch;
@@ -321,3 +323,5 @@ TEST_CASE("check_gradient: a model with right derivatives that breaks the contra
     CHECK(r.describe().find("contract: " + std::string(says)) != std::string::npos);
   }
 }
+
+}  // namespace test_gradient_check

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace test_gradient_slots {
+
 namespace {
 
 using tutti_test::count_differing;
@@ -323,3 +325,5 @@ TEST_CASE("gradient slots: the step's finite check and zeroing cover the slots, 
   CHECK(g[a + 4 * 3] == 1.f);
   CHECK(step.squared_norm(space, g.data()) == 0.0);
 }
+
+}  // namespace test_gradient_slots

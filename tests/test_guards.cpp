@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace test_guards {
+
 namespace {
 
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -386,3 +388,5 @@ TEST_CASE("rebroadcast_on_mismatch repairs the replica from rank 0 and records t
     CHECK(o.checksum == ranks[0].checksum);
   }
 }
+
+}  // namespace test_guards

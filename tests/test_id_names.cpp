@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+namespace test_id_names {
+
 namespace {
 
 using tutti::data::csv_options;
@@ -225,3 +227,5 @@ TEST_CASE("split and leave_one_out keep the names of both halves") {
   CHECK(loo.train.item_names == d.item_names);
   CHECK(loo.test.size() == 30);  // each learner's last course
 }
+
+}  // namespace test_id_names

@@ -24,15 +24,14 @@
 #include <utility>
 #include <vector>
 
+namespace test_large_batch_optimizers {
+
 static_assert(tutti::optimizer<tutti::lars, tutti::host_space>);
 static_assert(tutti::optimizer<tutti::lamb, tutti::host_space>);
 static_assert(tutti::check_optimizer<tutti::lars, tutti::host_space>());
 static_assert(tutti::check_optimizer<tutti::lamb, tutti::host_space>());
 
 namespace {
-// Named so that the helpers do not collide with test_optimizers.cpp's when the CUDA suite
-// compiles both files as one translation unit.
-namespace large_batch {
 
 using tutti::segment_kind;
 
@@ -633,5 +632,6 @@ TEST_CASE_TEMPLATE("lars and lamb reject bad hyper-parameters and arguments befo
   CHECK(tutti::to_host_vector(space, params.span()) == p0);
 }
 
-}  // namespace large_batch
 }  // namespace
+
+}  // namespace test_large_batch_optimizers

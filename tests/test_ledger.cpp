@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_ledger {
+
 namespace {
 
 tutti::topology one_node(int n, const char* link) {
@@ -903,3 +905,5 @@ TEST_CASE("planner: a long job with plenty of data per step on good links goes d
   CHECK(binding_names(safe) == std::vector<std::string>{"reasonable_time", "max_safe_batch"});
   CHECK(safe.cautions.empty());
 }
+
+}  // namespace test_ledger

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace test_levels {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -176,3 +178,5 @@ TEST_CASE("levels: the benchmarks and examples include nothing of the program's 
     }
   CHECK(files > 5);
 }
+
+}  // namespace test_levels

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace test_list_losses {
+
 namespace {
 
 using tutti::loss_kind;
@@ -157,3 +159,5 @@ TEST_CASE_TEMPLATE("list losses: batches not made of lists are refused, named", 
       (tutti::models::logistic_regression<Space>({.loss = loss_kind::softmax}, 7, 5)),
       doctest::Contains("loss is softmax; expected squared or logistic"), tutti::invalid_argument);
 }
+
+}  // namespace test_list_losses

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_memory_forecast {
+
 namespace {
 
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -147,3 +149,5 @@ TEST_CASE("memory forecast: each of two ranks holds what the forecast says") {
   CHECK(forecast.gradients > one.gradients);
   CHECK(forecast.shard < one.shard);
 }
+
+}  // namespace test_memory_forecast

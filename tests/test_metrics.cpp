@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+namespace test_metrics {
+
 TEST_CASE_TEMPLATE("metrics on a space equal the host metrics, ties and all", Space,
                    TUTTI_TEST_SPACES) {
   Space space;
@@ -55,3 +57,5 @@ TEST_CASE_TEMPLATE("metrics on a space refuse what the host metrics refuse", Spa
                        tutti::invalid_argument);
   CHECK_THROWS_AS(tutti::rmse(space, s.first(2), m), tutti::invalid_argument);
 }
+
+}  // namespace test_metrics

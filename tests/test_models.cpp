@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace test_models {
+
 namespace {
 
 using tutti::loss_kind;
@@ -702,3 +704,5 @@ TEST_CASE_TEMPLATE("models: a copy computes the same gradient with its own scrat
   // The original still works after its copy ran (no shared scratch).
   CHECK(run_lg(m, params, b, 1.f).grads == a.grads);
 }
+
+}  // namespace test_models

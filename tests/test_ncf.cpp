@@ -38,9 +38,8 @@
 #include <utility>
 #include <vector>
 
-// Everything lives in a named namespace: the CUDA test executable compiles this file in one
-// translation unit with test_models.cpp, whose helpers have the same names.
-namespace ncf_test {
+namespace test_ncf {
+
 using tutti_test::relative_difference;
 
 namespace {
@@ -777,8 +776,7 @@ TEST_CASE("neural_cf: TUTTI_CUBLAS_CHECK names the call, the cuBLAS status and t
 
 #endif  // TUTTI_HAS_CUDA
 
-}  // namespace ncf_test
-
+}  // namespace test_ncf
 #else
 
 TEST_CASE("neural_cf: its host tests need a CBLAS") {

@@ -25,6 +25,8 @@
 
 #include <omp.h>
 
+namespace test_negatives {
+
 using tutti_test::relative_difference;
 
 namespace {
@@ -449,3 +451,5 @@ TEST_CASE("a list loss without sampled negatives is refused, named") {
       doctest::Contains("the model's loss is bpr and negatives.per_positive is 0"),
       tutti::invalid_argument);
 }
+
+}  // namespace test_negatives

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace test_noise_plan {
+
 namespace {
 
 std::vector<std::string> names(const std::vector<tutti::plan_reason>& v) {
@@ -178,3 +180,5 @@ TEST_CASE("planner: a noise scale known only from below sets no limit and says s
   CHECK_THROWS_WITH_AS(tutti::make_plan(in), doctest::Contains("useful_fraction"),
                        tutti::invalid_argument);
 }
+
+}  // namespace test_noise_plan

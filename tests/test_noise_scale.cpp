@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace test_noise_scale {
+
 namespace {
 
 // Per-sample gradients g = G + e with e ~ N(0, diag(sigma²)): tr(Σ) = Σ sigma², B_simple =
@@ -216,3 +218,5 @@ TEST_CASE("noise scale: a run that cannot measure says why") {
   CHECK_THROWS_WITH_AS(train_on(2, bad), doctest::Contains("noise_scale_decay = 1"),
                        tutti::invalid_argument);
 }
+
+}  // namespace test_noise_scale

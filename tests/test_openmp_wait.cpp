@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+namespace test_openmp_wait {
+
 namespace {
 
 /// Sets (or unsets) an environment variable for one scope, then restores it.
@@ -88,3 +90,5 @@ TEST_CASE("a wait policy the user set is kept") {
   REQUIRE(std::getenv("OMP_WAIT_POLICY") != nullptr);
   CHECK(std::string(std::getenv("OMP_WAIT_POLICY")) == "passive");
 }
+
+}  // namespace test_openmp_wait

@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+namespace test_optimizers {
+
 static_assert(tutti::optimizer<tutti::sgd, tutti::host_space>);
 static_assert(tutti::optimizer<tutti::adam, tutti::host_space>);
 static_assert(tutti::check_optimizer<tutti::sgd, tutti::host_space>());
@@ -349,3 +351,5 @@ TEST_CASE_TEMPLATE("invalid hyper-parameters and arguments raise before any upda
   tutti::sgd{}.step(space, params.span(), g, {}, 0.5f, 1);
   CHECK(tutti::to_host_vector(space, params.span())[0] == doctest::Approx(p0[0] - 0.5f));
 }
+
+}  // namespace test_optimizers

@@ -34,6 +34,8 @@
 #include <unistd.h>
 #endif
 
+namespace test_overlap {
+
 namespace {
 
 using tutti_test::check_replicas_agree;
@@ -562,3 +564,5 @@ TEST_CASE(
                        tutti::invalid_argument);
 }
 #endif
+
+}  // namespace test_overlap

@@ -21,6 +21,8 @@
 #include <tuple>
 #include <vector>
 
+namespace test_ranking {
+
 namespace {
 
 using tutti::data::interactions;
@@ -321,3 +323,5 @@ TEST_CASE_TEMPLATE("evaluate_ranking: a model's scores of every candidate, ranke
   CHECK(got.hit_rate == want.hit_rate);
   CHECK(got.ndcg == doctest::Approx(want.ndcg).epsilon(1e-14));
 }
+
+}  // namespace test_ranking

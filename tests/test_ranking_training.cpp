@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+namespace test_ranking_training {
+
 namespace {
 
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -162,3 +164,5 @@ TEST_CASE("a quality target ends the run after the first epoch that reaches it")
   CHECK_THROWS_WITH_AS(trainer(make_model(d.parts.train), {}, {}, {}, {}, opt),
                        doctest::Contains("no ranking lists were given"), tutti::invalid_argument);
 }
+
+}  // namespace test_ranking_training

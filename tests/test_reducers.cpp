@@ -25,6 +25,8 @@
 #include <omp.h>
 #endif
 
+namespace test_reducers {
+
 namespace {
 
 static_assert(tutti::gradient_reducer<tutti::single_rank>);
@@ -448,3 +450,5 @@ TEST_CASE("single_rank leaves data alone and counts the bytes a real reducer wou
   std::vector<std::uint64_t> wrong(3);
   CHECK_THROWS_AS(r.all_gather(mine, wrong), tutti::invalid_argument);
 }
+
+}  // namespace test_reducers

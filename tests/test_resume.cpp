@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace test_resume {
+
 namespace {
 
 using mf = tutti::models::matrix_factorization<tutti::host_space>;
@@ -382,3 +384,5 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(train_on(1, 1, wrong), doctest::Contains("optimizer-state floats"),
                        tutti::invalid_argument);
 }
+
+}  // namespace test_resume

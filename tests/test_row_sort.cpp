@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace test_row_sort {
+
 TEST_CASE("radix_group_rows is the stable sort of the slots by row, padding last") {
   constexpr std::int32_t padding = std::numeric_limits<std::int32_t>::max();
   std::mt19937_64 rng(11);
@@ -50,3 +52,5 @@ TEST_CASE("radix_group_rows is the stable sort of the slots by row, padding last
     }
   }
 }
+
+}  // namespace test_row_sort

@@ -23,6 +23,8 @@
 
 #include <omp.h>
 
+namespace test_row_sparse {
+
 namespace {
 
 using tutti_test::count_differing;
@@ -500,3 +502,5 @@ TEST_CASE("row-sparse step: MF says its rows are finite exactly when they are, a
   CHECK(c.rows_finite);
   CHECK(c.model_says_finite);
 }
+
+}  // namespace test_row_sparse

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace test_row_step_on_space {
+
 namespace {
 
 using tutti_test::count_differing;
@@ -349,3 +351,5 @@ TEST_CASE("sampled negatives and a list loss on a device's path train as on the 
   const auto without = train_model(std::move(logistic), parts.train, tutti::adam{}, none).params;
   CHECK(tutti_test::relative_difference(without, train(opaque_host_space{}, tutti::adam{})) > 1e-2);
 }
+
+}  // namespace test_row_step_on_space

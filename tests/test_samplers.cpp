@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace test_samplers {
+
 namespace {
 
 static_assert(tutti::shard_sampler<tutti::shuffled_shards>);
@@ -328,3 +330,5 @@ TEST_CASE("owned_shards: a rank given rows other than its own, or a bad rows lis
                        doctest::Contains("rank 1 holds no rows"), tutti::invalid_argument);
   CHECK_THROWS_AS(sampler.rows_of(2), tutti::invalid_argument);
 }
+
+}  // namespace test_samplers

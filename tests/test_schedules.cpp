@@ -14,6 +14,8 @@
 #include <limits>
 #include <numbers>
 
+namespace test_schedules {
+
 namespace {
 // A user-written schedule that does not start at the base rate, to show what warmup joins.
 struct half_rate {
@@ -216,3 +218,5 @@ TEST_CASE("lr_scaling names round-trip and bad names list the valid ones") {
   CHECK_THROWS_AS(tutti::parse_lr_scaling("Linear"), tutti::invalid_argument);
   CHECK_THROWS_AS(tutti::to_string(static_cast<lr_scaling>(-1)), tutti::invalid_argument);
 }
+
+}  // namespace test_schedules

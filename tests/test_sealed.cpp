@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace test_sealed {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -587,6 +589,7 @@ TEST_CASE("sealed: the decoder and decryptor refuse arbitrary bytes without cras
   CHECK(refused > 100);
 }
 
+}  // namespace test_sealed
 #else
 
 TEST_CASE("sealed shards: their tests need libsodium") {

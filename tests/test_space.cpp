@@ -14,6 +14,8 @@
 #include <numeric>
 #include <vector>
 
+namespace test_space {
+
 namespace {
 struct square_fn {
   float* out;
@@ -130,3 +132,5 @@ TEST_CASE("host buffers from 8 MiB on are whole 2 MiB pages, smaller ones 64-byt
     CHECK(same);
   }
 }
+
+}  // namespace test_space

@@ -25,6 +25,8 @@
 #include <tutti/models/neural_cf.hpp>
 #endif
 
+namespace test_sparse_exchange {
+
 namespace {
 
 using tutti_test::check_replicas_agree;
@@ -563,3 +565,5 @@ TEST_CASE("sparse exchange: measured sends rows where the dense reduce costs mor
   check_replicas_agree(measured);
   CHECK(count_differing(measured[0].params, by_bytes[0].params) == 0);
 }
+
+}  // namespace test_sparse_exchange

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace test_step_replay {
+
 namespace {
 
 using tutti_test::implicit_courses;
@@ -187,3 +189,5 @@ TEST_CASE("replayed steps: the steps that read back or differ in shape run kerne
   CHECK(off.result.replayed_steps == 0);
   CHECK(tutti_test::count_differing(off.params, eager.params) == 0);
 }
+
+}  // namespace test_step_replay

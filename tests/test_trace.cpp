@@ -13,6 +13,8 @@
 #include <set>
 #include <vector>
 
+namespace test_trace {
+
 TEST_CASE("on_phase: each rank's intervals are ordered, disjoint, cover every step and add up") {
   auto all = tutti::data::synthetic_courses({.learners = 600,
                                              .courses = 120,
@@ -65,3 +67,5 @@ TEST_CASE("on_phase: each rank's intervals are ordered, disjoint, cover every st
     CHECK(std::abs(sum - r.phases.total()) <= 1e-9 * std::max(1.0, r.phases.total()));
   }
 }
+
+}  // namespace test_trace

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+namespace test_trainer {
+
 using tutti_test::relative_difference;
 
 namespace {
@@ -498,3 +500,5 @@ TEST_CASE("uneven inputs (tail none): short ranks join the last reductions, resu
     }
   }
 }
+
+}  // namespace test_trainer

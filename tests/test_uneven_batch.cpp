@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+namespace test_uneven_batch {
+
 using tutti_test::relative_difference;
 
 namespace {
@@ -251,3 +253,5 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(attempt(), doctest::Contains("rank 1's sampler put a real sample after"),
                        tutti::invalid_argument);
 }
+
+}  // namespace test_uneven_batch
