@@ -30,9 +30,7 @@
 #include <tutti/trainer/memory_forecast.hpp>
 #include <tutti/trainer/noise_scale.hpp>
 #include <tutti/trainer/options.hpp>
-#include <tutti/trainer/row_exchange_on_space.hpp>
-#include <tutti/trainer/row_step.hpp>
-#include <tutti/trainer/row_step_on_space.hpp>
+#include <tutti/trainer/row_sparse_step.hpp>
 #include <tutti/trainer/run_settings.hpp>
 #include <tutti/trainer/sparse_exchange.hpp>
 #include <tutti/trainer/step_kernels.hpp>
@@ -161,7 +159,7 @@ class trainer {
     step_buffers buf = make_buffers(train, plan);
     // The row-sparse step checks before it updates: a device keeps no snapshot for it.
     m_guard.begin_fit(plan.steps_per_epoch, m_params.size(), m_state.size(),
-                      /*snapshot=*/!m_row_step);
+                      /*snapshot=*/!m_rows.on());
     fit_result result = begin_result(plan);
     result.memory = memory_of(buf);
     ledger book;
@@ -190,14 +188,15 @@ class trainer {
       for (std::size_t step = ep.first_step; step < ep.last_step; ++step, ++global_step) {
         const step_slots s = slots_of(plan, ep, step);
         timer.begin_step(epoch, step);
-        announce_step(plan, ep, s, global_step);
+        const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
+        const step_context c{plan, buf, ep, s, global_step, lr, pipeline, timer, result};
+        announce_step(c);
         m_noise_step = plan_noise_step(global_step, s.global_real, plan.split, step - ep.step_base,
                                        s.count, plan.micro_batch);
         m_noise_small = 0;
-        const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
-        const reduced r = run_step(plan, buf, ep, s, global_step, lr, pipeline, timer, result);
-        log_step(plan, ep, s, global_step, lr, log, fit_start, timer);
-        end_step(plan, ep, s, global_step, r.stop, timer, result);
+        const reduced r = run_step(c);
+        log_step(c, log, fit_start);
+        end_step(c, r.stop);
         timer.end_step(r.bytes, book);
       }
       timer.flush(book);
@@ -358,6 +357,21 @@ class trainer {
     double loss = 0, weight = 0, since_weight = 0;
   };
 
+  // What one step works with, handed from part to part (trainer/step.hpp): the run's plan and
+  // buffers, the epoch and this rank's slots of the step, the global step and its rate, the
+  // overlapped reduction, the step's clock and the run's result.
+  struct step_context {
+    const run_plan& plan;
+    step_buffers& buf;
+    const epoch_plan& epoch;
+    const step_slots& slots;
+    std::size_t global_step;
+    double lr;
+    overlap& pipeline;
+    step_clock& timer;
+    fit_result& result;
+  };
+
   // Every rank's mean step, work and wait seconds, summed over the epochs.
   struct rank_means {
     explicit rank_means(std::size_t world) : step(world), work(world), wait(world) {}
@@ -403,35 +417,29 @@ class trainer {
   step_slots slots_of(const run_plan& p, const epoch_plan& e, std::size_t step) const;
   // Tells the reducer where the step is (for the message of a collective's timeout) and the
   // caller which samples it takes.
-  void announce_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
-                     std::size_t global_step);
-  // One step from the gradient to the update: its kernels one by one (`take_step`), or on a
-  // space that records them, the steady step's record replayed (trainer/replayed_step.hpp).
-  reduced run_step(const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
-                   std::size_t global_step, double lr, overlap& pipeline, step_clock& timer,
-                   fit_result& result);
-  reduced take_step(const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
-                    std::size_t global_step, double lr, overlap& pipeline, step_clock& timer,
-                    fit_result& result);
+  void announce_step(const step_context& c);
+  // One step from the gradient to the update: its kernels one by one (`take_step`, the step's
+  // outline in trainer/step.hpp), or on a space that records them, the steady step's record
+  // replayed (trainer/replayed_step.hpp).
+  reduced run_step(const step_context& c);
+  reduced take_step(const step_context& c);
   // Whether this step may be recorded and replayed: a space that records, the row-sparse step
   // of one rank with an optimizer and a model that allow it, no host read in the step (the stop
   // request's poll, the noise scale's measure, the measured wait) and one full micro-batch.
-  bool replayable(const run_plan& p, const step_slots& s, std::size_t global_step,
-                  const overlap& pipeline) const;
+  bool replayable(const step_context& c) const;
   // Device spaces: the step's first slot, its index and the optimizer's values into the space's
   // memory (`detail::step_values`), where the step's kernels read them.
-  void write_step_values(const step_slots& s, double lr, std::uint64_t t);
+  void write_step_values(const step_context& c);
   // The factor on this rank's gradient: world size ÷ real samples of the global step.
   float gradient_scale(const step_slots& s) const;
   // A zero gradient arena, no touched rows, and the overlapped reduction's buckets ready.
-  void begin_gradient(overlap& pipeline, float* step_local_flag);
+  void begin_gradient(const step_context& c);
   // This rank's gradient of the step. Each rank scales by W / (real samples in the global
   // step), so the mean over ranks is the gradient of the mean loss over the global batch,
   // whatever the padding. With accumulation the local batch runs as micro-batches whose
   // gradients add up in the arena (models add, never overwrite), and the step still reduces
   // once.
-  void compute_gradient(const run_plan& p, step_buffers& buf, const step_slots& s,
-                        overlap& pipeline, step_clock& timer);
+  void compute_gradient(const step_context& c);
   // The model's loss and gradient of one micro-batch; with `report`, it tells the overlapped
   // reduction which values are final as backward makes them so.
   void backward(const batch_view& batch, float scale, bool report, overlap& pipeline);
@@ -441,31 +449,26 @@ class trainer {
                           std::size_t count);
   // After backward: the wait for the buckets still in flight, the rows to step, the noise
   // scale's small-batch norm and the finite check (each bucket was checked as it left).
-  void finish_gradient(const run_plan& p, std::size_t step, overlap& pipeline, step_clock& timer);
+  void finish_gradient(const step_context& c);
   // The step's collectives: the measured wait, this rank's stop request into its trailing
   // float, the reduction (the flags alone after the overlapped one), and on the row-sparse
   // step the union of the rows every rank touched.
-  reduced reduce_step(const run_plan& p, std::size_t global_step, overlap& pipeline,
-                      step_clock& timer, fit_result& result);
+  reduced reduce_step(const step_context& c);
   // The guard's verdict on the reduced flag: logged, and the step's loss added to the epoch's
   // sums when it is applied. On the host a skipped step is known here; a device snapshots the
   // parameters and state, for `update` to revert. Returns whether the host skips the step.
-  bool commit_step(std::size_t step, double step_weight, step_clock& timer);
+  bool commit_step(const step_context& c);
   // The stop policy on the host, at a skipped step: every rank stops here; one gather tells
   // them which ranks were non-finite.
-  void stop_if_nonfinite(const run_plan& p, const epoch_plan& e, std::size_t step);
+  void stop_if_nonfinite(const step_context& c);
   // The optimizer's step (unless skipped), then the row-sparse step's zeroing, or on a device
   // the guard's revert of a skipped step.
-  void update(const run_plan& p, std::size_t step, bool skip, double lr, std::size_t global_step,
-              step_clock& timer);
+  void update(const step_context& c, bool skip);
   // The JSON-lines record (every `log_every` steps and at the epoch's end) and `on_step`.
-  void log_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
-                std::size_t global_step, double lr, step_log& log, clock::time_point fit_start,
-                step_clock& timer);
+  void log_step(const step_context& c, step_log& log, clock::time_point fit_start);
   // The step's whole-model work when due: the replica check, the checkpoint; and the stop a
   // rank asked for.
-  void end_step(const run_plan& p, const epoch_plan& e, const step_slots& s,
-                std::size_t global_step, bool stop_now, step_clock& timer, fit_result& result);
+  void end_step(const step_context& c, bool stop_now);
   // The epoch's record: the skipped steps and their records, every rank's samples and times
   // (one gather), the loss (one reduction), the test metric.
   epoch_record end_epoch(const run_plan& p, const epoch_plan& e, ledger& book, double step_seconds,
@@ -513,16 +516,12 @@ class trainer {
   // row-sparse step; with the layout for layout-aware optimizers (LARS, LAMB: a trust ratio per
   // segment); else over the arena.
   void apply_optimizer(double lr, std::uint64_t t);
-  // The row-sparse step's update on the host: the touched rows updated and their gradient
-  // zeroed.
-  void update_rows(bool skip, double lr, std::uint64_t t);
-  // The row-sparse step's plan on each kind of space; on a space the host cannot read, its
-  // check, its exchange of rows between ranks and its update.
+  // The row-sparse step's plan on each kind of space (its work is detail::row_sparse_step's);
+  // on a space the host cannot read, the exchange of the step's rows and dense segments between
+  // ranks.
   void plan_row_step_on_host();
   void plan_row_step_on_space();
-  void check_rows_on_space(std::size_t step);
   std::uint64_t exchange_rows_on_space(const run_plan& p);
-  void update_rows_on_space(std::size_t step, double lr, std::uint64_t t);
   // Whether segment i is row-sparse: the model says, or else its kind is embedding.
   bool is_row_sparse(std::size_t i) const;
   // Lays out a gradient in slots sized by the batch, where the row-sparse step can take
@@ -655,10 +654,7 @@ class trainer {
   // the rows each step touched in them.
   detail::sparse_exchange m_exchange;
   // The row-sparse step (`optimizer_steps_rows`): taken when the optimizer asks for it.
-  bool m_row_step = false;
-  detail::row_step m_rows;                                   // host spaces
-  detail::row_step_on_space<space_type> m_rows_on;           // spaces the host cannot read
-  detail::row_exchange_on_space<space_type> m_row_exchange;  // and several ranks
+  detail::row_sparse_step<space_type> m_rows;
   // The gradient noise scale: the run's estimate, and this step's small-batch squared norm.
   std::optional<ranking_lists_on<space_type>> m_ranking_lists;  // train_options::ranking's
   detail::noise_scale_tracker m_noise;

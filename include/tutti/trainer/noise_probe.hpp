@@ -32,7 +32,7 @@ detail::noise_step trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_n
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 double trainer<Model, Sampler, Reducer, Schedule, Optimizer>::arena_squared_norm() const {
   if constexpr (space_type::host_accessible)
-    if (m_row_step) return m_rows.squared_norm(m_space, m_grads.data());
+    if (m_rows.on()) return m_rows.squared_norm(m_space, m_grads.data());
   return detail::squared_norm(m_space, m_grads.data(), gradient_values());
 }
 

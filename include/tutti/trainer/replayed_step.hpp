@@ -11,95 +11,71 @@
 namespace tutti {
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::run_step(
-    const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
-    std::size_t global_step, double lr, overlap& pipeline, step_clock& timer, fit_result& result)
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::run_step(const step_context& c)
     -> reduced {
-  write_step_values(s, lr, optimizer_step(global_step));
-  const auto take = [&] {
-    return take_step(p, buf, e, s, global_step, lr, pipeline, timer, result);
-  };
-  if (!replayable(p, s, global_step, pipeline)) return take();
+  write_step_values(c);
+  if (!replayable(c)) return take_step(c);
+  const step_slots& s = c.slots;
   const detail::step_shape shape{s.count, gradient_scale(s), s.weight};
   using action = typename detail::step_replay<space_type>::action;
   switch (m_replay.next(shape)) {
     case action::run:  // the first step of its shape: the model's memory grows to it
-      return take();
+      return take_step(c);
     case action::capture: {
       // Recorded, not run: the kernels read what changes from step to step from the space's
       // memory (write_step_values), so the record replays as any later step of this shape.
       // What the step passes by argument is this step's, as the record keeps it.
-      timer.pause(true);
-      const bool recorded = m_replay.capture(
-          m_space, shape, [this, &p, &buf, &e, s, global_step, lr, &pipeline, &timer, &result] {
-            m_replay.bytes =
-                take_step(p, buf, e, s, global_step, lr, pipeline, timer, result).bytes;
-          });
-      timer.pause(false);
-      if (!recorded) return take();  // refused: every step runs its kernels from now on
+      c.timer.pause(true);
+      const bool recorded =
+          m_replay.capture(m_space, shape, [this, &c] { m_replay.bytes = take_step(c).bytes; });
+      c.timer.pause(false);
+      if (!recorded) return take_step(c);  // refused: every step runs its kernels from now on
       break;
     }
     case action::replay:
       break;
   }
   m_replay.replay(m_space);
-  timer.mark(account::compute);  // a replayed step is one interval of the stream
+  c.timer.mark(account::compute);  // a replayed step is one interval of the stream
   return reduced{m_replay.bytes, false};
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::take_step(
-    const run_plan& p, step_buffers& buf, const epoch_plan& e, const step_slots& s,
-    std::size_t global_step, double lr, overlap& pipeline, step_clock& timer, fit_result& result)
-    -> reduced {
-  begin_gradient(pipeline, m_guard.local_entry(s.step));
-  timer.mark(account::data);
-  compute_gradient(p, buf, s, pipeline, timer);
-  finish_gradient(p, s.step, pipeline, timer);
-  const reduced r = reduce_step(p, global_step, pipeline, timer, result);
-  const bool skip = commit_step(s.step, s.weight, timer);
-  if (skip) stop_if_nonfinite(p, e, s.step);
-  update(p, s.step, skip, lr, global_step, timer);
-  return r;
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::replayable(
-    const run_plan& p, const step_slots& s, std::size_t global_step,
-    const overlap& pipeline) const {
+    const step_context& c) const {
   if constexpr (space_captures_steps<space_type> &&
                 optimizer_steps_rows_from_memory<Optimizer, space_type> &&
                 model_repeats_its_kernels<Model> && model_reports_touched_rows_on_space<Model>) {
     // The stop request is written into the step and read back on a poll step: those run.
     const bool stop_work =
         m_options.stop != nullptr &&
-        ((global_step + 1) % m_options.stop_poll_every == 0 || m_options.stop->load());
-    return m_row_step && m_reducer.world_size() == 1 && !pipeline && !m_options.measure_wait &&
-           !m_noise_step.active() && !stop_work && s.count == p.micro_batch && s.global_real > 0;
+        ((c.global_step + 1) % m_options.stop_poll_every == 0 || m_options.stop->load());
+    return m_rows.on() && m_reducer.world_size() == 1 && !c.pipeline && !m_options.measure_wait &&
+           !m_noise_step.active() && !stop_work && c.slots.count == c.plan.micro_batch &&
+           c.slots.global_real > 0;
   } else {
-    (void)p, (void)s, (void)global_step, (void)pipeline;
+    (void)c;
     return false;
   }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_step_values(const step_slots& s,
-                                                                              double lr,
-                                                                              std::uint64_t t) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_step_values(
+    const step_context& c) {
   if constexpr (!space_type::host_accessible) {
     detail::step_values<row_values_type> v;
-    v.first = s.begin;
-    v.entry = s.step;
+    v.first = c.slots.begin;
+    v.entry = c.slots.step;
     if constexpr (optimizer_steps_rows_from_memory<Optimizer, space_type>) {
-      if (m_row_step)
-        v.optimizer =
-            m_optimizer.row_step_values(m_model.layout(), m_params.span(),
-                                        std::span<const float>(m_grads.first(gradient_values())),
-                                        m_state.span(), static_cast<float>(lr), t);
+      if (m_rows.on())
+        v.optimizer = m_optimizer.row_step_values(
+            m_model.layout(), m_params.span(),
+            std::span<const float>(m_grads.first(gradient_values())), m_state.span(),
+            static_cast<float>(c.lr), optimizer_step(c.global_step));
     }
     m_space.copy_from_host(m_values.data(), &v, sizeof v);
   } else {
-    (void)s, (void)lr, (void)t;
+    (void)c;
   }
 }
 

@@ -232,7 +232,6 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_hos
   m_rows.plan(m_model.layout(), std::move(sparse), m_in_slots ? &m_slot_layout : nullptr);
   if constexpr (model_writes_gradient_slots<Model>)
     if (m_in_slots) m_model.write_gradient_to_slots(m_slot_layout);
-  m_row_step = true;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -272,8 +271,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_spa
     TUTTI_EXPECTS(!sparse.empty(), fn,
                   "the optimizer takes the row-sparse step, and the model has no row-sparse "
                   "segment; expected an embedding segment, or a dense optimizer");
-    m_rows_on.plan(m_space, m_model.layout(), std::move(sparse));
-    m_row_step = true;
+    m_rows.plan(m_space, m_model.layout(), std::move(sparse));
   } else {
     TUTTI_EXPECTS(false, fn,
                   "the optimizer takes the row-sparse step (it updates only the rows a step "

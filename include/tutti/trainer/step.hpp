@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file trainer/step.hpp
-/// @brief One step of `fit`, one function per named part in the order `fit` calls them: announce,
-/// gradient, reduce, commit, update, log, end; with the collectives, the finite check and the
-/// optimizer they use. Part of `tutti::trainer` (tutti/trainer.hpp declares these members and
-/// includes this file).
+/// @brief One step of `fit`: its outline first (`take_step`: gradient, check, reduce, commit,
+/// update), then one function per named part in the order the step calls them, with the
+/// collectives, the finite check and the optimizer they use; `fit` announces the step before it
+/// and logs and ends it after. Every part takes the step's `step_context`. Part of
+/// `tutti::trainer` (tutti/trainer.hpp declares these members and includes this file); the
+/// row-sparse step's own work is in trainer/row_sparse_step.hpp, the record and replay of a
+/// step in trainer/replayed_step.hpp.
 #pragma once
 
 #include <tutti/trainer.hpp>
@@ -11,40 +14,55 @@
 namespace tutti {
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const run_plan& p,
-                                                                          const epoch_plan& e,
-                                                                          const step_slots& s,
-                                                                          std::size_t global_step) {
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::take_step(const step_context& c)
+    -> reduced {
+  begin_gradient(c);
+  c.timer.mark(account::data);
+  compute_gradient(c);  // forward and backward of each micro-batch
+  finish_gradient(c);   // the rows to step, the finite check
+  const reduced r = reduce_step(c);
+  const bool skip = commit_step(c);
+  if (skip) stop_if_nonfinite(c);
+  update(c, skip);
+  return r;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const step_context& c) {
+  const epoch_plan& e = c.epoch;
+  const step_slots& s = c.slots;
   if constexpr (reducer_tracks_position<Reducer>) m_reducer.set_position(e.epoch, s.step);
   if (m_options.on_batch)
-    m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
-                                     global_step, p.total_steps, 0.0},
+    m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, c.plan.steps_per_epoch,
+                                     c.global_step, c.plan.total_steps, 0.0},
                        std::span<const std::uint64_t>(e.sh.indices).subspan(s.begin, s.count),
                        std::span<const float>(e.sh.weights).subspan(s.begin, s.count));
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(overlap& pipeline,
-                                                                           float* step_local_flag) {
-  if (m_row_step) {  // the arena is zero but for the flags (see detail::row_step)
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(const step_context& c) {
+  overlap& pipeline = c.pipeline;
+  if (m_rows.on()) {  // the arena is zero but for the flags (see detail::row_sparse_step)
     clear_flags();
-    if constexpr (!space_type::host_accessible) m_rows_on.clear();
+    m_rows.begin();
   } else
     fill(m_space, m_grads, 0.f);
   m_exchange.begin_step();
   if (pipeline) {
     pipeline->begin_step();
     m_bucket_nonfinite = false;
-    m_step_local_flag = step_local_flag;
+    m_step_local_flag = m_guard.local_entry(c.slots.step);
   }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(const run_plan& p,
-                                                                             step_buffers& buf,
-                                                                             const step_slots& s,
-                                                                             overlap& pipeline,
-                                                                             step_clock& timer) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
+    const step_context& c) {
+  const run_plan& p = c.plan;
+  step_buffers& buf = c.buf;
+  const step_slots& s = c.slots;
+  overlap& pipeline = c.pipeline;
+  step_clock& timer = c.timer;
   const float scale = gradient_scale(s);
   for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
     const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
@@ -66,7 +84,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
     if (s.global_real > 0) {
       backward(batch, scale, pipeline && mb + p.micro_batch >= s.end, pipeline);
       if constexpr (!space_type::host_accessible && model_reports_touched_rows_on_space<Model>)
-        if (m_row_step) m_rows_on.select(m_model);  // one micro-batch a step here
+        if (m_rows.on()) m_rows.select_on_space(m_model);  // one micro-batch a step here
     }
     timer.mark(account::compute);
     if (s.global_real > 0 && !m_exchange.empty()) {
@@ -76,7 +94,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(con
     }
     if (m_noise_step.first_micro && mb == s.begin) {  // one rank: the smaller batch
       if constexpr (space_type::host_accessible)
-        if (m_row_step) m_rows.select(m_exchange.touched());
+        if (m_rows.on()) m_rows.select(m_exchange.touched());
       m_noise_small = arena_squared_norm();
       timer.mark(account::guard);
     }
@@ -131,29 +149,25 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::backward(const batch
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(const run_plan& p,
-                                                                            std::size_t step,
-                                                                            overlap& pipeline,
-                                                                            step_clock& timer) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(const step_context& c) {
+  overlap& pipeline = c.pipeline;
+  step_clock& timer = c.timer;
   if (pipeline) {
     pipeline->finish();
     timer.mark(account::reduce);
     timer.reduce_in_background(pipeline->busy_seconds());
   }
   if constexpr (space_type::host_accessible)
-    if (m_row_step) m_rows.select(m_exchange.touched());
+    if (m_rows.on()) m_rows.select(m_exchange.touched());
   record_small_noise(pipeline.has_value());
-  if (p.guarded) check_finite(step, pipeline.has_value(), m_bucket_nonfinite);
+  if (c.plan.guarded) check_finite(c.slots.step, pipeline.has_value(), m_bucket_nonfinite);
   timer.mark(account::guard);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const run_plan& p,
-                                                                        std::size_t global_step,
-                                                                        overlap& pipeline,
-                                                                        step_clock& timer,
-                                                                        fit_result& result)
+auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const step_context& c)
     -> reduced {
+  step_clock& timer = c.timer;
   const std::size_t arena = gradient_values();
   if (m_options.measure_wait) {
     double arrive[1] = {0.0};
@@ -168,20 +182,21 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const ru
   }
   reduced r;
   // On several device ranks the row-sparse step's rows travel by all_gather instead.
-  const bool rows_travel = !space_type::host_accessible && m_row_step && m_reducer.world_size() > 1;
+  const bool rows_travel =
+      !space_type::host_accessible && m_rows.on() && m_reducer.world_size() > 1;
   if (rows_travel)
-    r.bytes = exchange_rows_on_space(p);
+    r.bytes = exchange_rows_on_space(c.plan);
   else
-    r.bytes = pipeline ? reduce_flags(p.wire_bytes) : reduce_gradients(p.wire_bytes, result);
-  if (m_row_step && m_reducer.world_size() > 1) {
+    r.bytes = c.pipeline ? reduce_flags(c.plan.wire_bytes)
+                         : reduce_gradients(c.plan.wire_bytes, c.result);
+  if (m_rows.on() && m_reducer.world_size() > 1) {
     // The rows any rank touched: what the optimizer updates and the arena zeroes after.
     r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
-    m_rows.select(m_exchange.touched());
   }
   timer.mark(account::reduce);
   if constexpr (space_type::host_accessible) {
     r.stop = m_grads.data()[arena + 1] != 0.f;
-  } else if (m_options.stop && (global_step + 1) % m_options.stop_poll_every == 0) {
+  } else if (m_options.stop && (c.global_step + 1) % m_options.stop_poll_every == 0) {
     // Reading the request waits for the device: every stop_poll_every steps (the same steps on
     // every rank, so they stop together).
     float flag = 0.f;
@@ -194,25 +209,23 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const ru
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(std::size_t step,
-                                                                        double step_weight,
-                                                                        step_clock& timer) {
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(const step_context& c) {
   const std::uint64_t* entry = nullptr;  // a device logs at the index in the space's memory
   if constexpr (!space_type::host_accessible) entry = detail::entry_at(m_values.data());
-  const bool skip = m_guard.commit(step, m_grads.data() + gradient_values(), m_step_loss.data(),
-                                   m_sums.data(), step_weight, entry);
+  const bool skip = m_guard.commit(c.slots.step, m_grads.data() + gradient_values(),
+                                   m_step_loss.data(), m_sums.data(), c.slots.weight, entry);
   if constexpr (!space_type::host_accessible)
-    if (!m_row_step) m_guard.protect(m_params.span(), m_state.span());
+    if (!m_rows.on()) m_guard.protect(m_params.span(), m_state.span());
   if (!skip) add_noise_measurement();  // a device waits for the flags, on measured steps only
-  timer.mark(account::guard);
+  c.timer.mark(account::guard);
   return skip;
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(const run_plan& p,
-                                                                              const epoch_plan& e,
-                                                                              std::size_t step) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(
+    const step_context& c) {
   if constexpr (space_type::host_accessible) {
+    const std::size_t step = c.slots.step;
     if (m_options.nonfinite != nonfinite_policy::stop) return;
     const int world = m_reducer.world_size();
     const std::uint64_t mine = m_guard.local_bad(step) ? 1 : 0;
@@ -222,38 +235,46 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(co
     std::vector<std::pair<int, std::size_t>> at;
     for (int r = 0; r < world; ++r)
       if (culprits[static_cast<std::size_t>(r)] != 0) at.emplace_back(r, step);
-    throw nonfinite_error(make_records(at, p, e));
+    throw nonfinite_error(make_records(at, c.plan, c.epoch));
   } else {
-    (void)p, (void)e, (void)step;
+    (void)c;
   }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const run_plan& p,
-                                                                   std::size_t step, bool skip,
-                                                                   double lr,
-                                                                   std::size_t global_step,
-                                                                   step_clock& timer) {
-  if (m_row_step) {  // checked before the update: nothing to revert
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const step_context& c,
+                                                                   bool skip) {
+  const std::size_t step = c.slots.step;
+  const double lr = c.lr;
+  const std::uint64_t t = optimizer_step(c.global_step);
+  step_clock& timer = c.timer;
+  if (m_rows.on()) {  // checked before the update: nothing to revert
+    const auto grads = m_grads.first(gradient_values());
     if constexpr (space_type::host_accessible)
-      update_rows(skip, lr, optimizer_step(global_step));
+      m_rows.update(m_optimizer, m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
+                    skip, static_cast<float>(lr), t);
     else
-      update_rows_on_space(step, lr, optimizer_step(global_step));
+      m_rows.update_on_space(m_optimizer, m_space, m_model.layout(), m_params.span(), grads,
+                             m_state.span(), m_guard.skip_flag(step),
+                             detail::optimizer_values_at(m_values.data()), static_cast<float>(lr),
+                             t);
     timer.mark(account::optimizer);
     return;
   }
-  if (!skip) apply_optimizer(lr, optimizer_step(global_step));
+  if (!skip) apply_optimizer(lr, t);
   timer.mark(account::optimizer);
-  if (!space_type::host_accessible && p.guarded) {
+  if (!space_type::host_accessible && c.plan.guarded) {
     m_guard.revert(step, m_params.span(), m_state.span());
     timer.mark(account::guard);
   }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(
-    const run_plan& p, const epoch_plan& e, const step_slots& s, std::size_t global_step, double lr,
-    step_log& log, clock::time_point fit_start, step_clock& timer) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(const step_context& c,
+                                                                     step_log& log,
+                                                                     clock::time_point fit_start) {
+  const epoch_plan& e = c.epoch;
+  const step_slots& s = c.slots;
   log.since_weight += s.weight;
   const bool last = s.step + 1 == e.last_step;
   if (m_options.log &&
@@ -263,22 +284,27 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(
     m_space.copy_to_host(sums, m_sums.data(), sizeof sums);
     const double applied = sums[1] - log.weight;
     const double interval_loss = applied > 0 ? (sums[0] - log.loss) / applied : 0.0;
-    write_log(e.epoch + 1, s.step + 1, global_step + 1, interval_loss, log.since_weight, lr,
+    write_log(e.epoch + 1, s.step + 1, c.global_step + 1, interval_loss, log.since_weight, c.lr,
               seconds_since(fit_start));
     log.loss = sums[0];
     log.weight = sums[1];
     log.since_weight = 0;
   }
   if (m_options.on_step)
-    m_options.on_step(step_progress{m_reducer.rank(), e.epoch, s.step, p.steps_per_epoch,
-                                    global_step, p.total_steps, lr});
-  timer.mark(account::other);
+    m_options.on_step(step_progress{m_reducer.rank(), e.epoch, s.step, c.plan.steps_per_epoch,
+                                    c.global_step, c.plan.total_steps, c.lr});
+  c.timer.mark(account::other);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(
-    const run_plan& p, const epoch_plan& e, const step_slots& s, std::size_t global_step,
-    bool stop_now, step_clock& timer, fit_result& result) {
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(const step_context& c,
+                                                                     bool stop_now) {
+  const run_plan& p = c.plan;
+  const epoch_plan& e = c.epoch;
+  const step_slots& s = c.slots;
+  const std::size_t global_step = c.global_step;
+  step_clock& timer = c.timer;
+  fit_result& result = c.result;
   const bool periodic =
       m_options.replica_check_every > 0 && (global_step + 1) % m_options.replica_check_every == 0;
   const bool final_step = s.step + 1 == e.last_step && e.epoch + 1 == m_options.epochs;
@@ -322,43 +348,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::apply_optimizer(doub
                                                                             std::uint64_t t) {
   const auto grads = std::span<const float>(m_grads.first(gradient_values()));
   const auto rate = static_cast<float>(lr);
-  if constexpr (optimizer_steps_rows<Optimizer, space_type>) {
-    if (m_row_step) {
-      m_optimizer.step_rows(m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
-                            m_rows.selection(), rate, t);
-      return;
-    }
-  }
   if constexpr (optimizer_steps_by_layout<Optimizer, space_type>)
     m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
   else
     m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows(bool skip, double lr,
-                                                                        std::uint64_t t) {
-  if constexpr (space_type::host_accessible) {
-    if constexpr (optimizer_fuses_rows<Optimizer, space_type>) {
-      if (!skip) {
-        // The update and the zeroing of each run in one pass over the touched rows.
-        m_optimizer.with_row_update(m_model.layout(), m_params.span(),
-                                    std::span<const float>(m_grads.first(gradient_values())),
-                                    m_state.span(), static_cast<float>(lr), t, [&](const auto& fn) {
-                                      m_rows.visit_then_zero(m_space, fn, m_grads.data());
-                                    });
-        return;
-      }
-    }
-    if (!skip) apply_optimizer(lr, t);
-    m_rows.zero(m_space, m_grads.data());
-  }
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_rows_on_space(std::size_t step) {
-  m_rows_on.check(m_space, m_grads.data(), m_grads.data() + gradient_values(),
-                  m_guard.local_entry(step));
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -367,14 +360,10 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_ro
   std::uint64_t bytes = 0;
   if constexpr (reducer_gathers_on_space<Reducer>) {
     // The touched rows travel by all_gather; every rank then holds their union and its mean.
+    bytes = m_rows.exchange_on_space(m_space, m_reducer, m_model.layout(), p.micro_batch,
+                                     m_grads.data());
     const auto& segs = m_model.layout().segments();
-    const auto sparse = m_rows_on.sparse();
-    for (std::size_t k = 0; k < sparse.size(); ++k) {
-      const std::size_t s = sparse[k];
-      m_rows_on.set(
-          s, m_row_exchange.exchange(m_space, m_reducer, k, segs[s], m_rows_on.selection()[s],
-                                     p.micro_batch, m_grads.data(), bytes));
-    }
+    const auto sparse = m_rows.sparse_on_space();
     // The dense segments and the flags: their mean, as the dense step takes it.
     for (std::size_t s = 0; s < segs.size(); ++s) {
       if (std::find(sparse.begin(), sparse.end(), s) != sparse.end()) continue;
@@ -384,28 +373,6 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_ro
   }
   m_reducer.all_reduce_mean(m_grads.subspan(gradient_values(), trailing_floats));
   return bytes + dense_wire_bytes(trailing_floats);
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update_rows_on_space(std::size_t step,
-                                                                                 double lr,
-                                                                                 std::uint64_t t) {
-  if constexpr (optimizer_steps_rows_from_memory<Optimizer, space_type>) {
-    // The kernels read the step's skip flag, and the rate of step t (written by
-    // write_step_values), from the space's memory: the host never waits for them.
-    (void)lr, (void)t;
-    m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
-                                   std::span<const float>(m_grads.first(gradient_values())),
-                                   m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
-                                   detail::optimizer_values_at(m_values.data()));
-  } else if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type>) {
-    // The kernels read the step's skip flag themselves, so the host never waits for it.
-    m_optimizer.step_rows_on_space(m_space, m_model.layout(), m_params.span(),
-                                   std::span<const float>(m_grads.first(gradient_values())),
-                                   m_state.span(), m_rows_on.selection(), m_guard.skip_flag(step),
-                                   static_cast<float>(lr), t);
-  }
-  m_rows_on.zero(m_space, m_grads.data());
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -457,27 +424,30 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
                                                                          bool arena_bad) {
   const std::size_t arena = gradient_values();
   const std::size_t unchecked =
-      arena_checked || (m_row_step && !space_type::host_accessible) ? 0 : arena;
+      arena_checked || (m_rows.on() && !space_type::host_accessible) ? 0 : arena;
   m_guard.check(step, m_step_loss.data(), m_grads.data(), unchecked, m_grads.data() + arena,
                 arena_bad, [&] {
                   if constexpr (space_type::host_accessible)
-                    return m_row_step ? rows_nonfinite()
-                                      : detail::any_nonfinite(m_space, m_grads.data(), unchecked);
+                    return m_rows.on() ? rows_nonfinite()
+                                       : detail::any_nonfinite(m_space, m_grads.data(), unchecked);
                   else
                     return false;
                 });
   if constexpr (!space_type::host_accessible)
-    if (m_row_step) check_rows_on_space(step);
+    if (m_rows.on())
+      m_rows.check_on_space(m_space, m_grads.data(), m_grads.data() + arena,
+                            m_guard.local_entry(step));
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_nonfinite() const {
+  bool rows_checked = false;
   if constexpr (model_checks_row_gradient<Model>) {
     // One rank, one micro-batch: the touched rows hold exactly what the model wrote and checked.
-    if (m_reducer.world_size() == 1 && m_options.accumulation == 1 && m_model.row_gradient_finite())
-      return m_rows.any_nonfinite_dense(m_space, m_grads.data());
+    rows_checked =
+        m_reducer.world_size() == 1 && m_options.accumulation == 1 && m_model.row_gradient_finite();
   }
-  return m_rows.any_nonfinite(m_space, m_grads.data());
+  return m_rows.nonfinite(m_space, m_grads.data(), rows_checked);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
