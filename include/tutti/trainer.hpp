@@ -512,9 +512,9 @@ class trainer {
   // Bytes the dense reduce of `floats` gradient values moves, as the ledger counts them (a
   // compressing reducer, `compressed<R, bf16>`, says what travels).
   std::uint64_t dense_wire_bytes(std::size_t floats) const;
-  // Applies the optimizer to the reduced gradient: to the touched rows and dense segments on the
-  // row-sparse step; with the layout for layout-aware optimizers (LARS, LAMB: a trust ratio per
-  // segment); else over the arena.
+  // Applies the optimizer to the reduced gradient of the dense step (the row-sparse step's update
+  // is detail::row_sparse_step's): with the layout for layout-aware optimizers (LARS, LAMB: a
+  // trust ratio per segment); else over the arena.
   void apply_optimizer(double lr, std::uint64_t t);
   // The row-sparse step's plan on each kind of space (its work is detail::row_sparse_step's);
   // on a space the host cannot read, the exchange of the step's rows and dense segments between
