@@ -48,20 +48,19 @@ flags=(-std=c++20 -g -O1 -fno-omit-frame-pointer "-fsanitize=fuzzer,address,unde
 export ASAN_OPTIONS="detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
-declare -A took
-status=0
-for t in "${targets[@]}"; do
-  src="${root}/fuzz/${t}.cpp"
-  [[ -f "${src}" ]] || { echo "scripts/fuzz.sh: no fuzz/${t}.cpp" >&2; exit 1; }
-  start=${SECONDS}
-  dir="${build}/${t}"
+# One target: build, replay its regressions, fuzz. Its output goes to <dir>/run.log and its
+# result (a line) to <dir>/result, so targets can run side by side.
+run_target() {
+  local t="$1" src="${root}/fuzz/$1.cpp" dir="${build}/$1" started=${SECONDS} result=passed
+  local link regressions seeds
   mkdir -p "${dir}/corpus" "${dir}/crashes"
   touch "${dir}/started"  # crashes newer than this are this run's
   read -r -a link <<<"$(sed -n 's|^// fuzz-link: ||p' "${src}" | tr '\n' ' ')"
   echo "== fuzz: ${t}: building with ${cxx}"
-  "${cxx}" "${flags[@]}" "${src}" -o "${dir}/${t}" "${link[@]}"
-
-  result=passed
+  if ! "${cxx}" "${flags[@]}" "${src}" -o "${dir}/${t}" "${link[@]}"; then
+    echo "$((SECONDS - started)) s, FAILED (does not compile)" >"${dir}/result"
+    return
+  fi
   regressions=("${root}/fuzz/regressions/${t}"/*)
   if [[ -e "${regressions[0]}" ]]; then
     echo "== fuzz: ${t}: replaying ${#regressions[@]} regression input(s)"
@@ -69,7 +68,6 @@ for t in "${targets[@]}"; do
       result="FAILED (a regression input fails again)"
     fi
   fi
-
   if [[ "${result}" == passed && "${seconds}" -gt 0 ]]; then
     echo "== fuzz: ${t}: fuzzing for ${seconds} s"
     seeds=()
@@ -81,7 +79,29 @@ for t in "${targets[@]}"; do
       result="FAILED (see ${dir}/crashes/)"
     fi
   fi
-  if [[ "${result}" != passed ]]; then
+  echo "$((SECONDS - started)) s, ${result}" >"${dir}/result"
+}
+
+# Each target is one process on one core: as many run at once as there are cores (each still
+# fuzzes for its full time), and their logs are printed whole, one after the other.
+jobs="$(nproc 2>/dev/null || echo 1)"
+for t in "${targets[@]}"; do
+  [[ -f "${root}/fuzz/${t}.cpp" ]] || { echo "scripts/fuzz.sh: no fuzz/${t}.cpp" >&2; exit 1; }
+  rm -f "${build}/${t}/result"
+done
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  mkdir -p "${build}/${t}"
+  run_target "${t}" >"${build}/${t}/run.log" 2>&1 &
+done
+wait
+
+status=0
+for t in "${targets[@]}"; do
+  dir="${build}/${t}"
+  cat "${dir}/run.log"
+  [[ -f "${dir}/result" ]] || echo "0 s, FAILED (ended without a result)" >"${dir}/result"
+  if [[ "$(cat "${dir}/result")" != *", passed" ]]; then
     status=1
     while IFS= read -r -d '' crash; do
       echo "== fuzz: ${t}: failing input ${crash} ($(stat -c %s "${crash}") bytes):"
@@ -93,11 +113,10 @@ for t in "${targets[@]}"; do
       fi
     done < <(find "${dir}/crashes" -type f -newer "${dir}/started" -print0)
   fi
-  took[${t}]="$((SECONDS - start)) s, ${result}"
 done
 
 echo "== fuzz: summary"
 for t in "${targets[@]}"; do
-  echo "   ${t}: ${took[${t}]}"
+  echo "   ${t}: $(cat "${build}/${t}/result")"
 done
 exit "${status}"
