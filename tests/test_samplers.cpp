@@ -45,8 +45,9 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
              : slots;
     if (s.size() != expected)
       return "rank " + std::to_string(r) + " has " + std::to_string(s.size()) + " slots";
-    if (s.weights.size() != s.size() || s.real_prefix.size() != slots + 1)
-      return "inconsistent vectors";
+    if (s.weights.size() != s.size() || s.longest() != slots) return "inconsistent vectors";
+    // The tutti samplers give the prefix per rank (W numbers), never a number a slot.
+    if (!s.real_prefix.empty() || s.rank_real.size() != w) return "not the per-rank prefix";
     bool seen_pad = false;
     for (std::size_t j = 0; j < s.size(); ++j) {
       if (none && s.weights[j] != 1.0f) return "a padded slot under tail none";
@@ -70,13 +71,14 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
   if (!pad && total != static_cast<double>(w * (n / w)))
     return "drop kept " + std::to_string(total);
 
-  // real_prefix must equal the brute-force count over all ranks, identically on every rank.
+  // The prefix of real samples must equal the brute-force count over all ranks, identically on
+  // every rank.
   std::uint64_t running = 0;
   for (std::size_t j = 0; j <= slots; ++j) {
     for (int r = 0; r < world; ++r)
-      if (shards[static_cast<std::size_t>(r)].real_prefix[j] != running)
-        return "real_prefix[" + std::to_string(j) + "] on rank " + std::to_string(r) + " is " +
-               std::to_string(shards[static_cast<std::size_t>(r)].real_prefix[j]) + ", expected " +
+      if (shards[static_cast<std::size_t>(r)].real_before(j) != running)
+        return "real_before(" + std::to_string(j) + ") on rank " + std::to_string(r) + " is " +
+               std::to_string(shards[static_cast<std::size_t>(r)].real_before(j)) + ", expected " +
                std::to_string(running);
     if (j < slots)
       for (int r = 0; r < world; ++r) {
@@ -150,24 +152,33 @@ TEST_CASE("shuffled_shards: the permutation depends on (seed, epoch) and nothing
   }
 }
 
-TEST_CASE("shuffled_shards: sizes, padding and real_prefix on a small case") {
+// The prefix of real samples slot by slot, whichever form the shard gives it in.
+std::vector<std::uint64_t> prefix_of(const tutti::shard& s) {
+  std::vector<std::uint64_t> p;
+  for (std::size_t j = 0; j <= s.longest(); ++j) p.push_back(s.real_before(j));
+  return p;
+}
+
+TEST_CASE("shuffled_shards: sizes, padding and the real prefix on a small case") {
   // n = 10, W = 4: 3 slots per rank; slot 2 is real on ranks 0 and 1 only.
   const tutti::shuffled_shards pad{};
   for (int r = 0; r < 4; ++r) {
     const auto s = pad.shard(10, 4, r, 7, 0);
     CHECK(s.size() == 3);
-    CHECK(s.real_prefix == std::vector<std::uint64_t>{0, 4, 8, 10});
+    CHECK(prefix_of(s) == std::vector<std::uint64_t>{0, 4, 8, 10});
+    CHECK(s.rank_real == std::vector<std::uint64_t>{3, 3, 2, 2});
     CHECK(s.weights[2] == (r < 2 ? 1.0f : 0.0f));
     CHECK(s.global_real(1, 3) == 6);
   }
   const tutti::shuffled_shards drop{.tail = tutti::tail_policy::drop};
   CHECK(drop.shard(10, 4, 3, 7, 0).size() == 2);
-  CHECK(drop.shard(10, 4, 3, 7, 0).real_prefix == std::vector<std::uint64_t>{0, 4, 8});
+  CHECK(prefix_of(drop.shard(10, 4, 3, 7, 0)) == std::vector<std::uint64_t>{0, 4, 8});
+  CHECK(drop.shard(10, 4, 3, 7, 0).rank_real == std::vector<std::uint64_t>{2, 2, 2, 2});
   // Fewer samples than ranks: pad gives every rank one slot, drop gives none.
   CHECK(pad.shard(3, 5, 4, 1, 1).size() == 1);
   CHECK(pad.shard(3, 5, 4, 1, 1).weights[0] == 0.0f);
   CHECK(drop.shard(3, 5, 4, 1, 1).size() == 0);
-  CHECK(drop.shard(3, 5, 4, 1, 1).real_prefix == std::vector<std::uint64_t>{0});
+  CHECK(prefix_of(drop.shard(3, 5, 4, 1, 1)) == std::vector<std::uint64_t>{0});
 }
 
 TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot for slot") {
@@ -190,7 +201,8 @@ TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot f
             CHECK(outline.indices.empty());
             CHECK(outline.size() == whole.size());
             CHECK(outline.weights == whole.weights);
-            CHECK(outline.real_prefix == whole.real_prefix);
+            CHECK(outline.rank_real == whole.rank_real);
+            CHECK(outline.longest() == whole.longest());
             // Poisoned memory: every value must be written.
             std::vector<std::uint64_t> indices(whole.size() + 1, ~std::uint64_t{0});
             std::vector<float> weights(whole.size() + 1, -1.f);
@@ -295,12 +307,12 @@ TEST_CASE("owned_shards: each rank visits exactly its own rows once, all ranks t
       }
       CHECK(weight == double(total));
       CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
-      // real_prefix counts every rank's real samples, and is the same on every rank.
+      // The prefix counts every rank's real samples, and is the same on every rank.
       for (int r = 0; r < world; ++r) {
         const auto sh = sampler.shard(rows[r], world, r, 42, epoch);
         std::uint64_t prefix = 0;
         for (std::size_t j = 0; j <= slots; ++j) {
-          CHECK(sh.real_prefix[j] == prefix);
+          CHECK(sh.real_before(j) == prefix);
           if (j < slots) prefix += real_per_slot[j];
         }
       }

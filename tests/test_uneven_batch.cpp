@@ -254,4 +254,61 @@ TEST_CASE(
                        tutti::invalid_argument);
 }
 
+namespace {
+
+// shuffled_shards with the prefix of real samples given slot by slot (`real_prefix`), as a
+// sampler of one's own may give it, instead of per rank (`rank_real`).
+struct slotwise_prefix {
+  tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch) const {
+    auto s = tutti::shuffled_shards{}.shard(n, world, rank, seed, epoch);
+    std::vector<std::uint64_t> prefix;
+    for (std::size_t j = 0; j <= s.longest(); ++j) prefix.push_back(s.real_before(j));
+    s.real_prefix = std::move(prefix);
+    s.rank_real.clear();
+    return s;
+  }
+};
+
+// shuffled_shards whose rank 2 counts one real slot fewer than its shard leads with.
+struct miscounted {
+  tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch) const {
+    auto s = tutti::shuffled_shards{}.shard(n, world, rank, seed, epoch);
+    if (s.rank_real.size() > 2) --s.rank_real[2];
+    return s;
+  }
+};
+
+template <class Sampler>
+std::vector<float> rank0_params(int world, const tutti::train_options& opt) {
+  std::vector<float> out;
+  tutti::run_local(world, [&](tutti::local_ring ring) {
+    tutti::trainer<mf, Sampler, tutti::local_ring> t(make_mf(), {}, ring, {}, {}, opt);
+    t.fit(parts().train, {});
+    if (ring.rank() == 0) out = t.parameters_on_host();
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shard prefix: given per rank or slot by slot, the steps weigh the same, bitwise") {
+  // An even split (99 = 3 x 33) reads the prefix; an uneven one (101) the ranks' counts.
+  for (const std::size_t batch : {std::size_t{99}, std::size_t{101}}) {
+    CAPTURE(batch);
+    auto opt = uneven_options();
+    opt.batch = batch;
+    const auto per_rank = rank0_params<tutti::shuffled_shards>(3, opt);
+    const auto slotwise = rank0_params<slotwise_prefix>(3, opt);
+    REQUIRE(!per_rank.empty());
+    CHECK(per_rank == slotwise);
+  }
+  // The per-rank form must agree with the rank's own weights, or a step would be misweighed.
+  auto opt = uneven_options();
+  opt.batch = 99;
+  CHECK_THROWS_WITH_AS(rank0_params<miscounted>(3, opt),
+                       doctest::Contains("rank 2's shard leads with"), tutti::invalid_argument);
+}
+
 }  // namespace test_uneven_batch

@@ -20,8 +20,11 @@ enum class tail_policy : std::uint8_t {
 };
 
 /// One rank's samples for one epoch, in the order it visits them.
-/// All ranks of a group receive the same `real_prefix` length, so they run the same number of
-/// steps; `size()` is that length − 1, or less for a rank with fewer samples (tail `none`).
+/// All ranks of a group describe the same prefix of real samples over the same number of local
+/// slots (`longest()`), so they run the same number of steps; `size()` is `longest()`, or less
+/// for a rank with fewer samples (tail `none`). The prefix comes in one of two forms: per slot
+/// (`real_prefix`, any sampler's), or per rank (`rank_real`, when every rank's real slots lead
+/// its shard, as the tutti samplers deal them: W numbers instead of a number a slot).
 struct shard {
   /// Dataset positions, one per slot (a padded slot repeats a real position).
   std::vector<std::uint64_t> indices;
@@ -29,8 +32,14 @@ struct shard {
   std::vector<float> weights;
   /// `real_prefix[j]` = real samples over all ranks in local slots [0, j); as many entries as the
   /// longest rank's slots + 1, the same on every rank. Lets each rank know the global weight of
-  /// a step without communicating.
+  /// a step without communicating. Empty where `rank_real` describes the same.
   std::vector<std::uint64_t> real_prefix;
+  /// The per-rank form of `real_prefix`: rank r's first `rank_real[r]` slots are real and any
+  /// after them padded, so real_prefix[j] = sum over r of min(j, rank_real[r]); one entry per
+  /// rank, the same on every rank. Read only while `real_prefix` is empty.
+  std::vector<std::uint64_t> rank_real;
+  /// The longest rank's slots, where `rank_real` describes the prefix.
+  std::size_t longest_slots = 0;
   /// The dataset position of the first row this rank holds. Zero when every rank holds the
   /// whole training set; a rank-local sampler (one whose ranks hold only their own rows) sets
   /// it, and the rank reads local row `indices[j] - first`.
@@ -40,9 +49,20 @@ struct shard {
   /// per slot. `indices` holds as many positions, or none in an outline (a shard whose positions
   /// a sampler writes into a device's memory: `tutti::sampler_fills_on_space`).
   std::size_t size() const noexcept { return weights.size(); }
+  /// Local slots the prefix spans: the longest rank's shard, the same on every rank.
+  std::size_t longest() const noexcept {
+    return real_prefix.empty() ? longest_slots : real_prefix.size() - 1;
+  }
+  /// `real_prefix[j]` in either form: real samples over all ranks in local slots [0, j).
+  std::uint64_t real_before(std::size_t j) const noexcept {
+    if (!real_prefix.empty()) return real_prefix[j];
+    std::uint64_t sum = 0;
+    for (const std::uint64_t r : rank_real) sum += r < j ? r : j;
+    return sum;
+  }
   /// Real samples over all ranks in local slots [begin, end).
   std::uint64_t global_real(std::size_t begin, std::size_t end) const {
-    return real_prefix[end] - real_prefix[begin];
+    return real_before(end) - real_before(begin);
   }
 };
 
@@ -51,7 +71,7 @@ namespace detail {
 /// Bytes `s` holds (its vectors' capacities).
 inline std::uint64_t shard_bytes(const shard& s) noexcept {
   return s.indices.capacity() * sizeof(std::uint64_t) + s.weights.capacity() * sizeof(float) +
-         s.real_prefix.capacity() * sizeof(std::uint64_t);
+         (s.real_prefix.capacity() + s.rank_real.capacity()) * sizeof(std::uint64_t);
 }
 
 }  // namespace detail

@@ -580,8 +580,8 @@ class trainer {
   // usual way a data-parallel run silently trains at the small batch's rate.
   void report_learning_rate(double lr0) const;
   // Every rank's count of real slots in its shard (one gather) when `split` is uneven; empty
-  // when every rank takes the same slots, where the shard's `real_prefix` gives a step's weight.
-  // Collective; throws on every rank alike when a sampler puts padding before a real slot.
+  // when every rank takes the same slots, where the shard's prefix of real samples gives a step's
+  // weight. Collective; throws on every rank alike when a sampler puts padding before a real slot.
   std::vector<std::uint64_t> gather_real_slots(const shard& sh, const detail::batch_split& split);
   // `rank`'s shard of `epoch`, or of what is left of it after its first `start_pos` positions
   // (a resume on another world size).

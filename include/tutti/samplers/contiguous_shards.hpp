@@ -57,11 +57,10 @@ struct contiguous_shards {
     // out of the loss. Ranks past the end of a tiny dataset have no sample of their own.
     for (std::size_t j = real; j < mine; ++j) out.indices[j] = real > 0 ? out.indices[0] : r % n;
 
-    // Slot j is real on every rank for j < base and, in the padded last slot, on `extra` ranks.
-    out.real_prefix.resize(slots + 1);
-    out.real_prefix[0] = 0;
-    for (std::size_t j = 0; j < slots; ++j)
-      out.real_prefix[j + 1] = out.real_prefix[j] + (j < base ? w : extra);
+    // The first `extra` ranks hold base + 1 real slots, the others base, each real slots first.
+    out.longest_slots = slots;
+    out.rank_real.resize(w);
+    for (std::size_t q = 0; q < w; ++q) out.rank_real[q] = base + (q < extra ? 1 : 0);
     return out;
   }
 };

@@ -25,7 +25,7 @@ namespace tutti {
 ///
 /// Every epoch rank r visits its rows once each in a keyed permutation seeded from (seed,
 /// epoch, r). All ranks get max(rows) slots so they take the same steps; a rank with fewer rows
-/// pads its last slots with weight-0 repeats, and `real_prefix` counts the real samples of every
+/// pads its last slots with weight-0 repeats, and `rank_real` counts the real samples of every
 /// rank, so the trainer weighs each step exactly. This is the sampler for sealed shards opened
 /// with per-rank shard keys: no rank ever needs another rank's rows.
 struct owned_shards {
@@ -78,23 +78,15 @@ struct owned_shards {
     out.first = first;
     out.indices.resize(slots);
     out.weights.resize(slots);
-    out.real_prefix.resize(slots + 1);
     for (std::uint64_t j = 0; j < slots; ++j) {
       // A padded slot repeats one of this rank's rows with weight 0, so a batch gathers rows
       // the rank holds and the padding counts in neither the loss nor the gradient.
       out.indices[j] = first + perm(j < mine ? j : j % mine);
       out.weights[j] = j < mine ? 1.0f : 0.0f;
     }
-    // Real samples over all ranks in slots [0, j): sum over ranks of min(j, rows[r]).
-    std::vector<std::uint64_t> sorted = rows;
-    std::sort(sorted.begin(), sorted.end());
-    std::size_t below = 0;   // ranks with rows[r] <= j
-    std::uint64_t done = 0;  // their rows, all real
-    out.real_prefix[0] = 0;
-    for (std::uint64_t j = 1; j <= slots; ++j) {
-      while (below < sorted.size() && sorted[below] < j) done += sorted[below++];
-      out.real_prefix[j] = done + (sorted.size() - below) * j;
-    }
+    // Rank r's rows are its first rows[r] slots, all real.
+    out.longest_slots = slots;
+    out.rank_real = rows;
     return out;
   }
 

@@ -58,7 +58,7 @@ struct shuffled_fill_fn {
 /// (seed, epoch) alone, so every rank computes the same one without communicating, and each
 /// rank evaluates only its own positions: O(n / W) time and memory per epoch, in parallel.
 /// Dealing round-robin leaves at most one padded slot per rank and puts the padding in the last
-/// slot, where `real_prefix` accounts for it.
+/// slot, where `rank_real` accounts for it.
 struct shuffled_shards {
   /// What to do with the last n mod W samples.
   tail_policy tail = tail_policy::pad;
@@ -97,7 +97,7 @@ struct shuffled_shards {
   }
 
   /// `shard_from`'s shard without its dataset positions (`indices` empty): its weights and
-  /// `real_prefix`, the host's part of a shard whose positions `fill_on_space` writes into a
+  /// `rank_real`, the host's part of a shard whose positions `fill_on_space` writes into a
   /// device's memory. Costs a pass over the slots, no permutation. Throws like `shard_from`.
   tutti::shard outline_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
                             std::uint64_t epoch, std::size_t start) const {
@@ -109,13 +109,13 @@ struct shuffled_shards {
     tutti::shard out;
     out.weights.resize(slots_of(n, world_size, rank, start));
     for (std::size_t j = 0; j < out.weights.size(); ++j) out.weights[j] = f.weight(j);
-    out.real_prefix.resize(longest + 1);
-    out.real_prefix[0] = 0;
-    for (std::size_t j = 0; j < longest; ++j) {
-      const std::size_t first = j * w;
-      const std::size_t real_in_row = first < left ? std::min(w, left - first) : 0;
-      out.real_prefix[j + 1] = out.real_prefix[j] + real_in_row;
-    }
+    // Rank q's slot j is real while j·W + q < left, so its real slots lead: ceil((left − q) / W)
+    // of them, or fewer where its share ends first (`drop`).
+    out.longest_slots = longest;
+    out.rank_real.resize(w);
+    for (std::size_t q = 0; q < w; ++q)
+      out.rank_real[q] = std::min<std::size_t>(left > q ? (left - q + w - 1) / w : 0,
+                                               slots_of(n, world_size, static_cast<int>(q), start));
     return out;
   }
 

@@ -35,7 +35,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
     e.sh = epoch_shard(p.n, m_reducer.rank(), epoch, e.start_pos);
   }
   check_shard(p, e);
-  e.epoch_slots = e.sh.real_prefix.size() - 1;
+  e.epoch_slots = e.sh.longest();
   e.real = p.real_counts;
   if (!p.split.even() && (epoch > 0 || e.start_pos > 0)) e.real = gather_real_slots(e.sh, p.split);
   TUTTI_EXPECTS(e.start_pos > 0 || e.real == p.real_counts, "tutti::trainer::fit",
@@ -68,21 +68,44 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
                                                                         const epoch_plan& e) const {
   const shard& sh = e.sh;
   if (e.start_pos == 0)
-    TUTTI_EXPECTS(sh.size() <= p.slots && sh.real_prefix.size() == p.slots + 1,
-                  "tutti::trainer::fit",
-                  "the sampler returned a shard of " + std::to_string(sh.size()) + " slots over " +
-                      std::to_string(sh.real_prefix.size()) + " prefix entries in epoch " +
+    TUTTI_EXPECTS(sh.size() <= p.slots && sh.longest() == p.slots, "tutti::trainer::fit",
+                  "the sampler returned a shard of " + std::to_string(sh.size()) +
+                      " slots whose prefix spans " + std::to_string(sh.longest()) + " in epoch " +
                       std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
-                      " slots over " + std::to_string(p.slots + 1) + " entries in every epoch");
+                      " slots and a prefix over " + std::to_string(p.slots) + " in every epoch");
   TUTTI_EXPECTS(sh.indices.size() == sh.size() || (sh.indices.empty() && shard_on_space()),
                 "tutti::trainer::fit",
                 "the sampler returned " + std::to_string(sh.indices.size()) + " positions and " +
                     std::to_string(sh.size()) + " weights in epoch " + std::to_string(e.epoch) +
                     "; expected one of each per slot");
-  TUTTI_EXPECTS(!sh.real_prefix.empty() && sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
-                "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
-                    " entries for " + std::to_string(sh.size()) +
-                    " slots; expected at least slots + 1");
+  if (sh.real_prefix.empty()) {
+    const int rank = m_reducer.rank();
+    TUTTI_EXPECTS(sh.rank_real.size() == static_cast<std::size_t>(m_reducer.world_size()) &&
+                      sh.size() <= sh.longest_slots &&
+                      std::ranges::all_of(sh.rank_real,
+                                          [&](std::uint64_t r) { return r <= sh.longest_slots; }),
+                  "tutti::trainer::fit",
+                  "the sampler's shard has no real_prefix and rank_real lists " +
+                      std::to_string(sh.rank_real.size()) + " ranks over " +
+                      std::to_string(sh.longest_slots) + " slots (" + std::to_string(sh.size()) +
+                      " here); expected one count per rank of " +
+                      std::to_string(m_reducer.world_size()) + ", none past the longest shard");
+    // The per-rank form holds only where this rank's real slots lead, as many as it says.
+    const std::uint64_t leading = detail::leading_real_slots(sh);
+    TUTTI_EXPECTS(leading == sh.rank_real[static_cast<std::size_t>(rank)], "tutti::trainer::fit",
+                  "rank " + std::to_string(rank) +
+                      (leading == detail::misplaced
+                           ? "'s sampler put a real sample after a padded slot"
+                           : "'s shard leads with " + std::to_string(leading) + " real slots") +
+                      " in epoch " + std::to_string(e.epoch) + " and its rank_real says " +
+                      std::to_string(sh.rank_real[static_cast<std::size_t>(rank)]) +
+                      "; expected its real slots first, as many as rank_real counts");
+  } else {
+    TUTTI_EXPECTS(sh.size() < sh.real_prefix.size(), "tutti::trainer::fit",
+                  "the sampler's real_prefix has " + std::to_string(sh.real_prefix.size()) +
+                      " entries for " + std::to_string(sh.size()) +
+                      " slots; expected at least slots + 1");
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

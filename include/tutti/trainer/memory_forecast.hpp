@@ -133,8 +133,8 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
       if (model.loss() == loss_kind::softmax) m.step_buffers += run.courses * f32;
     }
   }
-  // The shard: a position and a weight a slot, and the real samples before each slot.
-  m.shard = slots * (sizeof(std::uint64_t) + sizeof(float)) + (slots + 1) * sizeof(std::uint64_t);
+  // The shard: a position and a weight a slot, and each rank's count of real slots.
+  m.shard = slots * (sizeof(std::uint64_t) + sizeof(float)) + world * sizeof(std::uint64_t);
   return m;
 }
 

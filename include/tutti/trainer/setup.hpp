@@ -19,11 +19,11 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   p.n = n;
   p.config = &config;
   // Slots per rank are the same in every epoch, so the step count is known up front. Every
-  // rank's `real_prefix` spans the longest shard; a rank whose shard is shorter (tail policy
-  // `none`) joins the remaining steps' reductions with nothing to add.
+  // rank's prefix of real samples spans the longest shard; a rank whose shard is shorter (tail
+  // policy `none`) joins the remaining steps' reductions with nothing to add.
   {
     shard first = m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
-    p.slots = first.real_prefix.size() - 1;
+    p.slots = first.longest();
     p.real_counts = gather_real_slots(first, p.split);
     if (!shard_on_space()) p.first_shard = std::move(first);
   }
