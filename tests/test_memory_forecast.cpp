@@ -68,6 +68,7 @@ struct setting {
   std::size_t batch;
   std::uint32_t negatives;
   bool compact;
+  bool rows_in_place = false;
 };
 
 constexpr setting settings[] = {
@@ -75,6 +76,7 @@ constexpr setting settings[] = {
     {"4 uniform negatives, batch 100 (does not divide the data), slots", 100, 4, true},
     {"4 uniform negatives, batch 64, the table-sized arena", 64, 4, false},
     {"1 negative, a batch larger than a table's rows", 512, 1, true},
+    {"4 uniform negatives, batch 64, the rows read in place", 64, 4, true, true},
 };
 
 template <class Optimizer>
@@ -86,6 +88,7 @@ void check_settings(Optimizer optimizer) {
         .batch = s.batch, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
     opt.negatives.per_positive = s.negatives;
     opt.compact_gradient = s.compact;
+    opt.rows_in_place = s.rows_in_place;
     check_one_rank(parts.train, optimizer, opt);
   }
 }

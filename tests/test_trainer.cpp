@@ -142,6 +142,33 @@ TEST_CASE("the memory accounts are the bytes of the arenas, the rows and the sha
         m.parameters + m.gradients + m.optimizer_state + m.rows + m.step_buffers + m.shard);
 }
 
+TEST_CASE("rows read in place: no copy of the rows, the same parameters bitwise") {
+  // Ratings (labels that differ: three arrays read) and a log of positives with sampled
+  // negatives (one label: no label array read), with a dense and a row-sparse optimizer.
+  const auto ratings = small_data(false);
+  const auto positives = tutti::data::as_positives(tutti_test::implicit_courses(300, 80).train);
+  REQUIRE(tutti::data::labels_all_equal(positives));
+  for (const bool log : {false, true}) {
+    CAPTURE(log);
+    const tutti::data::interactions& train = log ? positives : ratings.train;
+    const tutti::loss_kind loss = log ? tutti::loss_kind::logistic : tutti::loss_kind::squared;
+    tutti::train_options opt{.batch = 64, .epochs = 2, .seed = 5, .evaluate_each_epoch = false};
+    if (log) opt.negatives.per_positive = 3;
+    const auto fit = [&](auto optimizer, bool in_place) {
+      using trainer_t = tutti::trainer<mf, tutti::shuffled_shards, tutti::single_rank,
+                                       tutti::constant, decltype(optimizer)>;
+      auto o = opt;
+      o.rows_in_place = in_place;
+      trainer_t t(make_mf(train, loss), {}, {}, {}, optimizer, o);
+      const tutti::fit_result r = t.fit(train, {});
+      CHECK(r.memory.rows == (in_place ? 0 : train.size() * 3 * sizeof(float)));
+      return t.parameters_on_host();
+    };
+    CHECK(fit(tutti::adam{}, true) == fit(tutti::adam{}, false));
+    CHECK(fit(tutti::rowwise_adagrad{}, true) == fit(tutti::rowwise_adagrad{}, false));
+  }
+}
+
 TEST_CASE("training learns: loss falls and the test AUC beats chance clearly") {
   const auto parts = small_data(true, 3000);
   const run r = train_on(2, parts, {.batch = 256, .epochs = 6, .base_lr = 0.02, .seed = 1},

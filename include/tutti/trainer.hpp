@@ -303,7 +303,9 @@ class trainer {
   // fit's memory on the space: the training set, this rank's slots of the epoch and their
   // weights, and one micro-batch.
   struct step_buffers {
-    buffer<detail::sample_record, space_type> records;  // this rank's training rows
+    // This rank's training rows, one record each; empty where the step reads the caller's rows
+    // in place (`train_options::rows_in_place` on a host space).
+    buffer<detail::sample_record, space_type> records;
     // The epoch's slots and their weights in the space's memory: empty where the step reads
     // the shard itself (a host space, positions in the whole training set).
     buffer<std::uint64_t, space_type> slots;
@@ -320,6 +322,7 @@ class trainer {
     std::int32_t n_items = 0;                // the courses negatives are drawn from
     const std::uint64_t* slot_at = nullptr;  // the epoch's slots: `slots`, or the shard's
     const float* weight_at = nullptr;        // their weights: `slot_weights`, or the shard's
+    detail::sample_rows rows{};              // where the gather reads the rows
   };
 
   // One epoch: where it starts (a resumed one at the checkpoint's step), this rank's shard and
@@ -383,6 +386,8 @@ class trainer {
   run_plan plan_run(std::size_t n, const detail::run_setting_list& config);
   step_buffers make_buffers(const data::interactions& train, const run_plan& p) const;
   buffer<detail::sample_record, space_type> make_records(const data::interactions& train) const;
+  // Where the step reads the training rows: `buf.records`, or `train` in place.
+  static detail::sample_rows row_source(const data::interactions& train, const step_buffers& buf);
   memory_accounts memory_of(const step_buffers& buf) const;
   fit_result begin_result(const run_plan& p);
   // The overlapped reduction's buckets and communication thread (joined when fit returns).

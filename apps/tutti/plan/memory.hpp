@@ -35,6 +35,7 @@ struct train_shape {
   std::uint32_t negatives = 4;  ///< sampled a positive (a log's default)
   bool popularity = false;      ///< negatives drawn by popularity
   bool compact_gradient = true;
+  bool rows_in_place = false;  ///< `tutti train --rows-in-place`
 };
 
 /// This machine's physical memory, bytes.
@@ -89,6 +90,7 @@ inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t
   o.negatives.per_positive = s.negatives;
   o.negatives.sampler = s.popularity ? negative_sampler::popularity : negative_sampler::uniform;
   o.compact_gradient = s.compact_gradient;
+  o.rows_in_place = s.rows_in_place;
   memory_forecast f;
   f.trainer = forecast_trainer_memory(
       model, optimizer, o,

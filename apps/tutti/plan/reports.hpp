@@ -67,6 +67,9 @@ inline void take_shape(const train_report& rep, measured_run& r) {
   const nlohmann::json& neg = rep.dataset.sampled_negatives;
   s.negatives = neg.is_object() ? neg.value("per_positive", 0u) : 0u;
   s.popularity = neg.is_object() && neg.value("sampler", std::string()) == "popularity";
+  // A run that read its rows in place (--rows-in-place) held no copy of them.
+  s.rows_in_place = rep.memory.is_object() && rep.memory.contains("rows") &&
+                    rep.memory["rows"].get<std::uint64_t>() == 0;
   r.shape = s;
 }
 

@@ -94,6 +94,7 @@ struct train_config {
   std::string shared_arena = "on";      // --reducer mpi: the arena in MPI shared memory
   std::string compact_gradient = "on";  // row-sparse step of one host rank: gradient in slots
   bool overlap = false;                 // reduce buckets on a thread while backward runs
+  bool rows_in_place = false;           // host: the step reads the split's rows, no copy
   double bucket_mb = 25;                // bucket size of the overlapped reduction, MiB
   double last_bucket_mb = 0.25;         // its last bucket (the arena's first values), MiB
   std::string comm_nice = "-10";        // the communication thread's nice value, or inherit

@@ -213,6 +213,10 @@ inline void add_train_rank_options(CLI::App& app, train_config& c) {
                  "the tables; the same parameters, bit for bit)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_flag("--rows-in-place", c.rows_in_place,
+               "host space: the step reads the training rows where the split holds them, no "
+               "copy of one record a row (12 bytes a row less; the gather is a few percent "
+               "slower; the same parameters, bit for bit)");
   app.add_flag("--overlap", c.overlap,
                "overlapped reduction: buckets of the gradient are reduced while backward "
                "computes the rest (host ranks: a communication thread per rank; --space cuda: "

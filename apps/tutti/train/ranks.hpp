@@ -179,6 +179,7 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   opt.sparse_exchange = sparse_exchange_policy_named(c.sparse_exchange).value();
   opt.overlap_reduce = c.overlap;
   opt.compact_gradient = c.compact_gradient == "on";
+  opt.rows_in_place = c.rows_in_place;
   opt.step_graphs = c.step_graphs == "on";
   opt.bucket_bytes = mib_bytes(c.bucket_mb);
   opt.comm_thread_nice = opt_comm_nice(c);

@@ -115,7 +115,7 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
     m.gradients = (values + gradient_trailing_floats) * f32;
 
   // The records, and the step's buffers (trainer::make_buffers).
-  m.rows = run.train_rows * sizeof(detail::sample_record);
+  if (!(host && options.rows_in_place)) m.rows = run.train_rows * sizeof(detail::sample_record);
   const std::uint64_t slots =
       run.pad_tail ? (run.train_rows + world - 1) / world : run.train_rows / world;
   const std::uint64_t local_batch = (options.batch + world - 1) / world;

@@ -55,6 +55,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
                 train.labels[static_cast<std::size_t>(i)]};
   };
   if constexpr (space_type::host_accessible) {  // written in place, by every thread
+    if (m_options.rows_in_place) return buffer<detail::sample_record, space_type>(0, m_space);
     buffer<detail::sample_record, space_type> records(train.size(), m_space);
     fill(records.data());
     return records;
@@ -63,6 +64,18 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
     fill(records.data());
     return make_buffer(m_space, std::span<const detail::sample_record>(records));
   }
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_source(
+    const data::interactions& train, const step_buffers& buf) {
+  if (!buf.records.empty() || train.size() == 0) return {.records = buf.records.data()};
+  // `fit` holds `train` until it returns: its arrays are read where they are.
+  const bool one_label = detail::all_equal(std::span<const float>(train.labels));
+  return {.users = train.users.data(),
+          .items = train.items.data(),
+          .labels = one_label ? nullptr : train.labels.data(),
+          .label = train.labels.front()};
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -83,6 +96,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<std::uint64_t, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(1, m_space),
                    buffer<float, space_type>(0, m_space)};
+  buf.rows = row_source(train, buf);
   buf.n_items = train.n_items();
   if (m_options.negatives.per_positive > 0) {
     detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);

@@ -70,8 +70,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
     // its gather starts at the micro-batch's place in the step.
     const std::size_t from = space_type::host_accessible ? mb : mb - s.begin;
     const detail::gather_batch_fn<float> gather{
-        buf.slot_at + from, buf.weight_at + from, buf.records.data(),   buf.b_users.data(),
-        buf.b_items.data(), buf.b_labels.data(),  buf.b_weights.data(), mb_count};
+        buf.slot_at + from,  buf.weight_at + from, buf.rows, buf.b_users.data(), buf.b_items.data(),
+        buf.b_labels.data(), buf.b_weights.data(), mb_count};
     const std::size_t rows = gather_rows(buf, gather, mb_count);
     batch_view batch{{buf.b_users.data(), rows},
                      {buf.b_items.data(), rows},

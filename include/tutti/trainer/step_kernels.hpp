@@ -12,8 +12,11 @@
 #include <tutti/space/algorithms.hpp>
 #include <tutti/trainer/negatives.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 
 namespace tutti::detail {
 
@@ -25,11 +28,48 @@ struct sample_record {
   float label;
 };
 
+/// The training rows the step gathers from: the trainer's copy, one record a row; or, on a host
+/// space with `train_options::rows_in_place`, the caller's arrays where they are, with no label
+/// array where every row has the same label (`label`: a log of positives).
+struct sample_rows {
+  const sample_record* records = nullptr;
+  const std::int32_t* users = nullptr;
+  const std::int32_t* items = nullptr;
+  const float* labels = nullptr;
+  float label = 0.f;
+  TUTTI_HOST_DEVICE sample_record operator[](std::uint64_t pos) const {
+    if (records != nullptr) return records[pos];
+    return {users[pos], items[pos], labels != nullptr ? labels[pos] : label};
+  }
+  /// Asks for row `pos`'s values ahead of their use (the host's gather).
+  void prefetch(std::uint64_t pos) const {
+    if (records != nullptr) {
+      prefetch_bytes(records + pos, sizeof *records);
+      return;
+    }
+    prefetch_bytes(users + pos, sizeof *users);
+    prefetch_bytes(items + pos, sizeof *items);
+    if (labels != nullptr) prefetch_bytes(labels + pos, sizeof *labels);
+  }
+};
+
+/// True when every value of `v` has the first one's bits (or `v` is empty).
+inline bool all_equal(std::span<const float> v) {
+  if (v.empty()) return true;
+  std::uint32_t first;
+  std::memcpy(&first, v.data(), sizeof first);
+  return std::all_of(v.begin(), v.end(), [first](float x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits == first;
+  });
+}
+
 template <class T>
 struct gather_batch_fn {
   const std::uint64_t* slots;  // dataset positions of this step's slots
   const float* slot_weights;
-  const sample_record* records;
+  sample_rows rows;
   std::int32_t* out_users;
   std::int32_t* out_items;
   float* out_labels;
@@ -38,10 +78,10 @@ struct gather_batch_fn {
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
 #if !defined(__CUDA_ARCH__)
     if (i + prefetch_ahead < n) {
-      prefetch_bytes(records + slots[i + prefetch_ahead], sizeof *records);
+      rows.prefetch(slots[i + prefetch_ahead]);
     }
 #endif
-    const sample_record r = records[slots[i]];
+    const sample_record r = rows[slots[i]];
     out_users[i] = r.user;
     out_items[i] = r.item;
     out_labels[i] = r.label;
@@ -76,7 +116,7 @@ struct gather_with_negatives_fn {
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
     const std::size_t from = first != nullptr ? static_cast<std::size_t>(*first) : 0;
     const std::uint64_t pos = base.slots[from + i];
-    const sample_record r = base.records[pos];
+    const sample_record r = base.rows[pos];
     const float w = base.slot_weights[from + i];
     const std::size_t k1 = std::size_t(draw.per_positive) + 1;
     const std::size_t o = i * k1;
