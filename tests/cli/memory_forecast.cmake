@@ -4,6 +4,7 @@
 #  - From the run's report (its shape only: learners, courses, rows, dim, batch, optimizer,
 #    negatives), the forecast trainer accounts equal the ones the run reported, byte for byte,
 #    and the forecast peak is within 15% of the peak resident memory the run measured.
+#  - With --rows-in-place: the same parameters, no rows held, the forecast equal again.
 #  - From flags (--learners, --courses, --dim, --rows) the forecast peak is within 15% too.
 #  - --optimizer momentum, adamw and sgd forecast 1x, 2x and no optimizer state.
 #  - --host with the shape but no --rows is refused, naming --rows.
@@ -31,6 +32,31 @@ foreach(account parameters gradients optimizer_state rows step_buffers shard)
   json_get(forecast "${plan}" questions fits forecast ${account})
   if(NOT held EQUAL forecast)
     message(FATAL_ERROR "the forecast's ${account} is ${forecast} B; the run held ${held} B")
+  endif()
+endforeach()
+
+# --rows-in-place: the same parameters, bit for bit, no copy of the rows, and the forecast from
+# its report (rows 0) equal to what it held.
+train(${WORK}/in_place.json --data ${log} --user-col user --item-col item --feedback implicit
+      --ranks 1 --epochs 1 --dim 96 --optimizer rowwise-adagrad --rows-in-place)
+tutti_ok(plan --from ${WORK}/in_place.json --host --json ${WORK}/in_place_plan.json)
+file(READ ${WORK}/in_place.json in_place)
+file(READ ${WORK}/in_place_plan.json in_place_plan)
+json_get(copied "${run}" parameters_checksum)
+json_get(read_in_place "${in_place}" parameters_checksum)
+if(NOT copied STREQUAL read_in_place)
+  message(FATAL_ERROR "--rows-in-place trained to ${read_in_place}; the copy to ${copied}")
+endif()
+json_get(held "${in_place}" memory rows)
+if(NOT held EQUAL 0)
+  message(FATAL_ERROR "--rows-in-place held ${held} B of rows; expected none")
+endif()
+foreach(account parameters gradients optimizer_state rows step_buffers shard)
+  json_get(held "${in_place}" memory ${account})
+  json_get(forecast "${in_place_plan}" questions fits forecast ${account})
+  if(NOT held EQUAL forecast)
+    message(FATAL_ERROR "--rows-in-place: the forecast's ${account} is ${forecast} B; the run "
+                        "held ${held} B")
   endif()
 endforeach()
 
