@@ -287,8 +287,9 @@ struct train_options {
   /// On a host space the step reads the training rows from the `data::interactions` given to
   /// `fit` where they are, instead of the trainer's copy of one record a row: the rows are held
   /// once (12 bytes a row less), and each slot's gather reads two arrays (three where the labels
-  /// differ) instead of one record, measured 5-7 % fewer samples/s. The parameters are bitwise
-  /// the same either way. A device space keeps its copy.
+  /// differ) instead of one record: 1-2 % fewer samples/s measured on a quiet machine, 5-7 %
+  /// under load (docs/performance.md). The parameters are bitwise the same either way. A device
+  /// space keeps its copy.
   bool rows_in_place = false;
   /// Bucket size of the overlapped reduction, in bytes (PyTorch DDP's default, 25 MB).
   std::size_t bucket_bytes = std::size_t{25} << 20;
