@@ -125,7 +125,7 @@ void write_peer_inputs(const config& c, const tutti::data::interactions& data,
         const std::string tag =
             std::to_string(e) + "_w" + std::to_string(w) + "_r" + std::to_string(r);
         write_raw(c.out + "/order" + tag + ".u64", sh.indices);
-        write_raw(c.out + "/weight" + tag + ".f32", sh.weights);
+        write_raw(c.out + "/weight" + tag + ".f32", sh.weights_in(0, sh.size()));
       }
   nlohmann::json meta;
   meta["rows"] = data.size();

@@ -72,7 +72,7 @@ std::vector<std::string> write_trail(const fs::path& dir, const Sampler& sampler
       std::size_t first_step = 0;
       for (std::size_t step = 0; step < steps; ++step) {
         for (std::size_t j = step * batch; j < std::min(sh.size(), (step + 1) * batch); ++j)
-          if (sh.weights[j] > 0 || include_padding) {
+          if (sh.weight(j) > 0 || include_padding) {
             ids.push_back(sh.indices[j]);
             used[sh.indices[j]] = true;
           }

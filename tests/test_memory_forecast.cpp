@@ -113,6 +113,25 @@ TEST_CASE("memory forecast: one rank's accounts are the fit's, byte for byte") {
   }
 }
 
+TEST_CASE(
+    "memory forecast: the negatives' offsets take 4 bytes a learner below 2^32 pairs, 8 from it") {
+  const auto parts = implicit_courses(300, 120);
+  tutti::train_options opt{.batch = 64, .epochs = 1};
+  opt.negatives.per_positive = 2;
+  tutti::memory_run run = run_of(parts.train);
+  const auto with_pairs = [&](std::uint64_t pairs) {
+    run.distinct_pairs = pairs;
+    return tutti::forecast_trainer_memory(model_for(parts.train, tutti::loss_kind::logistic),
+                                          tutti::rowwise_adagrad{}, opt, run)
+        .step_buffers;
+  };
+  const std::uint64_t offsets = run.learners + 1;
+  // One pair more adds its course (4 bytes) and, across 2^32, doubles every offset.
+  CHECK(with_pairs(0xffffffffULL) - with_pairs(0xfffffffeULL) == sizeof(std::int32_t));
+  CHECK(with_pairs(0x100000000ULL) - with_pairs(0xffffffffULL) ==
+        sizeof(std::int32_t) + offsets * sizeof(std::uint32_t));
+}
+
 TEST_CASE("memory forecast: popularity negatives, a list loss and accumulation") {
   const auto parts = implicit_courses(300, 120);
   tutti::train_options opt{

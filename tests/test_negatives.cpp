@@ -61,9 +61,13 @@ interactions positive_log(std::int32_t learners, std::int32_t courses, std::uint
 
 tutti::detail::negative_draw draw_of(const tutti::detail::negative_tables& t, std::int32_t items,
                                      const tutti::negative_options& o) {
-  return {
-      t.offsets.data(), t.taken.data(), t.cumulative.empty() ? nullptr : t.cumulative.data(), items,
-      o.per_positive,   o.max_draws};
+  return {t.offsets.data(),
+          nullptr,
+          t.taken.data(),
+          t.cumulative.empty() ? nullptr : t.cumulative.data(),
+          items,
+          o.per_positive,
+          o.max_draws};
 }
 
 mf model_of(const interactions& d, std::int32_t dim = 8,
@@ -282,6 +286,39 @@ TEST_CASE("a sampled negative is never its learner's course, and uniform over th
   for (std::uint64_t pos = 0; pos < 200; ++pos)
     same += draw(key, 0, pos, 0) == draw(next, 0, pos, 0);
   CHECK(same < 30);  // 1 in 30 by chance: ~7 of 200
+}
+
+TEST_CASE("negative draws: offsets in 32 bits draw what offsets in 64 draw, 2^32 pairs keep 64") {
+  std::mt19937 gen(5);
+  std::vector<std::pair<std::int32_t, std::int32_t>> rows;
+  for (int r = 0; r < 3000; ++r)
+    rows.emplace_back(static_cast<std::int32_t>(gen() % 200),
+                      static_cast<std::int32_t>(gen() % 50));
+  const interactions d = log_of(200, 50, rows);
+  for (const auto sampler :
+       {tutti::negative_sampler::uniform, tutti::negative_sampler::popularity}) {
+    const tutti::negative_options o{.per_positive = 3, .sampler = sampler};
+    const auto t = tutti::detail::make_negative_tables(d, o);
+    const std::vector<std::uint32_t> narrow = tutti::detail::narrow_offsets(t.offsets);
+    REQUIRE(narrow.size() == t.offsets.size());
+    CHECK(std::equal(narrow.begin(), narrow.end(), t.offsets.begin()));
+    const auto wide = draw_of(t, 50, o);
+    auto narrowed = wide;
+    narrowed.offsets = nullptr;
+    narrowed.offsets32 = narrow.data();
+    const std::uint64_t key = tutti::detail::negative_epoch_key(3, 2);
+    for (std::int32_t u = 0; u < 200; ++u) {
+      for (std::int32_t i = 0; i < 50; ++i) REQUIRE(narrowed.took(u, i) == wide.took(u, i));
+      for (std::uint64_t pos = 0; pos < 20; ++pos)
+        REQUIRE(narrowed(key, u, pos, 1) == wide(key, u, pos, 1));
+    }
+  }
+  // A table of 2^32 - 1 pairs narrows; of 2^32 it keeps its 64-bit offsets.
+  CHECK(tutti::detail::narrow_offsets({0, 7, 0xffffffffULL}) ==
+        std::vector<std::uint32_t>{0, 7, 0xffffffffU});
+  CHECK(tutti::detail::narrow_offsets({0, 7, 0x100000000ULL}).empty());
+  CHECK(tutti::detail::offset_bytes(0xffffffffULL) == 4);
+  CHECK(tutti::detail::offset_bytes(0x100000000ULL) == 8);
 }
 
 TEST_CASE("the popularity sampler draws a course in proportion to its count^alpha") {

@@ -45,22 +45,26 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
              : slots;
     if (s.size() != expected)
       return "rank " + std::to_string(r) + " has " + std::to_string(s.size()) + " slots";
-    if (s.weights.size() != s.size() || s.longest() != slots) return "inconsistent vectors";
-    // The tutti samplers give the prefix per rank (W numbers), never a number a slot.
+    if (s.longest() != slots) return "inconsistent vectors";
+    // The tutti samplers give the prefix per rank (W numbers) and the weights as two numbers
+    // (real slots first), never a number a slot.
     if (!s.real_prefix.empty() || s.rank_real.size() != w) return "not the per-rank prefix";
+    if (!s.weights.empty() || s.slot_count != s.size()) return "a weight a slot";
+    if (s.real_slots != s.rank_real[static_cast<std::size_t>(r)])
+      return "rank " + std::to_string(r) + "'s real slots are not its rank_real";
     bool seen_pad = false;
     for (std::size_t j = 0; j < s.size(); ++j) {
-      if (none && s.weights[j] != 1.0f) return "a padded slot under tail none";
+      if (none && s.weight(j) != 1.0f) return "a padded slot under tail none";
       if (s.indices[j] >= n) return "index out of range";
-      if (s.weights[j] != 0.0f && s.weights[j] != 1.0f) return "weight not 0 or 1";
+      if (s.weight(j) != 0.0f && s.weight(j) != 1.0f) return "weight not 0 or 1";
       // Padding sits at the end of a shard, at most one slot of it.
-      if (seen_pad && s.weights[j] != 0.0f) return "real slot after a padded slot";
-      if (s.weights[j] == 0.0f) {
+      if (seen_pad && s.weight(j) != 0.0f) return "real slot after a padded slot";
+      if (s.weight(j) == 0.0f) {
         if (seen_pad) return "two padded slots on one rank";
         seen_pad = true;
       }
-      weight_of[s.indices[j]] += s.weights[j];
-      total += s.weights[j];
+      weight_of[s.indices[j]] += s.weight(j);
+      total += s.weight(j);
     }
   }
   for (std::size_t i = 0; i < n; ++i) {
@@ -83,7 +87,7 @@ std::string coverage_problem(const Sampler& sampler, std::size_t n, int world, s
     if (j < slots)
       for (int r = 0; r < world; ++r) {
         const auto& s = shards[static_cast<std::size_t>(r)];
-        running += j < s.size() && s.weights[j] == 1.0f ? 1 : 0;
+        running += j < s.size() && s.weight(j) == 1.0f ? 1 : 0;
       }
   }
   return "";
@@ -167,7 +171,7 @@ TEST_CASE("shuffled_shards: sizes, padding and the real prefix on a small case")
     CHECK(s.size() == 3);
     CHECK(prefix_of(s) == std::vector<std::uint64_t>{0, 4, 8, 10});
     CHECK(s.rank_real == std::vector<std::uint64_t>{3, 3, 2, 2});
-    CHECK(s.weights[2] == (r < 2 ? 1.0f : 0.0f));
+    CHECK(s.weight(2) == (r < 2 ? 1.0f : 0.0f));
     CHECK(s.global_real(1, 3) == 6);
   }
   const tutti::shuffled_shards drop{.tail = tutti::tail_policy::drop};
@@ -176,7 +180,7 @@ TEST_CASE("shuffled_shards: sizes, padding and the real prefix on a small case")
   CHECK(drop.shard(10, 4, 3, 7, 0).rank_real == std::vector<std::uint64_t>{2, 2, 2, 2});
   // Fewer samples than ranks: pad gives every rank one slot, drop gives none.
   CHECK(pad.shard(3, 5, 4, 1, 1).size() == 1);
-  CHECK(pad.shard(3, 5, 4, 1, 1).weights[0] == 0.0f);
+  CHECK(pad.shard(3, 5, 4, 1, 1).weight(0) == 0.0f);
   CHECK(drop.shard(3, 5, 4, 1, 1).size() == 0);
   CHECK(prefix_of(drop.shard(3, 5, 4, 1, 1)) == std::vector<std::uint64_t>{0});
 }
@@ -200,7 +204,7 @@ TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot f
             const auto outline = sampler.outline_from(n, world, r, 42, 3, start);
             CHECK(outline.indices.empty());
             CHECK(outline.size() == whole.size());
-            CHECK(outline.weights == whole.weights);
+            CHECK(outline.weights_in(0, outline.size()) == whole.weights_in(0, whole.size()));
             CHECK(outline.rank_real == whole.rank_real);
             CHECK(outline.longest() == whole.longest());
             // Poisoned memory: every value must be written.
@@ -212,7 +216,7 @@ TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot f
             indices.pop_back();
             weights.pop_back();
             CHECK(indices == whole.indices);
-            CHECK(weights == whole.weights);
+            CHECK(weights == whole.weights_in(0, whole.size()));
           }
   CHECK_THROWS_WITH_AS(tutti::shuffled_shards{}.outline_from(10, 2, 0, 1, 1, 11),
                        doctest::Contains("start = 11 > n = 10"), tutti::invalid_argument);
@@ -233,11 +237,11 @@ TEST_CASE("contiguous_shards: each rank reads one contiguous block, in rank orde
                                                                                    2);
           std::vector<std::uint64_t> real;
           for (std::size_t j = 0; j < ordered.size(); ++j)
-            if (ordered.weights[j] == 1.0f) real.push_back(ordered.indices[j]);
+            if (ordered.weight(j) == 1.0f) real.push_back(ordered.indices[j]);
           for (std::uint64_t idx : real) CHECK(idx == next++);
           std::vector<std::uint64_t> real_shuffled;
           for (std::size_t j = 0; j < shuffled.size(); ++j)
-            if (shuffled.weights[j] == 1.0f) real_shuffled.push_back(shuffled.indices[j]);
+            if (shuffled.weight(j) == 1.0f) real_shuffled.push_back(shuffled.indices[j]);
           std::sort(real_shuffled.begin(), real_shuffled.end());
           CHECK(real_shuffled == real);
         }
@@ -298,11 +302,11 @@ TEST_CASE("owned_shards: each rank visits exactly its own rows once, all ranks t
           // Every slot, padded or not, names a row this rank holds.
           REQUIRE(sh.indices[j] >= sh.first);
           REQUIRE(sh.indices[j] < sh.first + rows[r]);
-          if (sh.weights[j] > 0) {
+          if (sh.weight(j) > 0) {
             ++seen[sh.indices[j]];
             ++real_per_slot[j];
           }
-          weight += sh.weights[j];
+          weight += sh.weight(j);
         }
       }
       CHECK(weight == double(total));

@@ -93,7 +93,7 @@ predicted predict_bytes(const tutti::data::interactions& train, const mf& model,
       for (const auto& sh : shards) {
         std::set<std::int32_t> users, items;
         for (std::size_t i = s * local; i < std::min(sh.size(), (s + 1) * local); ++i)
-          if (sh.weights[i] != 0.f) {
+          if (sh.weight(i) != 0.f) {
             users.insert(train.users[sh.indices[i]]);
             items.insert(train.items[sh.indices[i]]);
           }

@@ -130,10 +130,9 @@ TEST_CASE("the memory accounts are the bytes of the arenas, the rows and the sha
   CHECK(m.optimizer_state == 2 * m.parameters);             // Adam's two moments
   CHECK(m.gradients >= m.parameters);                       // the arena and its trailing flags
   CHECK(m.rows == parts.train.size() * 3 * sizeof(float));  // (user, item, label) per row
-  // One position and one weight per slot, and one count of real slots per rank: no count per
-  // slot (the prefix of real samples is given per rank).
-  CHECK(m.shard ==
-        parts.train.size() * (sizeof(std::uint64_t) + sizeof(float)) + sizeof(std::uint64_t));
+  // One position per slot and one count of real slots per rank: no weight and no count per slot
+  // (real slots lead, and the prefix of real samples is given per rank).
+  CHECK(m.shard == parts.train.size() * sizeof(std::uint64_t) + sizeof(std::uint64_t));
   // On a host space the step reads the shard in place: the step buffers are one batch's rows
   // (user, item, label, weight) and the epoch's key of the negatives, no copy of the slots.
   CHECK(m.step_buffers ==

@@ -228,7 +228,10 @@ struct padding_first {
   tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
                      std::uint64_t epoch) const {
     auto s = tutti::shuffled_shards{}.shard(n, world, rank, seed, epoch);
-    if (rank == 1) s.weights.front() = 0.f;
+    if (rank == 1) {
+      s.weights = s.weights_in(0, s.size());  // a weight a slot
+      s.weights.front() = 0.f;
+    }
     return s;
   }
 };
@@ -256,12 +259,24 @@ TEST_CASE(
 
 namespace {
 
-// shuffled_shards with the prefix of real samples given slot by slot (`real_prefix`), as a
-// sampler of one's own may give it, instead of per rank (`rank_real`).
-struct slotwise_prefix {
+// shuffled_shards with a weight a slot (`weights`), as a sampler of one's own may give them,
+// instead of two numbers (`slot_count`, `real_slots`).
+struct slotwise_weights {
   tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
                      std::uint64_t epoch) const {
     auto s = tutti::shuffled_shards{}.shard(n, world, rank, seed, epoch);
+    s.weights = s.weights_in(0, s.size());
+    s.slot_count = s.real_slots = 0;
+    return s;
+  }
+};
+
+// ... and the prefix of real samples given slot by slot (`real_prefix`) instead of per rank
+// (`rank_real`).
+struct slotwise_prefix {
+  tutti::shard shard(std::size_t n, int world, int rank, std::uint64_t seed,
+                     std::uint64_t epoch) const {
+    auto s = slotwise_weights{}.shard(n, world, rank, seed, epoch);
     std::vector<std::uint64_t> prefix;
     for (std::size_t j = 0; j <= s.longest(); ++j) prefix.push_back(s.real_before(j));
     s.real_prefix = std::move(prefix);
@@ -293,16 +308,19 @@ std::vector<float> rank0_params(int world, const tutti::train_options& opt) {
 
 }  // namespace
 
-TEST_CASE("shard prefix: given per rank or slot by slot, the steps weigh the same, bitwise") {
-  // An even split (99 = 3 x 33) reads the prefix; an uneven one (101) the ranks' counts.
-  for (const std::size_t batch : {std::size_t{99}, std::size_t{101}}) {
+TEST_CASE(
+    "shard form: weights as two numbers or one a slot, the prefix per rank or slot by slot, the "
+    "steps weigh the same, bitwise") {
+  // An even split (99 = 3 x 33) reads the prefix; an uneven one (101) the ranks' counts; a batch
+  // of 2 slots a rank ends on a padded slot's own step.
+  for (const std::size_t batch : {std::size_t{99}, std::size_t{101}, std::size_t{6}}) {
     CAPTURE(batch);
     auto opt = uneven_options();
     opt.batch = batch;
     const auto per_rank = rank0_params<tutti::shuffled_shards>(3, opt);
-    const auto slotwise = rank0_params<slotwise_prefix>(3, opt);
     REQUIRE(!per_rank.empty());
-    CHECK(per_rank == slotwise);
+    CHECK(per_rank == rank0_params<slotwise_weights>(3, opt));
+    CHECK(per_rank == rank0_params<slotwise_prefix>(3, opt));
   }
   // The per-rank form must agree with the rank's own weights, or a step would be misweighed.
   auto opt = uneven_options();

@@ -19,7 +19,7 @@ struct memory_accounts {
   std::uint64_t rows = 0;             ///< the training rows as the step reads them
   /// The epoch's slots and their weights, the batch's rows, the negatives' tables.
   std::uint64_t step_buffers = 0;
-  std::uint64_t shard = 0;  ///< the largest epoch's shard (positions, weights, real counts)
+  std::uint64_t shard = 0;  ///< the largest epoch's shard (positions, any weights, real counts)
   /// Every account's bytes.
   std::uint64_t total() const noexcept {
     return parameters + gradients + optimizer_state + rows + step_buffers + shard;

@@ -3,6 +3,7 @@
 /// @brief `tutti::shard`: one rank's share of an epoch, and the tail policies.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -28,8 +29,12 @@ enum class tail_policy : std::uint8_t {
 struct shard {
   /// Dataset positions, one per slot (a padded slot repeats a real position).
   std::vector<std::uint64_t> indices;
-  /// 1 for a real sample, 0 for a padded slot.
+  /// 1 for a real sample, 0 for a padded slot; or empty, where `slot_count` and `real_slots`
+  /// say the same in two numbers (the tutti samplers' form: 4 bytes a slot less).
   std::vector<float> weights;
+  /// Where `weights` is empty: this rank's slots, of which the first `real_slots` weigh 1 and
+  /// the rest 0. Not read while `weights` holds a weight per slot.
+  std::size_t slot_count = 0, real_slots = 0;
   /// `real_prefix[j]` = real samples over all ranks in local slots [0, j); as many entries as the
   /// longest rank's slots + 1, the same on every rank. Lets each rank know the global weight of
   /// a step without communicating. Empty where `rank_real` describes the same.
@@ -46,9 +51,30 @@ struct shard {
   std::uint64_t first = 0;
 
   /// Slots in this shard (the same on every rank, unless the tail policy is `none`): one weight
-  /// per slot. `indices` holds as many positions, or none in an outline (a shard whose positions
-  /// a sampler writes into a device's memory: `tutti::sampler_fills_on_space`).
-  std::size_t size() const noexcept { return weights.size(); }
+  /// per slot, or `slot_count`. `indices` holds as many positions, or none in an outline (a
+  /// shard whose positions a sampler writes into a device's memory:
+  /// `tutti::sampler_fills_on_space`).
+  std::size_t size() const noexcept { return weights.empty() ? slot_count : weights.size(); }
+  /// Slot j's weight in either form.
+  float weight(std::size_t j) const noexcept {
+    return weights.empty() ? (j < real_slots ? 1.0f : 0.0f) : weights[j];
+  }
+  /// The weights of slots [begin, end), summed in slot order.
+  double weight_sum(std::size_t begin, std::size_t end) const noexcept {
+    if (weights.empty()) {
+      const std::size_t real_end = std::min(end, real_slots);
+      return real_end > begin ? double(real_end - begin) : 0.0;
+    }
+    double sum = 0;
+    for (std::size_t j = begin; j < end; ++j) sum += weights[j];
+    return sum;
+  }
+  /// The weights of slots [begin, end), one a slot, in either form.
+  std::vector<float> weights_in(std::size_t begin, std::size_t end) const {
+    std::vector<float> w(end - begin);
+    for (std::size_t j = begin; j < end; ++j) w[j - begin] = weight(j);
+    return w;
+  }
   /// Local slots the prefix spans: the longest rank's shard, the same on every rank.
   std::size_t longest() const noexcept {
     return real_prefix.empty() ? longest_slots : real_prefix.size() - 1;

@@ -312,9 +312,11 @@ class trainer {
     buffer<float, space_type> slot_weights;
     buffer<std::int32_t, space_type> b_users, b_items;
     buffer<float, space_type> b_labels, b_weights;
-    // Sampled negatives (train_options::negatives): each learner's courses, the popularity
-    // sampler's cumulative weights, the epoch's key of the draws; empty without negatives.
+    // Sampled negatives (train_options::negatives): each learner's courses (their offsets in
+    // 32 bits where fewer than 2^32 pairs, else in 64), the popularity sampler's cumulative
+    // weights, the epoch's key of the draws; empty without negatives.
     buffer<std::uint64_t, space_type> taken_offsets;
+    buffer<std::uint32_t, space_type> taken_offsets32;
     buffer<std::int32_t, space_type> taken;
     buffer<std::uint64_t, space_type> cumulative;
     buffer<std::uint64_t, space_type> epoch_key;
@@ -607,12 +609,13 @@ class trainer {
   std::uint64_t optimizer_step(std::size_t global_step) const noexcept {
     return m_options.continues.steps + static_cast<std::uint64_t>(global_step) + 1;
   }
-  // Collective: adds up the epoch's loss and samples so far, then rank 0 writes the checkpoint
-  // of the state after `global_step` steps (`step_in_epoch` of them in `epoch`).
+  // Collective: adds up the epoch's loss and samples so far (`visited`: this rank's weight of
+  // the slots this run visited), then rank 0 writes the checkpoint of the state after
+  // `global_step` steps (`step_in_epoch` of them in `epoch`).
   void write_checkpoint_now(const std::vector<std::pair<std::string, std::string>>& config,
                             std::size_t epoch, std::size_t step_in_epoch, std::size_t global_step,
-                            std::uint64_t before_resume, std::span<const float> visited,
-                            std::size_t skip_slots, const char* note, fit_result& result);
+                            std::uint64_t before_resume, double visited, const char* note,
+                            fit_result& result);
   // The rows `rank` holds: its sampler entry for rank-local data, else the whole set (`n`).
   std::size_t rows_of(int rank, std::size_t n) const;
   // Every rank must train the same thing: compare what each rank believes before any step.

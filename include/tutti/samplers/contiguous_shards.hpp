@@ -46,13 +46,13 @@ struct contiguous_shards {
 
     tutti::shard out;
     out.indices.resize(mine);
-    out.weights.assign(mine, 0.0f);
     std::iota(out.indices.begin(), out.indices.begin() + static_cast<std::ptrdiff_t>(real),
               std::uint64_t{begin});
     if (shuffle_within)
       detail::seeded_shuffle(std::span<std::uint64_t>(out.indices.data(), real),
                              detail::hash2(detail::hash2(seed, epoch), r));
-    for (std::size_t j = 0; j < real; ++j) out.weights[j] = 1.0f;
+    out.slot_count = mine;  // real slots first (weight 1), then padding (0)
+    out.real_slots = real;
     // A padded slot still names a valid sample so a batch gathers real data; weight 0 keeps it
     // out of the loss. Ranks past the end of a tiny dataset have no sample of their own.
     for (std::size_t j = real; j < mine; ++j) out.indices[j] = real > 0 ? out.indices[0] : r % n;

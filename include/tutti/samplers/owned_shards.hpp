@@ -77,13 +77,12 @@ struct owned_shards {
     tutti::shard out;
     out.first = first;
     out.indices.resize(slots);
-    out.weights.resize(slots);
-    for (std::uint64_t j = 0; j < slots; ++j) {
-      // A padded slot repeats one of this rank's rows with weight 0, so a batch gathers rows
-      // the rank holds and the padding counts in neither the loss nor the gradient.
+    // A padded slot repeats one of this rank's rows with weight 0, so a batch gathers rows the
+    // rank holds and the padding counts in neither the loss nor the gradient.
+    for (std::uint64_t j = 0; j < slots; ++j)
       out.indices[j] = first + perm(j < mine ? j : j % mine);
-      out.weights[j] = j < mine ? 1.0f : 0.0f;
-    }
+    out.slot_count = slots;
+    out.real_slots = mine;
     // Rank r's rows are its first rows[r] slots, all real.
     out.longest_slots = slots;
     out.rank_real = rows;

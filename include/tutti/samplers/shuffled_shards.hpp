@@ -79,7 +79,7 @@ struct shuffled_shards {
   tutti::shard shard_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
                           std::uint64_t epoch, std::size_t start) const {
     tutti::shard out = outline_from(n, world_size, rank, seed, epoch, start);
-    const std::size_t mine = out.weights.size();
+    const std::size_t mine = out.size();
     out.indices.resize(mine);
     const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
     std::uint64_t* indices = out.indices.data();
@@ -96,9 +96,9 @@ struct shuffled_shards {
     return out;
   }
 
-  /// `shard_from`'s shard without its dataset positions (`indices` empty): its weights and
-  /// `rank_real`, the host's part of a shard whose positions `fill_on_space` writes into a
-  /// device's memory. Costs a pass over the slots, no permutation. Throws like `shard_from`.
+  /// `shard_from`'s shard without its dataset positions (`indices` empty): its slots, real ones
+  /// first, and `rank_real`, the host's part of a shard whose positions `fill_on_space` writes into
+  /// a device's memory. Costs a pass over the slots, no permutation. Throws like `shard_from`.
   tutti::shard outline_from(std::size_t n, int world_size, int rank, std::uint64_t seed,
                             std::uint64_t epoch, std::size_t start) const {
     const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
@@ -107,15 +107,15 @@ struct shuffled_shards {
     // `none`: this rank's own share, no padding; the prefix spans the longest rank's share.
     const std::size_t longest = longest_share(left, w);
     tutti::shard out;
-    out.weights.resize(slots_of(n, world_size, rank, start));
-    for (std::size_t j = 0; j < out.weights.size(); ++j) out.weights[j] = f.weight(j);
-    // Rank q's slot j is real while j·W + q < left, so its real slots lead: ceil((left − q) / W)
-    // of them, or fewer where its share ends first (`drop`).
+    // Rank q's slot j is real (f.weight(j) = 1) while j·W + q < left, so its real slots lead:
+    // ceil((left − q) / W) of them, or fewer where its share ends first (`drop`).
     out.longest_slots = longest;
     out.rank_real.resize(w);
     for (std::size_t q = 0; q < w; ++q)
       out.rank_real[q] = std::min<std::size_t>(left > q ? (left - q + w - 1) / w : 0,
                                                slots_of(n, world_size, static_cast<int>(q), start));
+    out.slot_count = slots_of(n, world_size, rank, start);
+    out.real_slots = out.rank_real[static_cast<std::size_t>(rank)];
     return out;
   }
 

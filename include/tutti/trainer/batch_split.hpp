@@ -68,6 +68,7 @@ struct batch_split {
 /// communicating.
 inline constexpr std::uint64_t misplaced = ~std::uint64_t{0};
 inline std::uint64_t leading_real_slots(const shard& sh) {
+  if (sh.weights.empty()) return std::min(sh.real_slots, sh.slot_count);  // real slots first
   std::size_t real = 0;
   while (real < sh.size() && sh.weights[real] > 0.f) ++real;
   for (std::size_t j = real; j < sh.size(); ++j)

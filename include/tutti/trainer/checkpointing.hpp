@@ -99,11 +99,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_state() {
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_checkpoint_now(
     const std::vector<std::pair<std::string, std::string>>& config, std::size_t epoch,
-    std::size_t step_in_epoch, std::size_t global_step, std::uint64_t before_resume,
-    std::span<const float> visited, std::size_t skip_slots, const char* note, fit_result& result) {
-  double sums[3] = {0.0, 0.0, 0.0};
+    std::size_t step_in_epoch, std::size_t global_step, std::uint64_t before_resume, double visited,
+    const char* note, fit_result& result) {
+  double sums[3] = {0.0, 0.0, visited};
   m_space.copy_to_host(sums, m_sums.data(), 2 * sizeof(double));
-  for (std::size_t i = skip_slots; i < visited.size(); ++i) sums[2] += visited[i];
   m_reducer.all_reduce_sum(std::span<double>(sums));
   if (m_reducer.rank() != 0) return;
   checkpoint_state st;

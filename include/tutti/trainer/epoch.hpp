@@ -58,8 +58,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
     const double sums[2] = {resumed->epoch_loss_sum, resumed->epoch_weight_sum};
     copy_from_host(m_space, std::span<const double>(sums), m_sums.span());
   }
-  for (std::size_t i = slot(p, e, m_reducer.rank(), e.first_step); i < e.sh.size(); ++i)
-    e.local_weight += e.sh.weights[i];
+  e.local_weight = e.sh.weight_sum(slot(p, e, m_reducer.rank(), e.first_step), e.sh.size());
   return e;
 }
 
@@ -78,6 +77,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
                 "the sampler returned " + std::to_string(sh.indices.size()) + " positions and " +
                     std::to_string(sh.size()) + " weights in epoch " + std::to_string(e.epoch) +
                     "; expected one of each per slot");
+  TUTTI_EXPECTS(!sh.weights.empty() || sh.real_slots <= sh.slot_count, "tutti::trainer::fit",
+                "the sampler's shard gives no weights and " + std::to_string(sh.real_slots) +
+                    " real slots of " + std::to_string(sh.slot_count) + " in epoch " +
+                    std::to_string(e.epoch) + "; expected at most one real slot per slot");
   if (sh.real_prefix.empty()) {
     const int rank = m_reducer.rank();
     TUTTI_EXPECTS(sh.rank_real.size() == static_cast<std::size_t>(m_reducer.world_size()) &&
@@ -117,7 +120,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
   buf.weight_at = buf.slot_weights.data();
   if constexpr (shard_in_place()) {
     buf.slot_at = sh.indices.data();
-    buf.weight_at = sh.weights.data();
+    buf.weight_at = sh.weights.empty() ? nullptr : sh.weights.data();  // else sh.real_slots
   } else if (shard_on_space()) {
     if constexpr (sampler_fills_on_space<Sampler, space_type>)
       m_sampler.fill_on_space(m_space, p.n, m_reducer.world_size(), m_reducer.rank(),
@@ -133,9 +136,16 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
     copy_from_host(m_space, std::span<const std::uint64_t>(local),
                    buf.slots.span().first(sh.size()));
   }
-  if (!shard_on_space() && !shard_in_place())
-    copy_from_host(m_space, std::span<const float>(sh.weights),
-                   buf.slot_weights.span().first(sh.size()));
+  if (!shard_on_space() && !shard_in_place()) {
+    if (!sh.weights.empty()) {
+      copy_from_host(m_space, std::span<const float>(sh.weights),
+                     buf.slot_weights.span().first(sh.size()));
+    } else {  // real slots first, then padding
+      const std::size_t real = std::min(sh.real_slots, sh.size());
+      fill(m_space, buf.slot_weights.span().first(real), 1.f);
+      fill(m_space, buf.slot_weights.span().subspan(real, sh.size() - real), 0.f);
+    }
+  }
   m_guard.begin_epoch();
   fill(m_space, m_step_loss.span(), 0.f);
   fill(m_space, m_sums.span(), 0.0);
@@ -163,7 +173,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slots_of(const run_p
   s.count = s.end - s.begin;
   s.global_real = p.split.even() ? e.sh.global_real(s.slot_begin, s.slot_end)
                                  : p.split.global_real(e.real, step - e.step_base);
-  for (std::size_t i = s.begin; i < s.end; ++i) s.weight += e.sh.weights[i];
+  s.weight = e.sh.weight_sum(s.begin, s.end);
   return s;
 }
 

@@ -127,14 +127,16 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
   if (!host) m.step_buffers += slots * (sizeof(std::uint64_t) + sizeof(float));  // the copy
   if (negatives > 0) {
     const std::uint64_t pairs = run.distinct_pairs ? run.distinct_pairs : run.train_rows;
-    m.step_buffers += (run.learners + 1) * sizeof(std::uint64_t) + pairs * sizeof(std::int32_t);
+    m.step_buffers +=
+        (run.learners + 1) * detail::offset_bytes(pairs) + pairs * sizeof(std::int32_t);
     if (options.negatives.sampler == negative_sampler::popularity) {
       m.step_buffers += run.courses * sizeof(std::uint64_t);
       if (model.loss() == loss_kind::softmax) m.step_buffers += run.courses * f32;
     }
   }
-  // The shard: a position and a weight a slot, and each rank's count of real slots.
-  m.shard = slots * (sizeof(std::uint64_t) + sizeof(float)) + world * sizeof(std::uint64_t);
+  // The shard: a position a slot (the weights are two numbers: real slots lead), and each
+  // rank's count of real slots.
+  m.shard = slots * sizeof(std::uint64_t) + world * sizeof(std::uint64_t);
   return m;
 }
 

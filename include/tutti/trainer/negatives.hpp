@@ -154,6 +154,18 @@ inline negative_tables make_negative_tables(const data::interactions& train,
   return t;
 }
 
+/// `offsets` in 32 bits, where the lists hold fewer than 2^32 courses in all (half the bytes a
+/// learner); empty where they hold more.
+inline std::vector<std::uint32_t> narrow_offsets(const std::vector<std::uint64_t>& offsets) {
+  if (offsets.empty() || offsets.back() > UINT32_MAX) return {};
+  return std::vector<std::uint32_t>(offsets.begin(), offsets.end());
+}
+
+/// The bytes a learner's offset takes in the step's table of `pairs` (learner, course) pairs.
+constexpr std::uint64_t offset_bytes(std::uint64_t pairs) noexcept {
+  return pairs > UINT32_MAX ? sizeof(std::uint64_t) : sizeof(std::uint32_t);
+}
+
 /// Learners of `t` for whom a negative may be one of their own courses: those who took more
 /// than `share` of the `n_items` courses (with `max_draws` uniform draws a negative is their own
 /// with probability share^max_draws).
@@ -168,7 +180,8 @@ inline std::size_t crowded_learners(const negative_tables& t, std::int32_t n_ite
 /// whose key is `epoch_key`: a course drawn from the sampler, drawn again while the learner took
 /// it (up to `max_draws`). The same on every space and rank.
 struct negative_draw {
-  const std::uint64_t* offsets;
+  const std::uint64_t* offsets;    // learner u's courses: taken[offsets[u], offsets[u + 1]); or
+  const std::uint32_t* offsets32;  // the same in 32 bits (`narrow_offsets`): one of them is null
   const std::int32_t* taken;
   const std::uint64_t* cumulative;  // null: uniform
   std::int32_t n_items;
@@ -191,8 +204,14 @@ struct negative_draw {
     return lo;
   }
 
+  TUTTI_HOST_DEVICE std::uint64_t first_of(std::int32_t user) const {
+    return offsets32 != nullptr ? offsets32[user] : offsets[user];
+  }
+
   TUTTI_HOST_DEVICE bool took(std::int32_t user, std::int32_t item) const {
-    std::uint64_t lo = offsets[user], hi = offsets[user + 1];
+    std::uint64_t lo = first_of(user);
+    const std::uint64_t end = first_of(user + 1);
+    std::uint64_t hi = end;
     while (lo < hi) {
       const std::uint64_t mid = lo + (hi - lo) / 2;
       if (taken[mid] < item)
@@ -200,7 +219,7 @@ struct negative_draw {
       else
         hi = mid;
     }
-    return lo < offsets[user + 1] && taken[lo] == item;
+    return lo < end && taken[lo] == item;
   }
 
   TUTTI_HOST_DEVICE std::int32_t operator()(std::uint64_t epoch_key, std::int32_t user,

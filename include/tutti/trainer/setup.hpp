@@ -92,6 +92,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<float, space_type>(rows, m_space),
                    buffer<float, space_type>(rows, m_space),
                    buffer<std::uint64_t, space_type>(0, m_space),
+                   buffer<std::uint32_t, space_type>(0, m_space),
                    buffer<std::int32_t, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(1, m_space),
@@ -101,8 +102,13 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
   if (m_options.negatives.per_positive > 0) {
     detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
     // Each table is released once copied, so the two are never held twice at once.
-    buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
+    std::vector<std::uint32_t> narrow = detail::narrow_offsets(t.offsets);
+    if (narrow.empty())
+      buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
     std::vector<std::uint64_t>().swap(t.offsets);
+    if (!narrow.empty())
+      buf.taken_offsets32 = make_buffer(m_space, std::span<const std::uint32_t>(narrow));
+    std::vector<std::uint32_t>().swap(narrow);
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
     std::vector<std::int32_t>().swap(t.taken);
     if (!t.cumulative.empty())
@@ -126,8 +132,8 @@ memory_accounts trainer<Model, Sampler, Reducer, Schedule, Optimizer>::memory_of
   m.rows = bytes(buf.records);
   m.step_buffers = bytes(buf.slots) + bytes(buf.slot_weights) + bytes(buf.b_users) +
                    bytes(buf.b_items) + bytes(buf.b_labels) + bytes(buf.b_weights) +
-                   bytes(buf.taken_offsets) + bytes(buf.taken) + bytes(buf.cumulative) +
-                   bytes(buf.epoch_key) + bytes(buf.item_log_q);
+                   bytes(buf.taken_offsets) + bytes(buf.taken_offsets32) + bytes(buf.taken) +
+                   bytes(buf.cumulative) + bytes(buf.epoch_key) + bytes(buf.item_log_q);
   return m;
 }
 

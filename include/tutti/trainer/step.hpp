@@ -32,11 +32,13 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const 
   const epoch_plan& e = c.epoch;
   const step_slots& s = c.slots;
   if constexpr (reducer_tracks_position<Reducer>) m_reducer.set_position(e.epoch, s.step);
-  if (m_options.on_batch)
+  if (m_options.on_batch) {
+    const std::vector<float> weights = e.sh.weights_in(s.begin, s.end);
     m_options.on_batch(step_progress{m_reducer.rank(), e.epoch, s.step, c.plan.steps_per_epoch,
                                      c.global_step, c.plan.total_steps, 0.0},
                        std::span<const std::uint64_t>(e.sh.indices).subspan(s.begin, s.count),
-                       std::span<const float>(e.sh.weights).subspan(s.begin, s.count));
+                       std::span<const float>(weights));
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
@@ -69,9 +71,17 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
     // A device reads the step's first slot from the space's memory (see detail::step_values):
     // its gather starts at the micro-batch's place in the step.
     const std::size_t from = space_type::host_accessible ? mb : mb - s.begin;
-    const detail::gather_batch_fn<float> gather{
-        buf.slot_at + from,  buf.weight_at + from, buf.rows, buf.b_users.data(), buf.b_items.data(),
-        buf.b_labels.data(), buf.b_weights.data(), mb_count};
+    // Weights one a slot, or none where the shard's real slots lead (`shard::real_slots`).
+    const std::size_t real = c.epoch.sh.real_slots > from ? c.epoch.sh.real_slots - from : 0;
+    const detail::gather_batch_fn<float> gather{buf.slot_at + from,
+                                                buf.weight_at ? buf.weight_at + from : nullptr,
+                                                buf.rows,
+                                                buf.b_users.data(),
+                                                buf.b_items.data(),
+                                                buf.b_labels.data(),
+                                                buf.b_weights.data(),
+                                                mb_count,
+                                                real};
     const std::size_t rows = gather_rows(buf, gather, mb_count);
     batch_view batch{{buf.b_users.data(), rows},
                      {buf.b_items.data(), rows},
@@ -109,12 +119,14 @@ std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
   if constexpr (!space_type::host_accessible) first = detail::first_slot_at(m_values.data());
   const negative_options& neg = m_options.negatives;
   if (neg.per_positive > 0) {
-    const detail::negative_draw draw{buf.taken_offsets.data(),
-                                     buf.taken.data(),
-                                     buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
-                                     buf.n_items,
-                                     neg.per_positive,
-                                     neg.max_draws};
+    const detail::negative_draw draw{
+        buf.taken_offsets.empty() ? nullptr : buf.taken_offsets.data(),
+        buf.taken_offsets32.empty() ? nullptr : buf.taken_offsets32.data(),
+        buf.taken.data(),
+        buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
+        buf.n_items,
+        neg.per_positive,
+        neg.max_draws};
     parallel_for(
         m_space, count,
         detail::gather_with_negatives_fn<float>{gather, first, buf.epoch_key.data(), draw});
@@ -316,8 +328,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(const step_
       m_options.checkpoint_every > 0 && (global_step + 1) % m_options.checkpoint_every == 0;
   if (!m_options.checkpoint_dir.empty() && (checkpoint_due || stop_now)) {
     write_checkpoint_now(*p.config, e.epoch, s.step + 1, global_step + 1, e.before_resume,
-                         std::span<const float>(e.sh.weights).first(s.end),
-                         slot(p, e, m_reducer.rank(), e.first_step),
+                         e.sh.weight_sum(slot(p, e, m_reducer.rank(), e.first_step), s.end),
                          stop_now ? "stop requested" : "periodic", result);
     timer.mark(account::other);
   }

@@ -68,13 +68,17 @@ inline bool all_equal(std::span<const float> v) {
 template <class T>
 struct gather_batch_fn {
   const std::uint64_t* slots;  // dataset positions of this step's slots
-  const float* slot_weights;
+  const float* slot_weights;   // their weights, or null: slots [0, real) weigh 1, the rest 0
   sample_rows rows;
   std::int32_t* out_users;
   std::int32_t* out_items;
   float* out_labels;
   float* out_weights;
-  std::size_t n = 0;  // slots: the host asks for slot i + prefetch_ahead's values while at i
+  std::size_t n = 0;     // slots: the host asks for slot i + prefetch_ahead's values while at i
+  std::size_t real = 0;  // where `slot_weights` is null: the real slots, which lead
+  TUTTI_HOST_DEVICE float weight(std::size_t i) const {
+    return slot_weights != nullptr ? slot_weights[i] : (i < real ? 1.0f : 0.0f);
+  }
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
 #if !defined(__CUDA_ARCH__)
     if (i + prefetch_ahead < n) {
@@ -85,7 +89,7 @@ struct gather_batch_fn {
     out_users[i] = r.user;
     out_items[i] = r.item;
     out_labels[i] = r.label;
-    out_weights[i] = slot_weights[i];
+    out_weights[i] = weight(i);
   }
 };
 
@@ -98,7 +102,10 @@ struct gather_batch_at_fn {
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
     gather_batch_fn<T> f = base;
     f.slots += *first;
-    f.slot_weights += *first;
+    if (f.slot_weights != nullptr)
+      f.slot_weights += *first;
+    else
+      f.real = f.real > *first ? f.real - static_cast<std::size_t>(*first) : 0;
     f(i);
   }
 };
@@ -117,7 +124,7 @@ struct gather_with_negatives_fn {
     const std::size_t from = first != nullptr ? static_cast<std::size_t>(*first) : 0;
     const std::uint64_t pos = base.slots[from + i];
     const sample_record r = base.rows[pos];
-    const float w = base.slot_weights[from + i];
+    const float w = base.weight(from + i);
     const std::size_t k1 = std::size_t(draw.per_positive) + 1;
     const std::size_t o = i * k1;
     base.out_users[o] = r.user;
