@@ -59,15 +59,11 @@ interactions positive_log(std::int32_t learners, std::int32_t courses, std::uint
                                          .seed = seed});
 }
 
-tutti::detail::negative_draw draw_of(const tutti::detail::negative_tables& t, std::int32_t items,
-                                     const tutti::negative_options& o) {
-  return {t.offsets.data(),
-          nullptr,
-          t.taken.data(),
-          t.cumulative.empty() ? nullptr : t.cumulative.data(),
-          items,
-          o.per_positive,
-          o.max_draws};
+tutti::detail::negative_draw<> draw_of(const tutti::detail::negative_tables& t, std::int32_t items,
+                                       const tutti::negative_options& o) {
+  return {
+      t.offsets.data(), t.taken.data(), t.cumulative.empty() ? nullptr : t.cumulative.data(), items,
+      o.per_positive,   o.max_draws};
 }
 
 mf model_of(const interactions& d, std::int32_t dim = 8,
@@ -303,9 +299,9 @@ TEST_CASE("negative draws: offsets in 32 bits draw what offsets in 64 draw, 2^32
     REQUIRE(narrow.size() == t.offsets.size());
     CHECK(std::equal(narrow.begin(), narrow.end(), t.offsets.begin()));
     const auto wide = draw_of(t, 50, o);
-    auto narrowed = wide;
-    narrowed.offsets = nullptr;
-    narrowed.offsets32 = narrow.data();
+    const tutti::detail::negative_draw<std::uint32_t> narrowed{narrow.data(),     wide.taken,
+                                                               wide.cumulative,   wide.n_items,
+                                                               wide.per_positive, wide.max_draws};
     const std::uint64_t key = tutti::detail::negative_epoch_key(3, 2);
     for (std::int32_t u = 0; u < 200; ++u) {
       for (std::int32_t i = 0; i < 50; ++i) REQUIRE(narrowed.took(u, i) == wide.took(u, i));

@@ -179,9 +179,10 @@ inline std::size_t crowded_learners(const negative_tables& t, std::int32_t n_ite
 /// The k-th negative of the positive at dataset position `pos` of learner `user` in the epoch
 /// whose key is `epoch_key`: a course drawn from the sampler, drawn again while the learner took
 /// it (up to `max_draws`). The same on every space and rank.
+/// `Offset`: 64 bits, or 32 where the lists hold fewer than 2^32 courses (`narrow_offsets`).
+template <class Offset = std::uint64_t>
 struct negative_draw {
-  const std::uint64_t* offsets;    // learner u's courses: taken[offsets[u], offsets[u + 1]); or
-  const std::uint32_t* offsets32;  // the same in 32 bits (`narrow_offsets`): one of them is null
+  const Offset* offsets;  // learner u's courses: taken[offsets[u], offsets[u + 1])
   const std::int32_t* taken;
   const std::uint64_t* cumulative;  // null: uniform
   std::int32_t n_items;
@@ -204,13 +205,9 @@ struct negative_draw {
     return lo;
   }
 
-  TUTTI_HOST_DEVICE std::uint64_t first_of(std::int32_t user) const {
-    return offsets32 != nullptr ? offsets32[user] : offsets[user];
-  }
-
   TUTTI_HOST_DEVICE bool took(std::int32_t user, std::int32_t item) const {
-    std::uint64_t lo = first_of(user);
-    const std::uint64_t end = first_of(user + 1);
+    std::uint64_t lo = offsets[user];
+    const std::uint64_t end = offsets[user + 1];
     std::uint64_t hi = end;
     while (lo < hi) {
       const std::uint64_t mid = lo + (hi - lo) / 2;

@@ -119,17 +119,19 @@ std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
   if constexpr (!space_type::host_accessible) first = detail::first_slot_at(m_values.data());
   const negative_options& neg = m_options.negatives;
   if (neg.per_positive > 0) {
-    const detail::negative_draw draw{
-        buf.taken_offsets.empty() ? nullptr : buf.taken_offsets.data(),
-        buf.taken_offsets32.empty() ? nullptr : buf.taken_offsets32.data(),
-        buf.taken.data(),
-        buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
-        buf.n_items,
-        neg.per_positive,
-        neg.max_draws};
-    parallel_for(
-        m_space, count,
-        detail::gather_with_negatives_fn<float>{gather, first, buf.epoch_key.data(), draw});
+    // The learners' offsets in 32 bits or 64 (see make_buffers): a kernel for each width.
+    const auto draw_with = [&]<class Offset>(const Offset* offsets) {
+      const detail::negative_draw<Offset> draw{
+          offsets,     buf.taken.data(), buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
+          buf.n_items, neg.per_positive, neg.max_draws};
+      parallel_for(m_space, count,
+                   detail::gather_with_negatives_fn<float, Offset>{gather, first,
+                                                                   buf.epoch_key.data(), draw});
+    };
+    if (buf.taken_offsets32.empty())
+      draw_with(buf.taken_offsets.data());
+    else
+      draw_with(buf.taken_offsets32.data());
     return count * (std::size_t(neg.per_positive) + 1);
   }
   if constexpr (space_type::host_accessible)

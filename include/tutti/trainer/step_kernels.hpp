@@ -114,12 +114,12 @@ struct gather_batch_at_fn {
 /// writes it, and its K negatives (label 0, the positive's weight, so a padded slot's are padding
 /// too) to the K places after it. The epoch's key is read from the space's memory (a replayed
 /// step draws the current epoch's negatives).
-template <class T>
+template <class T, class Offset = std::uint64_t>
 struct gather_with_negatives_fn {
   gather_batch_fn<T> base;     // writes n·(1 + K) values
   const std::uint64_t* first;  // the step's first slot in the space's memory, or null (0)
   const std::uint64_t* epoch_key;
-  negative_draw draw;
+  negative_draw<Offset> draw;
   TUTTI_HOST_DEVICE void operator()(std::size_t i) const {
     const std::size_t from = first != nullptr ? static_cast<std::size_t>(*first) : 0;
     const std::uint64_t pos = base.slots[from + i];
