@@ -100,6 +100,7 @@ struct train_report {
   double lr = 0;
   std::string optimizer, schedule;
   std::uint64_t seed = 0;
+  std::uint64_t split_seed = 0;  // the held-out rows' and the ranking lists' seed
   std::vector<report_epoch> epochs;
   nlohmann::json noise_scale;  // the run's, with why it is unknown when it is
   nlohmann::json eval;         // {metric, value, baseline}
@@ -338,6 +339,7 @@ inline void to_json(nlohmann::json& j, const train_report& r) {
        {"optimizer", r.optimizer},
        {"schedule", r.schedule},
        {"seed", r.seed},
+       {"split_seed", r.split_seed},
        {"epochs", r.epochs},
        {"noise_scale", r.noise_scale},
        {"eval", r.eval},
@@ -383,6 +385,7 @@ inline void from_json(const nlohmann::json& j, train_report& r) {
   r.optimizer = report_get_or<std::string>(j, "optimizer", "");
   r.schedule = report_get_or<std::string>(j, "schedule", "");
   r.seed = report_get_or<std::uint64_t>(j, "seed", 0);
+  r.split_seed = report_get_or<std::uint64_t>(j, "split_seed", r.seed);  // older reports: seed
   r.noise_scale = detail::report_json_or_null(j, "noise_scale");
   r.eval = detail::report_json_or_null(j, "eval");
   r.holdout = report_get_or<std::string>(j, "holdout", "random");

@@ -13,6 +13,7 @@
 #    the labels or the model cannot take.
 #  - Adam by default on tables a step touches a few rows of: the header names the row-sparse
 #    optimizers, once; not when --optimizer is given.
+#  - --split-seed chooses the held-out rows and the lists apart from --seed.
 
 set(common --feedback implicit --holdout last --learners 1000 --courses 200 --epochs 12
     --batch 1024 --seed 5)
@@ -178,3 +179,27 @@ tutti_ok(train --feedback implicit --learners 200 --courses 50 --epochs 1 --batc
 if(out MATCHES "note: adam")
   message(FATAL_ERROR "200 learners, batch 1024: every row touched, expected no note, got:\n${out}")
 endif()
+
+# --split-seed alone chooses the held-out rows and the lists: two training seeds of one split seed
+# rank the popularity model alike (it reads only the training rows and the lists), and alike to
+# the run whose --seed is that split seed; another --seed without it draws other lists.
+set(split --feedback implicit --holdout last --learners 300 --courses 200 --epochs 1 --batch 512)
+train(${WORK}/ss1.json ${split} --seed 1 --split-seed 9)
+train(${WORK}/ss2.json ${split} --seed 2 --split-seed 9)
+train(${WORK}/ss9.json ${split} --seed 9)
+train(${WORK}/ss2own.json ${split} --seed 2)
+foreach(run ss1 ss2 ss9 ss2own)
+  file(READ ${WORK}/${run}.json js)
+  json_get(pop_${run} "${js}" ranking popularity_ndcg)
+  json_get(split_${run} "${js}" split_seed)
+  json_get(loss_${run} "${js}" epochs 0 train_loss)
+endforeach()
+if(NOT pop_ss1 STREQUAL pop_ss2 OR NOT pop_ss1 STREQUAL pop_ss9 OR pop_ss2own STREQUAL pop_ss2
+   OR NOT split_ss1 EQUAL 9 OR NOT split_ss2own EQUAL 2 OR loss_ss1 STREQUAL loss_ss2)
+  message(FATAL_ERROR "--split-seed: popularity NDCG@10 ${pop_ss1} / ${pop_ss2} (seeds 1, 2, "
+                      "split 9), ${pop_ss9} (seed 9), ${pop_ss2own} (seed 2, its own split); "
+                      "split_seed ${split_ss1}, ${split_ss2own}; train loss ${loss_ss1} / "
+                      "${loss_ss2}; expected the first three equal, the fourth not, the split "
+                      "seeds 9 and 2, and the two training seeds' losses apart")
+endif()
+message(STATUS "--split-seed: popularity NDCG@10 ${pop_ss1} on split 9, ${pop_ss2own} on split 2")

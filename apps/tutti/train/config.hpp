@@ -62,6 +62,9 @@ struct train_config {
   float weight_decay = 0.f;
   tail_policy tail = tail_policy::pad;
   std::uint64_t seed = 1;
+  // The held-out rows' and the ranking lists' seed; unset: `seed`.
+  std::optional<std::uint64_t> split_seed;
+  std::uint64_t held_out_seed() const { return split_seed.value_or(seed); }
   std::string json;
   std::string log;
   std::size_t log_every = 0;

@@ -284,10 +284,10 @@ inline loaded_data load(const train_config& c, int rank) {
   const auto split_start = std::chrono::steady_clock::now();
   detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
   if (c.ranking.holdout == "last") {
-    d.parts = data::leave_one_out(d.all, {.seed = c.seed});
-    d.lists = detail::ranking_lists(c.ranking, d.parts, c.seed);
+    d.parts = data::leave_one_out(d.all, {.seed = c.held_out_seed()});
+    d.lists = detail::ranking_lists(c.ranking, d.parts, c.held_out_seed());
   } else {
-    d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.seed});
+    d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.held_out_seed()});
   }
   replay(c, d);
   d.rows = d.all.size();

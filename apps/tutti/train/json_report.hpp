@@ -174,6 +174,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .optimizer = choice_name(c.optimizer),
                    .schedule = choice_name(c.schedule),
                    .seed = c.seed,
+                   .split_seed = c.held_out_seed(),
                    .epochs = epochs_of(r),
                    .noise_scale = to_json(r.noise_scale, r.noise_scale_why),
                    .eval = to_json(r.eval),

@@ -149,6 +149,9 @@ inline void add_train_model_options(CLI::App& app, train_config& c) {
   add_choice(app, "--tail", c.tail, "tail policy of the shard sampler");
   app.add_option("--seed", c.seed, "initialisation, shuffling and split seed")
       ->capture_default_str();
+  app.add_option("--split-seed", c.split_seed,
+                 "seed of the held-out rows and the ranking lists (default: --seed), so runs of "
+                 "other --seed are evaluated on the same rows and lists");
 }
 
 /// Registers the ranks and their reduction: `--ranks`, `--reducer`, `--space` and how gradients
