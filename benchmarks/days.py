@@ -12,7 +12,10 @@ and exports. Each day d after it, on the rows up to d (each learner's latest hel
            warm export> --epochs E --export <day d's>
 
 and prints HR@10, NDCG@10 and the seconds of each (the command's wall time and the training time
-it reports), the warm start's gap to the retrain, and writes all of it as JSON.
+it reports), the warm start's gap to the retrain, and writes all of it as JSON. With
+--retrain-seeds K each day's retrain runs K times (training seeds seed, seed + 1, ...; the same
+days, held-out rows and lists: --split-seed): the gap is to the first, and the retrains' own spread (the lowest and highest of the K
+against the first) says how far two full retrains of the same data lie apart.
 
     python3 benchmarks/days.py --tutti build/apps/tutti --data ../shared/datasets/insteval.tsv \\
         --user-col s --item-col d --out /tmp/days
@@ -55,11 +58,12 @@ def joined(paths, out):
     return out
 
 
-def train(a, data, extra, name):
+def train(a, data, extra, name, seed=None):
     report = os.path.join(a.out, name + ".json")
     cmd = [a.tutti, "train", "--data", *data, "--user-col", "u", "--item-col", "i",
            "--timestamp-col", "ts", "--feedback", "implicit", "--holdout", "last",
-           "--seed", str(a.seed), "--quiet", "--json", report, *extra]
+           "--seed", str(a.seed if seed is None else seed), "--split-seed", str(a.seed),
+           "--quiet", "--json", report, *extra]
     start = time.monotonic()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.monotonic() - start
@@ -82,6 +86,10 @@ def main():
     ap.add_argument("--replay", type=float, default=0.2, help="--replay-share of the warm runs")
     ap.add_argument("--warm-epochs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--warm-args", default="",
+                    help="more options of the warm runs, e.g. \"--lr 0.01\"")
+    ap.add_argument("--retrain-seeds", type=int, default=1,
+                    help="retrains a day, each with its own training seed: their spread")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     paths = write_days(a)
@@ -90,31 +98,43 @@ def main():
     subprocess.run(["rm", "-rf", model], check=True)
     day0 = train(a, [paths[0]], ["--export", model], "day0")
     out = {"data": a.data, "days": a.days, "first": a.first, "replay_share": a.replay,
-           "warm_epochs": a.warm_epochs, "seed": a.seed, "day0": day0, "rows": []}
+           "warm_epochs": a.warm_epochs, "warm_args": a.warm_args, "seed": a.seed, "retrain_seeds": a.retrain_seeds,
+           "day0": day0, "rows": []}
     print(f"day 0: {day0['rows']} rows, HR@10 {day0['hr10']:.4f}, NDCG@10 {day0['ndcg10']:.4f}")
     print(f"{'day':>3} {'rows':>7} {'retrain HR':>10} {'warm HR':>8} {'gap':>7} "
           f"{'retrain NDCG':>12} {'warm NDCG':>9} {'gap':>7} {'retrain s':>9} {'warm s':>7} "
-          f"{'time':>6}")
+          f"{'time':>6}" + ("  retrains' spread HR, NDCG" if a.retrain_seeds > 1 else ""))
     for d in range(1, len(paths)):
-        full = train(a, [joined(paths[: d + 1], os.path.join(a.out, f"upto{d}.tsv"))], [],
-                     f"retrain{d}")
+        upto = joined(paths[: d + 1], os.path.join(a.out, f"upto{d}.tsv"))
+        full = train(a, [upto], [], f"retrain{d}")
+        others = [train(a, [upto], [], f"retrain{d}-seed{a.seed + k}", a.seed + k)
+                  for k in range(1, a.retrain_seeds)]
         nxt = os.path.join(a.out, f"model-{d}")
         subprocess.run(["rm", "-rf", nxt], check=True)
         history = joined(paths[:d], os.path.join(a.out, f"history{d}.tsv"))
         warm = train(a, [history, paths[d]],
                      ["--replay-share", str(a.replay), "--init-from", model,
-                      "--epochs", str(a.warm_epochs), "--export", nxt], f"warm{d}")
+                      "--epochs", str(a.warm_epochs), "--export", nxt, *a.warm_args.split()],
+                     f"warm{d}")
         model = nxt
         load.append(os.getloadavg()[0])
         row = {"day": d, "retrain": full, "warm": warm,
                "hr_gap": warm["hr10"] / full["hr10"] - 1,
                "ndcg_gap": warm["ndcg10"] / full["ndcg10"] - 1,
                "time_ratio": warm["wall_s"] / full["wall_s"]}
+        spread = ""
+        if others:
+            row["retrains"] = others
+            for key, name in (("hr10", "hr"), ("ndcg10", "ndcg")):
+                gaps = [0.0] + [o[key] / full[key] - 1 for o in others]
+                row[name + "_spread"] = [min(gaps), max(gaps)]
+            spread = "  " + ", ".join(f"{100 * row[n + '_spread'][0]:+.2f}..{100 * row[n + '_spread'][1]:+.2f}%"
+                                      for n in ("hr", "ndcg"))
         out["rows"].append(row)
         print(f"{d:>3} {full['rows']:>7} {full['hr10']:>10.4f} {warm['hr10']:>8.4f} "
               f"{100 * row['hr_gap']:>+6.2f}% {full['ndcg10']:>12.4f} {warm['ndcg10']:>9.4f} "
               f"{100 * row['ndcg_gap']:>+6.2f}% {full['wall_s']:>9.2f} {warm['wall_s']:>7.2f} "
-              f"{100 * row['time_ratio']:>5.0f}%")
+              f"{100 * row['time_ratio']:>5.0f}%" + spread)
     out["load_average"] = {"min": min(load), "max": max(load)}
     with open(os.path.join(a.out, "days.json"), "w") as f:
         json.dump(out, f, indent=1)
