@@ -163,6 +163,26 @@ std::vector<std::uint64_t> prefix_of(const tutti::shard& s) {
   return p;
 }
 
+TEST_CASE("shard weights: two numbers and a weight a slot read alike, over every range") {
+  tutti::shard two;  // 5 slots, 3 real
+  two.slot_count = 5;
+  two.real_slots = 3;
+  tutti::shard each;
+  each.weights = {1.f, 1.f, 1.f, 0.f, 0.f};
+  CHECK(two.size() == 5);
+  CHECK(each.size() == 5);
+  CHECK(two.weights_in(0, 5) == each.weights);
+  for (std::size_t b = 0; b <= 6; ++b)
+    for (std::size_t e = 0; e <= 5; ++e) {
+      CAPTURE(b);
+      CAPTURE(e);
+      CHECK(two.weight_sum(b, e) == each.weight_sum(b, e));  // an empty range (b >= e) weighs 0
+      CHECK(two.weights_in(b, e) == each.weights_in(b, e));
+      if (b < 5) CHECK(two.weight(b) == each.weight(b));
+    }
+  CHECK(two.weight_sum(1, 4) == 2.0);
+}
+
 TEST_CASE("shuffled_shards: sizes, padding and the real prefix on a small case") {
   // n = 10, W = 4: 3 slots per rank; slot 2 is real on ranks 0 and 1 only.
   const tutti::shuffled_shards pad{};

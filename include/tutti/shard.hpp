@@ -71,7 +71,7 @@ struct shard {
   }
   /// The weights of slots [begin, end), one a slot, in either form.
   std::vector<float> weights_in(std::size_t begin, std::size_t end) const {
-    std::vector<float> w(end - begin);
+    std::vector<float> w(end > begin ? end - begin : 0);
     for (std::size_t j = begin; j < end; ++j) w[j - begin] = weight(j);
     return w;
   }
