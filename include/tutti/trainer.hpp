@@ -454,6 +454,10 @@ class trainer {
   // negatives (train_options::negatives); returns the rows gathered.
   std::size_t gather_rows(step_buffers& buf, const detail::gather_batch_fn<float>& gather,
                           std::size_t count);
+  // gather_rows' kernel with negatives, for the learners' offsets in `Offset` (32 or 64 bits).
+  template <class Offset>
+  void gather_with_negatives(step_buffers& buf, const detail::gather_batch_fn<float>& gather,
+                             std::size_t count, const std::uint64_t* first, const Offset* offsets);
   // After backward: the wait for the buckets still in flight, the rows to step, the noise
   // scale's small-batch norm and the finite check (each bucket was checked as it left).
   void finish_gradient(const step_context& c);

@@ -120,18 +120,10 @@ std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
   const negative_options& neg = m_options.negatives;
   if (neg.per_positive > 0) {
     // The learners' offsets in 32 bits or 64 (see make_buffers): a kernel for each width.
-    const auto draw_with = [&]<class Offset>(const Offset* offsets) {
-      const detail::negative_draw<Offset> draw{
-          offsets,     buf.taken.data(), buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
-          buf.n_items, neg.per_positive, neg.max_draws};
-      parallel_for(m_space, count,
-                   detail::gather_with_negatives_fn<float, Offset>{gather, first,
-                                                                   buf.epoch_key.data(), draw});
-    };
     if (buf.taken_offsets32.empty())
-      draw_with(buf.taken_offsets.data());
+      gather_with_negatives(buf, gather, count, first, buf.taken_offsets.data());
     else
-      draw_with(buf.taken_offsets32.data());
+      gather_with_negatives(buf, gather, count, first, buf.taken_offsets32.data());
     return count * (std::size_t(neg.per_positive) + 1);
   }
   if constexpr (space_type::host_accessible)
@@ -139,6 +131,20 @@ std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
   else
     parallel_for(m_space, count, detail::gather_batch_at_fn<float>{gather, first});
   return count;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+template <class Offset>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_with_negatives(
+    step_buffers& buf, const detail::gather_batch_fn<float>& gather, std::size_t count,
+    const std::uint64_t* first, const Offset* offsets) {
+  const negative_options& neg = m_options.negatives;
+  const detail::negative_draw<Offset> draw{
+      offsets,     buf.taken.data(), buf.cumulative.empty() ? nullptr : buf.cumulative.data(),
+      buf.n_items, neg.per_positive, neg.max_draws};
+  parallel_for(
+      m_space, count,
+      detail::gather_with_negatives_fn<float, Offset>{gather, first, buf.epoch_key.data(), draw});
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
