@@ -7,7 +7,8 @@ cut into a first history (--first of the rows) and --days equal days. Day 0 trai
 and exports. Each day d after it, on the rows up to d (each learner's latest held out by
 `--holdout last`, ranked among sampled courses):
 
-  retrain  tutti train --data <days 0..d joined> (tutti's defaults for a log)
+  retrain  tutti train --data <days 0..d joined> (tutti's defaults for a log) [--export, with
+           --retrain-export: the model written as the warm run writes its own]
   warm     tutti train --data <days 0..d-1> <day d> --replay-share R --init-from <day d-1's
            warm export> --epochs E --export <day d's>
 
@@ -88,6 +89,8 @@ def main():
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--warm-args", default="",
                     help="more options of the warm runs, e.g. \"--lr 0.01\"")
+    ap.add_argument("--retrain-export", action="store_true",
+                    help="the retrain writes its model too (--export), as a daily job would")
     ap.add_argument("--retrain-seeds", type=int, default=1,
                     help="retrains a day, each with its own training seed: their spread")
     a = ap.parse_args()
@@ -98,7 +101,8 @@ def main():
     subprocess.run(["rm", "-rf", model], check=True)
     day0 = train(a, [paths[0]], ["--export", model], "day0")
     out = {"data": a.data, "days": a.days, "first": a.first, "replay_share": a.replay,
-           "warm_epochs": a.warm_epochs, "warm_args": a.warm_args, "seed": a.seed, "retrain_seeds": a.retrain_seeds,
+           "warm_epochs": a.warm_epochs, "warm_args": a.warm_args,
+           "retrain_export": a.retrain_export, "seed": a.seed, "retrain_seeds": a.retrain_seeds,
            "day0": day0, "rows": []}
     print(f"day 0: {day0['rows']} rows, HR@10 {day0['hr10']:.4f}, NDCG@10 {day0['ndcg10']:.4f}")
     print(f"{'day':>3} {'rows':>7} {'retrain HR':>10} {'warm HR':>8} {'gap':>7} "
@@ -106,7 +110,9 @@ def main():
           f"{'time':>6}" + ("  retrains' spread HR, NDCG" if a.retrain_seeds > 1 else ""))
     for d in range(1, len(paths)):
         upto = joined(paths[: d + 1], os.path.join(a.out, f"upto{d}.tsv"))
-        full = train(a, [upto], [], f"retrain{d}")
+        kept = os.path.join(a.out, f"retrained-{d}")
+        subprocess.run(["rm", "-rf", kept], check=True)
+        full = train(a, [upto], ["--export", kept] if a.retrain_export else [], f"retrain{d}")
         others = [train(a, [upto], [], f"retrain{d}-seed{a.seed + k}", a.seed + k)
                   for k in range(1, a.retrain_seeds)]
         nxt = os.path.join(a.out, f"model-{d}")
