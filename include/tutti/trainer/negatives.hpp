@@ -154,16 +154,17 @@ inline negative_tables make_negative_tables(const data::interactions& train,
   return t;
 }
 
-/// `offsets` in 32 bits, where the lists hold fewer than 2^32 courses in all (half the bytes a
-/// learner); empty where they hold more.
-inline std::vector<std::uint32_t> narrow_offsets(const std::vector<std::uint64_t>& offsets) {
-  if (offsets.empty() || offsets.back() > UINT32_MAX) return {};
-  return std::vector<std::uint32_t>(offsets.begin(), offsets.end());
-}
-
-/// The bytes a learner's offset takes in the step's table of `pairs` (learner, course) pairs.
+/// The bytes a learner's offset takes in the step's table of `pairs` (learner, course) pairs:
+/// 4 below 2^32 pairs, else 8 (the trainer's tables and the memory forecast read this rule).
 constexpr std::uint64_t offset_bytes(std::uint64_t pairs) noexcept {
   return pairs > UINT32_MAX ? sizeof(std::uint64_t) : sizeof(std::uint32_t);
+}
+
+/// `offsets` in 32 bits, where `offset_bytes` gives 4 for the pairs they index (half the bytes a
+/// learner); empty where it gives 8.
+inline std::vector<std::uint32_t> narrow_offsets(const std::vector<std::uint64_t>& offsets) {
+  if (offsets.empty() || offset_bytes(offsets.back()) != sizeof(std::uint32_t)) return {};
+  return std::vector<std::uint32_t>(offsets.begin(), offsets.end());
 }
 
 /// Learners of `t` for whom a negative may be one of their own courses: those who took more
