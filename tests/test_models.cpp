@@ -6,6 +6,7 @@
 
 #include <tutti/batch.hpp>
 #include <tutti/concepts.hpp>
+#include <tutti/detail/normal_fill.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/models/detail/sparse_accumulate.hpp>
 #include <tutti/models/logistic_regression.hpp>
@@ -639,6 +640,43 @@ TEST_CASE("init_normal: the Box-Muller of the math library, a standard normal") 
   CHECK(b == tutti::detail::init_normal(42, 15));
   CHECK(tutti::detail::log_unit(1.0) == 0.0);
   CHECK(tutti::detail::log_unit(0x1.0p-33) == doctest::Approx(std::log(0x1.0p-33)).epsilon(1e-14));
+}
+
+TEST_CASE("init_normal: the square root of x, y - x and ÷ alone, within 4 ulp of std::sqrt") {
+  // Over the range -2 ln u1 takes (u1 in (2^-33, 1)), logarithmically spaced.
+  for (double y = 2e-10; y < 47.0; y *= 1.0009) {
+    const double r = tutti::detail::sqrt_positive(y), ref = std::sqrt(y);
+    CHECK(std::fabs(r - ref) <= 4 * (std::nextafter(ref, 1e300) - ref));
+  }
+}
+
+TEST_CASE("init_normal: the host's vector loops write init_normal_pair's values, bit for bit") {
+  // Every loop the build has (the CPU's best, then each lower one; a level the CPU lacks runs
+  // the next it has), from an odd first pair, in float and double.
+  const std::size_t pairs = 5003;
+  const std::uint64_t first = 1'000'001, seed = 42;
+  const double scale = 0.3f;
+  std::vector<float> ref(2 * pairs);
+  std::vector<double> ref_d(2 * pairs);
+  for (std::size_t i = 0; i < pairs; ++i) {
+    double a = 0, b = 0;
+    tutti::detail::init_normal_pair(seed, first + i, a, b);
+    ref[2 * i] = static_cast<float>(scale * a);
+    ref[2 * i + 1] = static_cast<float>(scale * b);
+    ref_d[2 * i] = scale * a;
+    ref_d[2 * i + 1] = scale * b;
+  }
+  MESSAGE("this CPU's best loop: level " << tutti::detail::normal_fill_level()
+                                         << " (2 AVX-512, 1 AVX2, 0 the build's target)");
+  for (int level = 2; level >= 0; --level) {
+    CAPTURE(level);
+    std::vector<float> out(2 * pairs, -1.f);
+    tutti::detail::fill_normal_pairs(out.data(), seed, first, pairs, scale, level);
+    CHECK(std::memcmp(out.data(), ref.data(), out.size() * sizeof(float)) == 0);
+    std::vector<double> out_d(2 * pairs, -1.0);
+    tutti::detail::fill_normal_pairs(out_d.data(), seed, first, pairs, scale, level);
+    CHECK(std::memcmp(out_d.data(), ref_d.data(), out_d.size() * sizeof(double)) == 0);
+  }
 }
 
 TEST_CASE("models: initialize does not depend on the OpenMP thread count") {

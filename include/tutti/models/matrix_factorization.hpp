@@ -7,6 +7,7 @@
 #include <tutti/batch.hpp>
 #include <tutti/config.hpp>
 #include <tutti/detail/host_simd.hpp>
+#include <tutti/detail/normal_fill.hpp>
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,10 @@ struct mf_init_fn {
   std::uint64_t seed;
   TUTTI_HOST_DEVICE bool embedding(std::size_t k) const {
     return (k >= user_begin && k < user_end) || (k >= item_begin && k < item_end);
+  }
+  /// True when every index of [b, e) lies in one embedding table.
+  bool embedding_run(std::size_t b, std::size_t e) const {
+    return (b >= user_begin && e <= user_end) || (b >= item_begin && e <= item_end);
   }
   /// Writes arena indices 2·pair and 2·pair + 1 (one draw of init_normal_pair for both).
   TUTTI_HOST_DEVICE void operator()(std::size_t pair) const {
@@ -371,13 +377,20 @@ class matrix_factorization {
       return;
     }
     const auto d = static_cast<std::size_t>(m_opt.dim);
-    parallel_for(
-        m_space, (params.size() + 1) / 2,
-        detail::mf_init_fn<T>{
-            params.data(), params.size(), m_off.user_embedding,
-            m_off.user_embedding + static_cast<std::size_t>(m_n_users) * d, m_off.item_embedding,
-            m_off.item_embedding + static_cast<std::size_t>(m_n_items) * d, m_off.global_bias,
-            static_cast<double>(m_opt.init_scale), static_cast<T>(m_opt.global_bias_init), seed});
+    const detail::mf_init_fn<T> init{params.data(),
+                                     params.size(),
+                                     m_off.user_embedding,
+                                     m_off.user_embedding + static_cast<std::size_t>(m_n_users) * d,
+                                     m_off.item_embedding,
+                                     m_off.item_embedding + static_cast<std::size_t>(m_n_items) * d,
+                                     m_off.global_bias,
+                                     static_cast<double>(m_opt.init_scale),
+                                     static_cast<T>(m_opt.global_bias_init),
+                                     seed};
+    if constexpr (std::is_same_v<Space, host_space>)
+      initialize_on_host(init);
+    else
+      parallel_for(m_space, (params.size() + 1) / 2, init);
     if (!m_edit) return;
     if constexpr (Space::host_accessible) {
       m_edit(params);
@@ -591,6 +604,23 @@ class matrix_factorization {
   }
 
  private:
+  /// `init` on the host, in blocks of pairs over the threads: a block inside one embedding table
+  /// in vectors (`detail::fill_normal_pairs`, the same values bit for bit), the blocks that meet
+  /// a table's end, the biases or the padding pair by pair.
+  void initialize_on_host(const detail::mf_init_fn<T>& init) const {
+    constexpr std::size_t block = 4096;  // pairs
+    const std::size_t pairs = (init.total + 1) / 2;
+    const std::size_t blocks = (pairs + block - 1) / block;
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(blocks); ++b) {
+      const std::size_t lo = static_cast<std::size_t>(b) * block;
+      const std::size_t hi = lo + block < pairs ? lo + block : pairs;
+      if (2 * hi <= init.total && init.embedding_run(2 * lo, 2 * hi))
+        detail::fill_normal_pairs(init.params + 2 * lo, init.seed, lo, hi - lo, init.scale);
+      else
+        for (std::size_t p = lo; p < hi; ++p) init(p);
+    }
+  }
   // Values `loss_and_gradient` expects in `grads`.
   std::size_t gradient_values() const noexcept {
     return m_slots ? m_slots->total() : m_layout.total();
