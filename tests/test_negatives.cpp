@@ -181,6 +181,50 @@ TEST_CASE("a log read as positives: the first row of each pair kept, for short a
   CHECK(std::count(d.users.begin(), d.users.end(), 0) > 500);
 }
 
+TEST_CASE("a log read as positives in its own arrays: the rows, times and counts of a copy") {
+  // The in-place form (an rvalue) against the copying one, on 1 and 2 threads: the same rows in
+  // the same order, their timestamps with them, the same counts; the index spaces kept.
+  tutti::detail::splitmix rng(4);
+  interactions d;
+  for (int u = 0; u < 57; ++u) d.user_ids.push_back(u);
+  for (int i = 0; i < 25; ++i) d.item_ids.push_back(i);
+  for (int r = 0; r < 4000; ++r) {
+    d.users.push_back(r % 4 == 0 ? 3 : static_cast<std::int32_t>(rng.below(57)));
+    d.items.push_back(static_cast<std::int32_t>(rng.below(25)));
+    d.labels.push_back(rng.below(6) == 0 ? 0.f : 2.f);
+    d.timestamps.push_back(static_cast<std::int64_t>(1000 + r));
+  }
+  tutti::data::positive_counts copied_counts;
+  const interactions copied = tutti::data::as_positives(d, {}, &copied_counts);
+  REQUIRE(copied_counts.repeated > 0);
+  REQUIRE(copied_counts.not_positive > 0);
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    interactions own = d;
+    tutti::data::positive_counts c;
+    const interactions moved = tutti::data::as_positives(std::move(own), {}, &c);
+    CHECK(moved.users == copied.users);
+    CHECK(moved.items == copied.items);
+    CHECK(moved.timestamps == copied.timestamps);
+    CHECK(moved.labels == copied.labels);
+    CHECK(moved.implicit);
+    CHECK(moved.n_users() == 57);
+    CHECK(moved.n_items() == 25);
+    CHECK(c.kept == copied_counts.kept);
+    CHECK(c.repeated == copied_counts.repeated);
+    CHECK(c.not_positive == copied_counts.not_positive);
+    // The timestamps travel with their rows: each kept row's time is that of its first row.
+    for (std::size_t r = 0; r < moved.size(); ++r) {
+      const auto src = static_cast<std::size_t>(moved.timestamps[r] - 1000);
+      CHECK(d.users[src] == moved.users[r]);
+      CHECK(d.items[src] == moved.items[r]);
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST_CASE("negative tables: each learner's courses sorted and unique, popularity summing to 2^32") {
   const interactions d = log_of(3, 5, {{2, 4}, {0, 3}, {0, 1}, {2, 0}, {0, 3}, {2, 4}, {2, 2}});
   const auto t = tutti::detail::make_negative_tables(

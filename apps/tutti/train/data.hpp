@@ -269,7 +269,7 @@ inline loaded_data load(const train_config& c, int rank) {
   if (c.feedback == feedback_choice::implicit) {
     data::positive_counts counts;
     d.all = data::as_positives(
-        d.all,
+        std::move(d.all),
         {.repeats = c.repeats == "each" ? data::repeated_pairs::each : data::repeated_pairs::once},
         &counts);
     d.positives = counts;

@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace tutti::data {
 
 /// What `as_positives` does with a (learner, course) pair that occurs more than once.
@@ -51,15 +55,34 @@ namespace tutti::detail {
 template <class Index>
 std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& keep) {
   const auto n_users = static_cast<std::size_t>(d.n_users());
+  const std::size_t n_rows = d.size();
   std::vector<Index> start(n_users + 1, 0);
-  for (std::size_t r = 0; r < d.size(); ++r)
-    if (keep[r]) ++start[static_cast<std::size_t>(d.users[r]) + 1];
-  for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
-  std::vector<Index> rows(start[n_users]);
+  std::vector<Index> rows;
+  // The counting sort by user, each thread counting and placing the rows of its own range of
+  // users (every thread reads every row, and writes only its users' entries).
+#pragma omp parallel
   {
-    std::vector<Index> at(start.begin(), start.end() - 1);
-    for (std::size_t r = 0; r < d.size(); ++r)
-      if (keep[r]) rows[at[static_cast<std::size_t>(d.users[r])]++] = static_cast<Index>(r);
+    std::size_t t = 0, threads = 1;
+#if defined(_OPENMP)
+    t = static_cast<std::size_t>(omp_get_thread_num());
+    threads = static_cast<std::size_t>(omp_get_num_threads());
+#endif
+    const auto lo = static_cast<std::int32_t>(n_users * t / threads);
+    const auto hi = static_cast<std::int32_t>(n_users * (t + 1) / threads);
+    const std::int32_t* users = d.users.data();
+    for (std::size_t r = 0; r < n_rows; ++r)
+      if (keep[r] && users[r] >= lo && users[r] < hi)
+        ++start[static_cast<std::size_t>(users[r]) + 1];
+#pragma omp barrier
+#pragma omp single
+    {
+      for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
+      rows.resize(start[n_users]);
+    }
+    std::vector<Index> at(start.begin() + lo, start.begin() + hi);
+    for (std::size_t r = 0; r < n_rows; ++r)
+      if (keep[r] && users[r] >= lo && users[r] < hi)
+        rows[at[static_cast<std::size_t>(users[r] - lo)]++] = static_cast<Index>(r);
   }
   constexpr std::size_t scanned = 32;  // a user with more rows is sorted
   std::size_t repeated = 0;
@@ -127,6 +150,39 @@ inline interactions as_positives(const interactions& d, const positive_options& 
   }
   if (counts != nullptr) *counts = c;
   return out;
+}
+
+/// As above, in `d`'s own arrays: the kept rows are moved to the front (in order) and the rest
+/// cut off, so the log is never held twice (a 20 M-row log is 240 MB a copy).
+inline interactions as_positives(interactions&& d, const positive_options& o = {},
+                                 positive_counts* counts = nullptr) {
+  positive_counts c;
+  c.rows = d.size();
+  std::vector<char> keep(d.size(), 0);
+  for (std::size_t r = 0; r < d.size(); ++r) keep[r] = d.labels[r] > o.label_above;
+  for (std::size_t r = 0; r < d.size(); ++r) c.not_positive += !keep[r];
+  if (o.repeats == repeated_pairs::once)
+    c.repeated = d.size() <= std::numeric_limits<std::uint32_t>::max()
+                     ? detail::drop_repeated_pairs<std::uint32_t>(d, keep)
+                     : detail::drop_repeated_pairs<std::size_t>(d, keep);
+  c.kept = c.rows - c.not_positive - c.repeated;
+  const bool timed = d.has_timestamps();
+  std::size_t out = 0;
+  for (std::size_t r = 0; r < d.size(); ++r) {
+    if (!keep[r]) continue;
+    d.users[out] = d.users[r];
+    d.items[out] = d.items[r];
+    if (timed) d.timestamps[out] = d.timestamps[r];
+    ++out;
+  }
+  d.users.resize(out);
+  d.items.resize(out);
+  if (timed) d.timestamps.resize(out);
+  std::vector<float>().swap(d.labels);  // the ratings' array, replaced by the 1s of the kept
+  d.labels.assign(out, 1.f);
+  d.implicit = true;
+  if (counts != nullptr) *counts = c;
+  return std::move(d);
 }
 
 /// True when every label of `d` is the same value (a log read with `--implicit` whose rows are
