@@ -8,6 +8,7 @@
 #include <tutti/data/id_names.hpp>
 #include <tutti/data/leave_one_out.hpp>
 #include <tutti/data/split.hpp>
+#include <tutti/detail/random.hpp>
 #include <tutti/detail/utf8.hpp>
 
 #include <cstdint>
@@ -226,6 +227,61 @@ TEST_CASE("split and leave_one_out keep the names of both halves") {
   CHECK(loo.test.user_names == d.user_names);
   CHECK(loo.train.item_names == d.item_names);
   CHECK(loo.test.size() == 30);  // each learner's last course
+}
+
+TEST_CASE("split and leave_one_out in the log's own arrays give the halves of a copy") {
+  // The in-place forms (an rvalue) against the copying ones: every row, label, timestamp, id and
+  // name of both halves, with timestamps and without (a seeded held-out row per learner).
+  std::string text = "userId,movieId,rating,timestamp\n";
+  tutti::detail::splitmix rng(3);
+  for (int r = 0; r < 900; ++r)
+    text += "learner-" + std::to_string(rng.below(70)) + ",course-" +
+            std::to_string(rng.below(40)) + "," + std::to_string(1 + rng.below(5)) + "," +
+            std::to_string(rng.below(50)) + "\n";
+  const interactions timed = tutti::data::parse_csv(text, {.timestamp_col = "timestamp"}, "l.csv");
+  interactions untimed = timed;
+  untimed.timestamps.clear();
+  const auto same = [](const tutti::data::split_result& a, const tutti::data::split_result& b) {
+    CHECK(a.train.digest() == b.train.digest());
+    CHECK(a.test.digest() == b.test.digest());
+    CHECK(a.train.timestamps == b.train.timestamps);
+    CHECK(a.test.timestamps == b.test.timestamps);
+    CHECK(a.train.user_names == b.train.user_names);
+    CHECK(a.test.item_names == b.test.item_names);
+    CHECK(a.train.size() + a.test.size() == 900);
+    CHECK(a.test.size() > 0);
+  };
+  interactions positives = timed;  // implicit: only a positive row may be held out
+  positives.implicit = true;
+  for (float& y : positives.labels) y = y > 2.f ? 1.f : 0.f;
+  for (const interactions* d : {&timed, static_cast<const interactions*>(&untimed),
+                                static_cast<const interactions*>(&positives)}) {
+    CAPTURE(d->has_timestamps());
+    CAPTURE(d->implicit);
+    const tutti::data::split_options o{.test_fraction = 0.25, .seed = 8};
+    same(tutti::data::split(interactions(*d), o), tutti::data::split(*d, o));
+    const auto loo = tutti::data::leave_one_out(*d, {.seed = 8});
+    same(tutti::data::leave_one_out(interactions(*d), {.seed = 8}), loo);
+    // Against one user at a time by the order's definition (timestamps tie often here: 50 values
+    // over 900 rows).
+    const tutti::detail::held_out_order order{*d, 8};
+    std::vector<std::int32_t> users, items;
+    for (std::int32_t u = 0; u < d->n_users(); ++u) {
+      std::size_t rows = 0, best = d->size();
+      for (std::size_t i = 0; i < d->size(); ++i) {
+        if (d->users[i] != u) continue;
+        ++rows;
+        if ((!d->implicit || d->labels[i] > 0.5f) && (best == d->size() || order.beats(i, best)))
+          best = i;
+      }
+      if (rows >= 2 && best != d->size()) {
+        users.push_back(u);
+        items.push_back(d->items[best]);
+      }
+    }
+    CHECK(loo.test.users == users);
+    CHECK(loo.test.items == items);
+  }
 }
 
 }  // namespace test_id_names

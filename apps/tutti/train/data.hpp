@@ -283,16 +283,19 @@ inline loaded_data load(const train_config& c, int rank) {
   d.read_seconds = since(read_start);
   const auto split_start = std::chrono::steady_clock::now();
   detail::check_ranking(c.ranking, c.target, d.rank_local, d.all.implicit);
-  if (c.ranking.holdout == "last") {
-    d.parts = data::leave_one_out(d.all, {.seed = c.held_out_seed()});
-    d.lists = detail::ranking_lists(c.ranking, d.parts, c.held_out_seed());
-  } else {
-    d.parts = data::split(d.all, {.test_fraction = c.test_fraction, .seed = c.held_out_seed()});
-  }
-  replay(c, d);
   d.rows = d.all.size();
   d.users = d.all.n_users();
   d.items = d.all.n_items();
+  // The split takes the log's arrays (the training rows stay where they are); `d.all` keeps its
+  // kind alone.
+  if (c.ranking.holdout == "last") {
+    d.parts = data::leave_one_out(std::move(d.all), {.seed = c.held_out_seed()});
+    d.lists = detail::ranking_lists(c.ranking, d.parts, c.held_out_seed());
+  } else {
+    d.parts = data::split(std::move(d.all),
+                          {.test_fraction = c.test_fraction, .seed = c.held_out_seed()});
+  }
+  replay(c, d);
   std::vector<std::int64_t>().swap(d.all.user_ids);
   std::vector<std::int64_t>().swap(d.all.item_ids);
   std::vector<std::int32_t>().swap(d.all.users);

@@ -10,15 +10,21 @@
 
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/split.hpp>
+#include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace tutti::data {
 
@@ -64,6 +70,10 @@ struct held_out_order {
       const double a = draw(i), b = draw(j);
       if (a != b) return a > b;
     }
+    return beats_on_tie(i, j);
+  }
+  /// The order of rows i and j of equal timestamps (or draws).
+  bool beats_on_tie(std::size_t i, std::size_t j) const {
     const auto ii = d.item_ids[static_cast<std::size_t>(d.items[i])];
     const auto ij = d.item_ids[static_cast<std::size_t>(d.items[j])];
     if (ii != ij) return ii > ij;
@@ -72,6 +82,10 @@ struct held_out_order {
   double draw(std::size_t i) const {
     return data::split_draw(seed, d.user_ids[static_cast<std::size_t>(d.users[i])],
                             d.item_ids[static_cast<std::size_t>(d.items[i])]);
+  }
+  /// `draw(i)`'s 53 bits as an integer: the draws order as these do.
+  std::uint64_t draw_bits(std::size_t i) const {
+    return static_cast<std::uint64_t>(std::ldexp(draw(i), 53));
   }
 };
 
@@ -139,6 +153,96 @@ inline std::vector<std::int32_t> draw_unseen(std::span<const std::int32_t> seen,
   return out;
 }
 
+/// Each user's held-out row for `leave_one_out`: the latest eligible one (see there), none for a
+/// user with fewer than two rows. One pass over the rows, each thread keeping the users of its
+/// own range; a user's state is 16 bytes (one cache line, asked for a few rows ahead): the order
+/// key of its best row (the timestamp, or the draw's 53 bits, which order as the draw does), and
+/// the row with the count of the user's rows (0, 1 or 2 for "two or more") in its top bits.
+struct held_out_last {
+  struct alignas(16) best {
+    std::int64_t key = 0;
+    std::uint64_t row_count = none_row;  // the row in the low 62 bits, min(rows, 2) above
+  };
+  static constexpr std::uint64_t none_row = (std::uint64_t{1} << 62) - 1;
+  static std::uint64_t row_of(const best& b) { return b.row_count & none_row; }
+  static std::uint64_t count_of(const best& b) { return b.row_count >> 62; }
+
+  std::vector<best> users;
+  std::vector<char> held_rows;  // row i is its user's held-out row
+
+  held_out_last(const data::interactions& data, std::uint64_t seed)
+      : users(static_cast<std::size_t>(data.n_users())), held_rows(data.size(), 0) {
+    check_interaction_rows(data, "tutti::data::leave_one_out");
+    const held_out_order order{data, seed};
+    const bool timed = data.has_timestamps();
+    const std::size_t n = data.size();
+    const auto key = [&](std::size_t i) {
+      return timed ? data.timestamps[i] : static_cast<std::int64_t>(order.draw_bits(i));
+    };
+#pragma omp parallel
+    {
+      std::size_t t = 0, threads = 1;
+#if defined(_OPENMP)
+      t = static_cast<std::size_t>(omp_get_thread_num());
+      threads = static_cast<std::size_t>(omp_get_num_threads());
+#endif
+      const auto lo = static_cast<std::int32_t>(users.size() * t / threads);
+      const auto hi = static_cast<std::int32_t>(users.size() * (t + 1) / threads);
+      constexpr std::size_t ahead = 16;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i + ahead < n) {
+          const std::int32_t v = data.users[i + ahead];
+          if (v >= lo && v < hi) {
+            prefetch_bytes(&users[static_cast<std::size_t>(v)], sizeof(best));
+            if (!timed) prefetch_bytes(&data.user_ids[static_cast<std::size_t>(v)], 8);
+          }
+        }
+        const std::int32_t u = data.users[i];
+        if (u < lo || u >= hi) continue;
+        best& b = users[static_cast<std::size_t>(u)];
+        const std::uint64_t count = std::min<std::uint64_t>(count_of(b) + 1, 2);
+        std::uint64_t row = row_of(b);
+        const bool eligible = !data.implicit || data.labels[i] > 0.5f;
+        if (eligible) {
+          const std::int64_t k = key(i);
+          if (row == none_row || k > b.key || (k == b.key && order.beats_on_tie(i, row))) {
+            row = i;
+            b.key = k;
+          }
+        }
+        b.row_count = row | (count << 62);
+      }
+    }
+    for (const best& b : users)
+      if (row_of(b) != none_row && count_of(b) >= 2) held_rows[row_of(b)] = 1;
+  }
+  /// True when row i is its user's held-out row.
+  bool held(std::size_t i) const {
+    return held_rows[i] != 0;
+  }
+  /// The held-out rows into `test` (its header from `data`), in user order.
+  void put_test(const data::interactions& data, data::interactions& test) const {
+    copy_header(data, test);
+    std::vector<std::uint64_t> rows;  // the held-out rows in user order, then gathered by all
+    for (const best& b : users)       // threads (each a cache miss in each column)
+      if (row_of(b) != none_row && count_of(b) >= 2) rows.push_back(row_of(b));
+    const std::size_t m = rows.size();
+    const bool timed = data.has_timestamps();
+    test.users.resize(m);
+    test.items.resize(m);
+    test.labels.resize(m);
+    if (timed) test.timestamps.resize(m);
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(m); ++k) {
+      const std::uint64_t r = rows[static_cast<std::size_t>(k)];
+      test.users[static_cast<std::size_t>(k)] = data.users[r];
+      test.items[static_cast<std::size_t>(k)] = data.items[r];
+      test.labels[static_cast<std::size_t>(k)] = data.labels[r];
+      if (timed) test.timestamps[static_cast<std::size_t>(k)] = data.timestamps[r];
+    }
+  }
+};
+
 }  // namespace tutti::detail
 
 namespace tutti::data {
@@ -151,38 +255,24 @@ namespace tutti::data {
 /// Both halves keep the input's user and item index spaces.
 /// @throws tutti::invalid_argument when `data` is inconsistent.
 inline split_result leave_one_out(const interactions& data, const leave_one_out_options& opt = {}) {
-  const char* fn = "tutti::data::leave_one_out";
-  detail::check_interaction_rows(data, fn);
-  const auto n_users = static_cast<std::size_t>(data.n_users());
-  constexpr std::size_t none = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> last(n_users, none), rows(n_users, 0);
-  const detail::held_out_order order{data, opt.seed};
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    const auto u = static_cast<std::size_t>(data.users[i]);
-    ++rows[u];
-    const bool eligible = !data.implicit || data.labels[i] > 0.5f;
-    if (eligible && (last[u] == none || order.beats(i, last[u]))) last[u] = i;
-  }
+  const detail::held_out_last h(data, opt.seed);
   split_result out;
-  for (interactions* half : {&out.train, &out.test}) {
-    half->user_ids = data.user_ids;
-    half->item_ids = data.item_ids;
-    half->implicit = data.implicit;
-    half->user_names = data.user_names;
-    half->item_names = data.item_names;
-  }
-  const auto put = [&](interactions& half, std::size_t i) {
-    half.users.push_back(data.users[i]);
-    half.items.push_back(data.items[i]);
-    half.labels.push_back(data.labels[i]);
-    if (data.has_timestamps()) half.timestamps.push_back(data.timestamps[i]);
-  };
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    const auto u = static_cast<std::size_t>(data.users[i]);
-    if (last[u] != i || rows[u] < 2) put(out.train, i);
-  }
-  for (std::size_t u = 0; u < n_users; ++u)  // in user order
-    if (last[u] != none && rows[u] >= 2) put(out.test, last[u]);
+  detail::copy_header(data, out.train);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    if (!h.held(i)) detail::append_row(data, i, out.train);
+  h.put_test(data, out.test);
+  return out;
+}
+
+/// As above, in `data`'s own arrays: the held-out rows are copied out and the training rows
+/// moved to the front where they are, so the log is never held twice (the halves are those of
+/// the copying form, row for row).
+inline split_result leave_one_out(interactions&& data, const leave_one_out_options& opt = {}) {
+  const detail::held_out_last h(data, opt.seed);
+  split_result out;
+  h.put_test(data, out.test);
+  detail::keep_rows_in_place(data, [&](std::size_t i) { return !h.held(i); });
+  out.train = std::move(data);
   return out;
 }
 
