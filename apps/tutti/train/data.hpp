@@ -296,6 +296,12 @@ inline loaded_data load(const train_config& c, int rank) {
                           {.test_fraction = c.test_fraction, .seed = c.held_out_seed()});
   }
   replay(c, d);
+  // The training rows' arrays still hold the log's length: trimmed to their size (one copy, now,
+  // before the tables are allocated), the held-out share does not stay resident for the run.
+  d.parts.train.users.shrink_to_fit();
+  d.parts.train.items.shrink_to_fit();
+  d.parts.train.labels.shrink_to_fit();
+  d.parts.train.timestamps.shrink_to_fit();
   std::vector<std::int64_t>().swap(d.all.user_ids);
   std::vector<std::int64_t>().swap(d.all.item_ids);
   std::vector<std::int32_t>().swap(d.all.users);
