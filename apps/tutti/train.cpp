@@ -284,9 +284,10 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
   detail::print_outcome(c, r, baseline, seconds);
   if (!c.quiet)
     std::printf(
-        "setup: read %.2f s, split %.2f s, trainer built %.2f s; first step done %.2f s after "
-        "the start\n",
-        d.read_seconds, d.split_seconds, out.init_seconds, out.first_step_seconds);
+        "setup: read %.2f s, split %.2f s, trainer built %.2f s, fit prepared %.2f s (rows for "
+        "the step, negatives' tables); first step done %.2f s after the start\n",
+        d.read_seconds, d.split_seconds, out.init_seconds, r.prepare_seconds,
+        out.first_step_seconds);
   if (!c.quiet && out.share && out.share->changes() > 0)
     std::printf(
         "cores shared: %zu of %zu steps on fewer than %d threads (fewest %d; other work ran "

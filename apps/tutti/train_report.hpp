@@ -122,8 +122,9 @@ struct train_report {
   std::string gomp_spincount;   // GOMP_SPINCOUNT of the measured process; empty: not set
   // The wait before training, rank 0's: {read_seconds (the data read, ids mapped, cleaned),
   // split_seconds (the split and the ranking lists), init_seconds (the trainer built: arenas
-  // allocated, tables initialised), first_step_seconds (from the start to the end of the first
-  // step)}; null in reports written before it was.
+  // allocated, tables initialised), prepare_seconds (the trainer's fit before its first step:
+  // the rows copied for the step, the negatives' tables), first_step_seconds (from the start to
+  // the end of the first step)}; null in reports written before it was (prepare_seconds: absent).
   nlohmann::json setup;
   // What rank 0's trainer held, by account, in bytes ({parameters, gradients, optimizer_state,
   // rows, step_buffers, shard, total}), and the process's peak resident memory

@@ -175,6 +175,7 @@ class trainer {
     std::size_t global_step =
         resume ? static_cast<std::size_t>(resume->global_step) : m_global_step;
     trace_phases(timer, fit_start, global_step);
+    result.prepare_seconds = seconds_since(fit_start);
 
     const std::size_t start_epoch = resume ? static_cast<std::size_t>(resume->epoch) : 0;
     for (std::size_t epoch = start_epoch; epoch < m_options.epochs; ++epoch) {

@@ -10,8 +10,9 @@
 #    warm-started run resumes exactly, and not without its --init-from.
 #  - Two days given as two --data files are the joined file; --replay-share keeps a share of the
 #    training rows of the first day's pairs.
-#  - The report gives the setup phases (read, split, trainer built) and when the first step ended,
-#    and the memory the trainer held by account, within the peak resident memory.
+#  - The report gives the setup phases (read, split, trainer built, fit prepared) and when the
+#    first step ended, and the memory the trainer held by account, within the peak resident
+#    memory.
 
 # Day 1: 60 learners, 40 courses. Day 2: the same rows, two more per learner, 10 new learners
 # and 2 new courses.
@@ -110,17 +111,17 @@ expect_error(2 "continued_steps" train --data ${WORK}/day2.csv --epochs 2 --dim 
 
 # The wait before training is in the report, phase by phase (rank 0's): the first step ends after
 # the data was read and split and the trainer built.
-foreach(phase read split init first_step)
+foreach(phase read split init prepare first_step)
   json_get(seconds "${warm}" setup ${phase}_seconds)
   json_nano(${phase} "${seconds}")
   if(${phase} LESS 0)
     message(FATAL_ERROR "setup.${phase}_seconds is ${seconds}; expected a duration")
   endif()
 endforeach()
-math(EXPR before "${read} + ${split} + ${init}")
+math(EXPR before "${read} + ${split} + ${init} + ${prepare}")
 if(first_step LESS before)
   message(FATAL_ERROR "setup: the first step ended ${first_step} ns after the start, before the "
-                      "${before} ns of reading, splitting and building; expected after them")
+                      "${before} ns of reading, splitting, building and preparing; expected after them")
 endif()
 
 # The memory rank 0's trainer held, by account, adds up to its total, and the process's peak

@@ -217,6 +217,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
   rep.setup = {{"read_seconds", s.data.read_seconds},
                {"split_seconds", s.data.split_seconds},
                {"init_seconds", s.init_seconds},
+               {"prepare_seconds", r.prepare_seconds},
                {"first_step_seconds", s.first_step_seconds}};
   const memory_accounts& m = r.memory;
   rep.memory = {{"parameters", m.parameters},

@@ -360,9 +360,13 @@ struct fit_result {
   phase_seconds phases;                   ///< this rank's time per phase over the run
   std::size_t steps = 0;                  ///< steps taken (skipped ones included)
   double seconds = 0;                     ///< wall time of fit on this rank
-  double lr = 0;                          ///< base learning rate after scaling
-  std::size_t global_batch = 0;           ///< samples per step over all ranks
-  int world_size = 1;                     ///< ranks
+  /// Wall time of fit on this rank before its first step: the checks across ranks, the rows
+  /// copied for the step, the negatives' tables (the first epoch's shard counts as the first
+  /// step's data).
+  double prepare_seconds = 0;
+  double lr = 0;                 ///< base learning rate after scaling
+  std::size_t global_batch = 0;  ///< samples per step over all ranks
+  int world_size = 1;            ///< ranks
   ledger_summary ledger;         ///< this rank's accounts: mean, p50, p95; bandwidths; ranks
   std::size_t param_count = 0;   ///< model parameters (padding excluded)
   std::size_t arena_floats = 0;  ///< floats of the parameter arena (padding included)
