@@ -5,6 +5,8 @@
 #pragma once
 
 #include <tutti/data/interactions.hpp>
+#include <tutti/data/split.hpp>
+#include <tutti/detail/thread_range.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -14,10 +16,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tutti::data {
 
@@ -62,27 +60,20 @@ std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& 
   // users (every thread reads every row, and writes only its users' entries).
 #pragma omp parallel
   {
-    std::size_t t = 0, threads = 1;
-#if defined(_OPENMP)
-    t = static_cast<std::size_t>(omp_get_thread_num());
-    threads = static_cast<std::size_t>(omp_get_num_threads());
-#endif
-    const auto lo = static_cast<std::int32_t>(n_users * t / threads);
-    const auto hi = static_cast<std::int32_t>(n_users * (t + 1) / threads);
+    const thread_share mine = thread_share_of(n_users);
     const std::int32_t* users = d.users.data();
     for (std::size_t r = 0; r < n_rows; ++r)
-      if (keep[r] && users[r] >= lo && users[r] < hi)
-        ++start[static_cast<std::size_t>(users[r]) + 1];
+      if (keep[r] && mine.holds(users[r])) ++start[static_cast<std::size_t>(users[r]) + 1];
 #pragma omp barrier
 #pragma omp single
     {
       for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
       rows.resize(start[n_users]);
     }
-    std::vector<Index> at(start.begin() + lo, start.begin() + hi);
+    std::vector<Index> at(start.begin() + mine.lo, start.begin() + mine.hi);
     for (std::size_t r = 0; r < n_rows; ++r)
-      if (keep[r] && users[r] >= lo && users[r] < hi)
-        rows[at[static_cast<std::size_t>(users[r] - lo)]++] = static_cast<Index>(r);
+      if (keep[r] && mine.holds(users[r]))
+        rows[at[static_cast<std::size_t>(users[r] - mine.lo)]++] = static_cast<Index>(r);
   }
   constexpr std::size_t scanned = 32;  // a user with more rows is sorted
   std::size_t repeated = 0;
@@ -113,6 +104,22 @@ std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& 
   return repeated;
 }
 
+/// Which rows of `d` `as_positives` keeps under `o` (a label above the bar, a pair's first row
+/// where repeats count once), with `c`'s counts.
+inline std::vector<char> positive_rows(const data::interactions& d, const data::positive_options& o,
+                                       data::positive_counts& c) {
+  c.rows = d.size();
+  std::vector<char> keep(d.size(), 0);
+  for (std::size_t r = 0; r < d.size(); ++r) keep[r] = d.labels[r] > o.label_above;
+  for (std::size_t r = 0; r < d.size(); ++r) c.not_positive += !keep[r];
+  if (o.repeats == data::repeated_pairs::once)
+    c.repeated = d.size() <= std::numeric_limits<std::uint32_t>::max()
+                     ? drop_repeated_pairs<std::uint32_t>(d, keep)
+                     : drop_repeated_pairs<std::size_t>(d, keep);
+  c.kept = c.rows - c.not_positive - c.repeated;
+  return keep;
+}
+
 }  // namespace tutti::detail
 
 namespace tutti::data {
@@ -123,15 +130,7 @@ namespace tutti::data {
 inline interactions as_positives(const interactions& d, const positive_options& o = {},
                                  positive_counts* counts = nullptr) {
   positive_counts c;
-  c.rows = d.size();
-  std::vector<char> keep(d.size(), 0);
-  for (std::size_t r = 0; r < d.size(); ++r) keep[r] = d.labels[r] > o.label_above;
-  for (std::size_t r = 0; r < d.size(); ++r) c.not_positive += !keep[r];
-  if (o.repeats == repeated_pairs::once)
-    c.repeated = d.size() <= std::numeric_limits<std::uint32_t>::max()
-                     ? detail::drop_repeated_pairs<std::uint32_t>(d, keep)
-                     : detail::drop_repeated_pairs<std::size_t>(d, keep);
-  c.kept = c.rows - c.not_positive - c.repeated;
+  const std::vector<char> keep = detail::positive_rows(d, o, c);
   interactions out;
   out.user_ids = d.user_ids;
   out.item_ids = d.item_ids;
@@ -157,29 +156,10 @@ inline interactions as_positives(const interactions& d, const positive_options& 
 inline interactions as_positives(interactions&& d, const positive_options& o = {},
                                  positive_counts* counts = nullptr) {
   positive_counts c;
-  c.rows = d.size();
-  std::vector<char> keep(d.size(), 0);
-  for (std::size_t r = 0; r < d.size(); ++r) keep[r] = d.labels[r] > o.label_above;
-  for (std::size_t r = 0; r < d.size(); ++r) c.not_positive += !keep[r];
-  if (o.repeats == repeated_pairs::once)
-    c.repeated = d.size() <= std::numeric_limits<std::uint32_t>::max()
-                     ? detail::drop_repeated_pairs<std::uint32_t>(d, keep)
-                     : detail::drop_repeated_pairs<std::size_t>(d, keep);
-  c.kept = c.rows - c.not_positive - c.repeated;
-  const bool timed = d.has_timestamps();
-  std::size_t out = 0;
-  for (std::size_t r = 0; r < d.size(); ++r) {
-    if (!keep[r]) continue;
-    d.users[out] = d.users[r];
-    d.items[out] = d.items[r];
-    if (timed) d.timestamps[out] = d.timestamps[r];
-    ++out;
-  }
-  d.users.resize(out);
-  d.items.resize(out);
-  if (timed) d.timestamps.resize(out);
+  const std::vector<char> keep = detail::positive_rows(d, o, c);
+  detail::keep_rows_in_place(d, [&](std::size_t r) { return keep[r] != 0; });
   std::vector<float>().swap(d.labels);  // the ratings' array, replaced by the 1s of the kept
-  d.labels.assign(out, 1.f);
+  d.labels.assign(d.users.size(), 1.f);
   d.implicit = true;
   if (counts != nullptr) *counts = c;
   return std::move(d);

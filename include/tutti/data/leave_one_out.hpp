@@ -12,6 +12,7 @@
 #include <tutti/data/split.hpp>
 #include <tutti/detail/prefetch.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/detail/thread_range.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -21,10 +22,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tutti::data {
 
@@ -181,24 +178,18 @@ struct held_out_last {
     };
 #pragma omp parallel
     {
-      std::size_t t = 0, threads = 1;
-#if defined(_OPENMP)
-      t = static_cast<std::size_t>(omp_get_thread_num());
-      threads = static_cast<std::size_t>(omp_get_num_threads());
-#endif
-      const auto lo = static_cast<std::int32_t>(users.size() * t / threads);
-      const auto hi = static_cast<std::int32_t>(users.size() * (t + 1) / threads);
+      const thread_share mine = thread_share_of(users.size());
       constexpr std::size_t ahead = 16;
       for (std::size_t i = 0; i < n; ++i) {
         if (i + ahead < n) {
           const std::int32_t v = data.users[i + ahead];
-          if (v >= lo && v < hi) {
+          if (mine.holds(v)) {
             prefetch_bytes(&users[static_cast<std::size_t>(v)], sizeof(best));
             if (!timed) prefetch_bytes(&data.user_ids[static_cast<std::size_t>(v)], 8);
           }
         }
         const std::int32_t u = data.users[i];
-        if (u < lo || u >= hi) continue;
+        if (!mine.holds(u)) continue;
         best& b = users[static_cast<std::size_t>(u)];
         const std::uint64_t count = std::min<std::uint64_t>(count_of(b) + 1, 2);
         std::uint64_t row = row_of(b);

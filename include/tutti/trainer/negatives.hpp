@@ -9,6 +9,7 @@
 #include <tutti/config.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/random.hpp>
+#include <tutti/detail/thread_range.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
@@ -17,10 +18,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tutti {
 
@@ -76,23 +73,16 @@ inline void group_courses_by_learner(const data::interactions& train,
   std::vector<std::uint64_t> next(nu);
 #pragma omp parallel
   {
-    std::size_t t = 0, threads = 1;
-#if defined(_OPENMP)
-    t = static_cast<std::size_t>(omp_get_thread_num());
-    threads = static_cast<std::size_t>(omp_get_num_threads());
-#endif
-    const auto lo = static_cast<std::int32_t>(nu * t / threads);
-    const auto hi = static_cast<std::int32_t>(nu * (t + 1) / threads);
+    const thread_share mine = thread_share_of(nu);
     for (std::size_t r = 0; r < n; ++r)  // learner u's count at offsets[u + 1]
-      if (users[r] >= lo && users[r] < hi) ++offsets[static_cast<std::size_t>(users[r]) + 1];
+      if (mine.holds(users[r])) ++offsets[static_cast<std::size_t>(users[r]) + 1];
 #pragma omp barrier
 #pragma omp single
     for (std::size_t u = 0; u < nu; ++u) offsets[u + 1] += offsets[u];
-    for (auto u = static_cast<std::size_t>(lo); u < static_cast<std::size_t>(hi); ++u)
+    for (auto u = static_cast<std::size_t>(mine.lo); u < static_cast<std::size_t>(mine.hi); ++u)
       next[u] = offsets[u];
     for (std::size_t r = 0; r < n; ++r)
-      if (users[r] >= lo && users[r] < hi)
-        taken[next[static_cast<std::size_t>(users[r])]++] = items[r];
+      if (mine.holds(users[r])) taken[next[static_cast<std::size_t>(users[r])]++] = items[r];
   }
 }
 
