@@ -142,27 +142,16 @@ inline replay_counts replay_history(interactions& rows, const pair_set& newest, 
   TUTTI_EXPECTS(std::isfinite(share) && share >= 0.0 && share <= 1.0, "tutti::data::replay_history",
                 "share is " + std::to_string(share) + "; expected 0 <= share <= 1");
   replay_counts c;
-  const bool stamped = rows.has_timestamps();
   const std::uint64_t draw_seed = seed ^ 0x7265706c6179ULL;  // "replay": apart from the split's
-  std::size_t out = 0;
-  for (std::size_t r = 0; r < rows.size(); ++r) {
+  detail::keep_rows_in_place(rows, [&](std::size_t r) {
     const std::int64_t u = rows.user_ids[static_cast<std::size_t>(rows.users[r])];
     const std::int64_t i = rows.item_ids[static_cast<std::size_t>(rows.items[r])];
-    if (!newest.contains(u, i)) {
-      ++c.history;
-      if (split_draw(draw_seed, u, i) >= share) continue;
-      ++c.kept;
-    }
-    rows.users[out] = rows.users[r];
-    rows.items[out] = rows.items[r];
-    rows.labels[out] = rows.labels[r];
-    if (stamped) rows.timestamps[out] = rows.timestamps[r];
-    ++out;
-  }
-  rows.users.resize(out);
-  rows.items.resize(out);
-  rows.labels.resize(out);
-  if (stamped) rows.timestamps.resize(out);
+    if (newest.contains(u, i)) return true;
+    ++c.history;
+    const bool kept = split_draw(draw_seed, u, i) < share;
+    c.kept += kept ? 1 : 0;
+    return kept;
+  });
   return c;
 }
 
