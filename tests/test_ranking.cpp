@@ -211,6 +211,70 @@ TEST_CASE("sample_candidates: distinct unseen items, fixed by the seed, whatever
   CHECK(other.items != c.items);
 }
 
+// The documented draw, learner by learner: the c-th candidate is hash2(key, c) mod the courses,
+// kept when the learner never took it and it is not yet in the list; where fewer than four times
+// the negatives are unseen, a seeded partial shuffle of all the unseen courses.
+std::vector<std::int32_t> reference_draw(const std::set<std::int32_t>& seen, std::int32_t n_items,
+                                         std::size_t n, std::uint64_t key) {
+  std::vector<std::int32_t> out;
+  if (std::size_t(n_items) - seen.size() >= 4 * n) {
+    for (std::uint64_t c = 0; out.size() < n; ++c) {
+      const auto v = std::int32_t(tutti::detail::hash2(key, c) % std::uint64_t(n_items));
+      if (!seen.count(v) && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
+    return out;
+  }
+  for (std::int32_t v = 0; v < n_items; ++v)
+    if (!seen.count(v)) out.push_back(v);
+  const std::size_t take = std::min(n, out.size());
+  for (std::size_t i = 0; i < take; ++i)
+    std::swap(out[i], out[i + tutti::detail::hash2(key, i) % (out.size() - i)]);
+  out.resize(take);
+  return out;
+}
+
+TEST_CASE("sample_candidates: each list is the documented draw, learner after learner") {
+  // 400 learners over 120 courses: most took a few (rejection draws that often repeat a course),
+  // some took nearly all (the shuffle); one thread draws many lists in a row.
+  interactions d;
+  const std::int32_t n_items = 120, n_users = 400;
+  for (std::int32_t i = 0; i < n_items; ++i) d.item_ids.push_back(1000 + i);
+  for (std::int32_t u = 0; u < n_users; ++u) {
+    d.user_ids.push_back(7 * u + 3);
+    const std::int32_t took = u % 10 == 0 ? 100 : 2 + u % 7;
+    for (std::int32_t k = 0; k < took; ++k) {
+      d.users.push_back(u);
+      d.items.push_back((u * 37 + k * 11) % n_items);
+      d.labels.push_back(1.f);
+      d.timestamps.push_back(k);
+    }
+  }
+  const auto s = tutti::data::leave_one_out(d);
+  const std::size_t negatives = 25;
+  const std::uint64_t seed = 4;
+  const auto c =
+      tutti::data::sample_candidates(s.train, s.test, {.negatives = negatives, .seed = seed});
+  std::vector<std::set<std::int32_t>> seen(static_cast<std::size_t>(n_users));
+  for (std::size_t i = 0; i < d.size(); ++i) seen[std::size_t(d.users[i])].insert(d.items[i]);
+  std::size_t shuffled = 0;
+  REQUIRE(c.size() == s.test.size());
+  for (std::size_t r = 0; r < c.size(); ++r) {
+    const auto u = std::size_t(c.users[r]);
+    CAPTURE(u);
+    const std::uint64_t key =
+        tutti::detail::hash2(seed ^ 0x6e65676174697665ull, std::uint64_t(s.test.user_ids[u]));
+    const auto want = reference_draw(seen[u], n_items, negatives, key);
+    shuffled += std::size_t(n_items) - seen[u].size() < 4 * negatives;
+    REQUIRE(c.negatives[r] == want.size());
+    const auto row = c.items.begin() + std::ptrdiff_t(r * c.width());
+    CHECK(row[0] == s.test.items[r]);
+    CHECK(std::vector<std::int32_t>(row + 1, row + 1 + std::ptrdiff_t(want.size())) == want);
+    CHECK(std::all_of(row + 1 + std::ptrdiff_t(want.size()), row + std::ptrdiff_t(c.width()),
+                      [&](std::int32_t v) { return v == s.test.items[r]; }));
+  }
+  CHECK(shuffled == 40);
+}
+
 TEST_CASE(
     "sample_candidates: a user with few unseen items gets all of them, and bad input is named") {
   interactions d;

@@ -119,35 +119,46 @@ struct user_item_sets {
   }
 };
 
-// Up to n distinct items outside `seen` (sorted), drawn by (seed, the user's source id). Where
-// unseen items are plenty, rejection sampling; where they are few, a seeded partial shuffle of
-// all of them. Either way the result depends only on the seed, the user and `seen`.
-inline std::vector<std::int32_t> draw_unseen(std::span<const std::int32_t> seen,
-                                             std::int32_t n_items, std::size_t n,
-                                             std::uint64_t key) {
+// Up to n distinct items outside `seen` (sorted), drawn by (seed, the user's source id), written
+// to `out` (room for n); returns how many. Where unseen items are plenty, rejection sampling (the
+// items drawn so far marked in `drawn`, a bitmap of n_items bits that is all zero on entry and on
+// return); where they are few, a seeded partial shuffle of all of them. Either way the result
+// depends only on the seed, the user and `seen`.
+inline std::size_t draw_unseen(std::span<const std::int32_t> seen, std::int32_t n_items,
+                               std::size_t n, std::uint64_t key, std::int32_t* out,
+                               std::vector<std::uint64_t>& drawn) {
   const std::size_t unseen = static_cast<std::size_t>(n_items) - seen.size();
   const auto is_seen = [&](std::int32_t v) {
     return std::binary_search(seen.begin(), seen.end(), v);
   };
-  std::vector<std::int32_t> out;
   if (unseen >= 4 * n) {
-    out.reserve(n);
-    for (std::uint64_t c = 0; out.size() < n; ++c) {
+    const auto word = [&](std::int32_t v) -> std::uint64_t& {
+      return drawn[static_cast<std::size_t>(v) >> 6];
+    };
+    const auto bit = [](std::int32_t v) {
+      return std::uint64_t{1} << (v & 63);
+    };
+    std::size_t k = 0;
+    for (std::uint64_t c = 0; k < n; ++c) {
       const auto v = static_cast<std::int32_t>(hash2(key, c) % static_cast<std::uint64_t>(n_items));
-      if (!is_seen(v) && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+      if ((word(v) & bit(v)) != 0 || is_seen(v)) continue;
+      word(v) |= bit(v);
+      out[k++] = v;
     }
-    return out;
+    for (std::size_t i = 0; i < k; ++i) word(out[i]) &= ~bit(out[i]);
+    return k;
   }
-  out.reserve(unseen);
+  std::vector<std::int32_t> all;
+  all.reserve(unseen);
   for (std::int32_t v = 0; v < n_items; ++v)
-    if (!is_seen(v)) out.push_back(v);
-  const std::size_t take = std::min(n, out.size());
+    if (!is_seen(v)) all.push_back(v);
+  const std::size_t take = std::min(n, all.size());
   for (std::size_t i = 0; i < take; ++i) {
-    const std::size_t j = i + hash2(key, i) % (out.size() - i);
-    std::swap(out[i], out[j]);
+    const std::size_t j = i + hash2(key, i) % (all.size() - i);
+    std::swap(all[i], all[j]);
   }
-  out.resize(take);
-  return out;
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(take), out);
+  return take;
 }
 
 /// Each user's held-out row for `leave_one_out`: the latest eligible one (see there), none for a
@@ -301,16 +312,21 @@ inline ranking_candidates sample_candidates(const interactions& train, const int
                       " has more than one held-out row; expected one per user (leave_one_out)");
     listed[u] = 1;
   }
-#pragma omp parallel for schedule(dynamic, 64)
-  for (std::size_t r = 0; r < lists; ++r) {
-    const auto u = static_cast<std::size_t>(held_out.users[r]);
-    const std::uint64_t key = detail::hash2(opt.seed ^ 0x6e65676174697665ull,
-                                            static_cast<std::uint64_t>(held_out.user_ids[u]));
-    const auto drawn = detail::draw_unseen(seen.of(u), train.n_items(), opt.negatives, key);
-    std::int32_t* row = c.items.data() + r * w;
-    std::fill(row, row + w, held_out.items[r]);
-    std::copy(drawn.begin(), drawn.end(), row + 1);
-    c.negatives[r] = static_cast<std::uint32_t>(drawn.size());
+#pragma omp parallel
+  {
+    std::vector<std::uint64_t> drawn((static_cast<std::size_t>(train.n_items()) + 63) / 64, 0);
+#pragma omp for schedule(dynamic, 64)
+    for (std::size_t r = 0; r < lists; ++r) {
+      const auto u = static_cast<std::size_t>(held_out.users[r]);
+      const std::uint64_t key = detail::hash2(opt.seed ^ 0x6e65676174697665ull,
+                                              static_cast<std::uint64_t>(held_out.user_ids[u]));
+      std::int32_t* row = c.items.data() + r * w;
+      const std::size_t k =
+          detail::draw_unseen(seen.of(u), train.n_items(), opt.negatives, key, row + 1, drawn);
+      row[0] = held_out.items[r];
+      std::fill(row + 1 + k, row + w, held_out.items[r]);
+      c.negatives[r] = static_cast<std::uint32_t>(k);
+    }
   }
   return c;
 }
