@@ -99,24 +99,41 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<float, space_type>(0, m_space)};
   buf.rows = row_source(train, buf);
   buf.n_items = train.n_items();
-  if (m_options.negatives.per_positive > 0) {
-    detail::negative_tables t = detail::make_negative_tables(train, m_options.negatives);
-    // Each table is released once copied, so the two are never held twice at once.
-    std::vector<std::uint32_t> narrow = detail::narrow_offsets(t.offsets);
-    if (narrow.empty())
-      buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
-    std::vector<std::uint64_t>().swap(t.offsets);
-    if (!narrow.empty())
-      buf.taken_offsets32 = make_buffer(m_space, std::span<const std::uint32_t>(narrow));
-    std::vector<std::uint32_t>().swap(narrow);
+  if (m_options.negatives.per_positive > 0) make_negative_buffers(train, buf);
+  return buf;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffers(
+    const data::interactions& train, step_buffers& buf) const {
+  const negative_options& o = m_options.negatives;
+  detail::negative_tables t;
+  if constexpr (space_type::host_accessible) {  // the lists written where the step reads them
+    detail::check_negative_options(o);
+    buf.taken = buffer<std::int32_t, space_type>(train.size(), m_space);
+    t.offsets = detail::learner_courses(train, buf.taken.data());
+    if (o.sampler == negative_sampler::popularity) detail::popularity_tables(train, o.alpha, t);
+  } else {  // each table released once copied, so the two are never held twice at once
+    t = detail::make_negative_tables(train, o);
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
     std::vector<std::int32_t>().swap(t.taken);
-    if (!t.cumulative.empty())
-      buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
-    if (!t.log_q.empty() && m_model.loss() == loss_kind::softmax)
-      buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
   }
-  return buf;
+  if (detail::offset_bytes(t.offsets.back()) == sizeof(std::uint32_t)) {
+    if constexpr (space_type::host_accessible) {
+      buf.taken_offsets32 = buffer<std::uint32_t, space_type>(t.offsets.size(), m_space);
+      std::copy(t.offsets.begin(), t.offsets.end(), buf.taken_offsets32.data());
+    } else {
+      buf.taken_offsets32 =
+          make_buffer(m_space, std::span<const std::uint32_t>(detail::narrow_offsets(t.offsets)));
+    }
+  } else {
+    buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
+  }
+  std::vector<std::uint64_t>().swap(t.offsets);
+  if (!t.cumulative.empty())
+    buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
+  if (!t.log_q.empty() && m_model.loss() == loss_kind::softmax)
+    buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
