@@ -386,6 +386,18 @@ TEST_CASE_TEMPLATE("evaluate_ranking: a model's scores of every candidate, ranke
   CHECK(got.hits == want.hits);
   CHECK(got.hit_rate == want.hit_rate);
   CHECK(got.ndcg == doctest::Approx(want.ndcg).epsilon(1e-14));
+  // Scored a chunk of lists at a time: one list (a chunk smaller than a list too), two, and
+  // chunks that do not divide the lists; the same ranks.
+  REQUIRE(c.size() >= 3);
+  const tutti::ranking_lists_on<Space> on(model.space(), c);
+  for (const std::size_t chunk :
+       {std::size_t{1}, c.width(), 2 * c.width(), 2 * c.width() + 5, c.size() * c.width() - 1}) {
+    CAPTURE(chunk);
+    const auto part = tutti::evaluate_ranking(model, std::span<const float>(p.span()), on,
+                                              std::size_t{10}, chunk);
+    CHECK(part.lists == want.lists);
+    CHECK(part.hits == want.hits);
+  }
 }
 
 }  // namespace test_ranking

@@ -19,6 +19,7 @@
 #include <tutti/space/host.hpp>
 #include <tutti/space/traits.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -117,9 +118,21 @@ ranking_result ranking_metrics(const Space& space, std::span<const float> scores
       to_host_vector(space, std::span<const std::uint32_t>(rank.span())), k, width);
 }
 
+namespace detail {
+
+// Each candidate's user for the lists [first, first + count): list l's user, width times.
+struct repeat_user_fn {
+  const std::int32_t* list_users;  // one per list
+  std::int32_t* out;               // count × width
+  std::size_t first, width;
+  TUTTI_HOST_DEVICE void operator()(std::size_t j) const { out[j] = list_users[first + j / width]; }
+};
+
+}  // namespace detail
+
 /// Candidate lists copied once to the memory of `Space`, to be scored and ranked after every
-/// epoch without copying them again: one user index per candidate (the list's user, repeated),
-/// the candidates, and the sampled count per list.
+/// epoch without copying them again: each list's user, the candidates, and the sampled count per
+/// list.
 template <execution_space Space>
 struct ranking_lists_on {
   /// Checks the shape of `c` and copies it to `space`.
@@ -127,49 +140,62 @@ struct ranking_lists_on {
   ranking_lists_on(const Space& space, const data::ranking_candidates& c)
       : width(c.width()),
         lists(checked_size(c)),
-        users(make_buffer(space, std::span<const std::int32_t>(repeat_users(c)))),
+        users(make_buffer(space, std::span<const std::int32_t>(c.users))),
         items(make_buffer(space, std::span<const std::int32_t>(c.items))),
         negatives(make_buffer(space, std::span<const std::uint32_t>(c.negatives))) {}
 
   std::size_t width;                       ///< N + 1 candidates per list
   std::size_t lists;                       ///< number of lists
-  buffer<std::int32_t, Space> users;       ///< lists × width: each list's user, repeated
+  buffer<std::int32_t, Space> users;       ///< each list's user
   buffer<std::int32_t, Space> items;       ///< lists × width, the held-out item first
   buffer<std::uint32_t, Space> negatives;  ///< sampled items in each list
 
  private:
   static std::size_t checked_size(const data::ranking_candidates& c) {
     const std::size_t w = c.width(), lists = c.size();
-    TUTTI_EXPECTS(c.items.size() == lists * w && c.negatives.size() == lists,
-                  "tutti::evaluate_ranking",
-                  "the candidates hold " + std::to_string(c.items.size()) + " items and " +
-                      std::to_string(c.negatives.size()) + " counts for " + std::to_string(lists) +
-                      " lists of width " + std::to_string(w) +
-                      "; expected lists × width and one count per list");
+    TUTTI_EXPECTS(
+        c.items.size() == lists * w && c.negatives.size() == lists && c.users.size() == lists,
+        "tutti::evaluate_ranking",
+        "the candidates hold " + std::to_string(c.items.size()) + " items, " +
+            std::to_string(c.users.size()) + " users and " + std::to_string(c.negatives.size()) +
+            " counts for " + std::to_string(lists) + " lists of width " + std::to_string(w) +
+            "; expected lists × width, and one user and one count per list");
     return lists;
-  }
-  static std::vector<std::int32_t> repeat_users(const data::ranking_candidates& c) {
-    const std::size_t w = c.width();
-    std::vector<std::int32_t> users(c.size() * w);
-    for (std::size_t u = 0; u < c.size(); ++u)
-      for (std::size_t j = 0; j < w; ++j) users[u * w + j] = c.users[u];
-    return users;
   }
 };
 
+/// Candidates `evaluate_ranking` scores at a time: the scores of every list are never held at
+/// once (16 MiB of scores, and as much of their users).
+inline constexpr std::size_t ranking_chunk_candidates = std::size_t{1} << 22;
+
 /// HR@K and NDCG@K of `model` with parameters `params` (memory of the model's space) on lists
-/// already on that space: every candidate is scored by `model.predict`, then ranked there.
+/// already on that space: every candidate is scored by `model.predict`, then ranked there, as
+/// many lists at a time as hold at most `chunk` candidates (at least one list).
 template <class Model, execution_space Space>
 ranking_result evaluate_ranking(Model& model, std::span<const float> params,
-                                const ranking_lists_on<Space>& lists, std::size_t k) {
+                                const ranking_lists_on<Space>& lists, std::size_t k,
+                                std::size_t chunk = ranking_chunk_candidates) {
   TUTTI_EXPECTS(k >= 1, "tutti::evaluate_ranking", "k = 0; expected at least 1");
   if (lists.lists == 0) return detail::ranking_from_ranks({}, k, lists.width);
   const auto& space = model.space();
-  buffer<float, Space> scores(lists.lists * lists.width, space);
-  model.predict(params, std::span<const std::int32_t>(lists.users.span()),
-                std::span<const std::int32_t>(lists.items.span()), scores.span());
-  return ranking_metrics(space, std::span<const float>(scores.span()),
-                         std::span<const std::uint32_t>(lists.negatives.span()), lists.width, k);
+  const std::size_t w = lists.width;
+  const std::size_t per_chunk = std::max<std::size_t>(1, chunk / w);
+  const std::size_t room = std::min(per_chunk, lists.lists) * w;
+  buffer<std::int32_t, Space> users(room, space);
+  buffer<float, Space> scores(room, space);
+  buffer<std::uint32_t, Space> rank(lists.lists, space);
+  for (std::size_t first = 0; first < lists.lists; first += per_chunk) {
+    const std::size_t count = std::min(per_chunk, lists.lists - first), n = count * w;
+    parallel_for(space, n, detail::repeat_user_fn{lists.users.data(), users.data(), first, w});
+    model.predict(params, std::span<const std::int32_t>(users.data(), n),
+                  std::span<const std::int32_t>(lists.items.data() + first * w, n),
+                  std::span<float>(scores.data(), n));
+    parallel_for(space, count,
+                 detail::list_rank_fn{scores.data(), lists.negatives.data() + first,
+                                      rank.data() + first, w});
+  }
+  return detail::ranking_from_ranks(
+      to_host_vector(space, std::span<const std::uint32_t>(rank.span())), k, w);
 }
 
 /// HR@K and NDCG@K of `model` with parameters `params` (memory of the model's space) on
