@@ -130,25 +130,35 @@ struct repeat_user_fn {
 
 }  // namespace detail
 
-/// Candidate lists copied once to the memory of `Space`, to be scored and ranked after every
-/// epoch without copying them again: each list's user, the candidates, and the sampled count per
-/// list.
+/// Candidate lists on the memory of `Space`, to be scored and ranked after every epoch without
+/// copying them again: each list's user, the candidates, and the sampled count per list. Where
+/// the space's memory is the host's they are read in the candidates themselves, which must
+/// outlive this; elsewhere they are copied once.
 template <execution_space Space>
 struct ranking_lists_on {
-  /// Checks the shape of `c` and copies it to `space`.
+  /// Checks the shape of `c` and copies it to `space` (where the space is not the host's).
   /// @throws tutti::invalid_argument when `c`'s columns disagree with its width and size.
   ranking_lists_on(const Space& space, const data::ranking_candidates& c)
-      : width(c.width()),
-        lists(checked_size(c)),
-        users(make_buffer(space, std::span<const std::int32_t>(c.users))),
-        items(make_buffer(space, std::span<const std::int32_t>(c.items))),
-        negatives(make_buffer(space, std::span<const std::uint32_t>(c.negatives))) {}
+      : width(c.width()), lists(checked_size(c)) {
+    if constexpr (Space::host_accessible) {
+      users = c.users.data();
+      items = c.items.data();
+      negatives = c.negatives.data();
+    } else {
+      m_users = make_buffer(space, std::span<const std::int32_t>(c.users));
+      m_items = make_buffer(space, std::span<const std::int32_t>(c.items));
+      m_negatives = make_buffer(space, std::span<const std::uint32_t>(c.negatives));
+      users = m_users.data();
+      items = m_items.data();
+      negatives = m_negatives.data();
+    }
+  }
 
-  std::size_t width;                       ///< N + 1 candidates per list
-  std::size_t lists;                       ///< number of lists
-  buffer<std::int32_t, Space> users;       ///< each list's user
-  buffer<std::int32_t, Space> items;       ///< lists × width, the held-out item first
-  buffer<std::uint32_t, Space> negatives;  ///< sampled items in each list
+  std::size_t width;                         ///< N + 1 candidates per list
+  std::size_t lists;                         ///< number of lists
+  const std::int32_t* users = nullptr;       ///< each list's user
+  const std::int32_t* items = nullptr;       ///< lists × width, the held-out item first
+  const std::uint32_t* negatives = nullptr;  ///< sampled items in each list
 
  private:
   static std::size_t checked_size(const data::ranking_candidates& c) {
@@ -162,6 +172,8 @@ struct ranking_lists_on {
             "; expected lists × width, and one user and one count per list");
     return lists;
   }
+  buffer<std::int32_t, Space> m_users, m_items;  // the copies, where the space is not the host's
+  buffer<std::uint32_t, Space> m_negatives;
 };
 
 /// Candidates `evaluate_ranking` scores at a time: the scores of every list are never held at
@@ -186,13 +198,13 @@ ranking_result evaluate_ranking(Model& model, std::span<const float> params,
   buffer<std::uint32_t, Space> rank(lists.lists, space);
   for (std::size_t first = 0; first < lists.lists; first += per_chunk) {
     const std::size_t count = std::min(per_chunk, lists.lists - first), n = count * w;
-    parallel_for(space, n, detail::repeat_user_fn{lists.users.data(), users.data(), first, w});
+    parallel_for(space, n, detail::repeat_user_fn{lists.users, users.data(), first, w});
     model.predict(params, std::span<const std::int32_t>(users.data(), n),
-                  std::span<const std::int32_t>(lists.items.data() + first * w, n),
+                  std::span<const std::int32_t>(lists.items + first * w, n),
                   std::span<float>(scores.data(), n));
-    parallel_for(space, count,
-                 detail::list_rank_fn{scores.data(), lists.negatives.data() + first,
-                                      rank.data() + first, w});
+    parallel_for(
+        space, count,
+        detail::list_rank_fn{scores.data(), lists.negatives + first, rank.data() + first, w});
   }
   return detail::ranking_from_ranks(
       to_host_vector(space, std::span<const std::uint32_t>(rank.span())), k, w);
