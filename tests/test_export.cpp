@@ -221,6 +221,24 @@ TEST_CASE("export: a matrix factorisation's arena as arrays with source ids and 
   CHECK(r.seen_offsets == e.seen_offsets);
   CHECK(r.seen_items == e.seen_items);
 
+  // The header and the arena's tables where they lie write the same files, byte for byte.
+  scratch_dir in_place;
+  const auto header = tutti::models::make_mf_export_header(model.layout(), rows);
+  CHECK(header.user_factors.empty());
+  tutti::models::write_mf_export(in_place.path, header,
+                                 tutti::models::mf_tables_of(model.layout(), params));
+  for (const char* f : tutti::models::mf_export_files) {
+    CAPTURE(f);
+    const std::string bytes = slurp(in_place.path / f);
+    CHECK(!bytes.empty());
+    CHECK(bytes == slurp(dir.path / f));
+  }
+  // A table of another size is refused, naming its file.
+  auto short_tables = tutti::models::mf_tables_of(model.layout(), params);
+  short_tables.item_bias = short_tables.item_bias.first(5);
+  CHECK_THROWS_WITH_AS(tutti::models::write_mf_export(in_place.path, header, short_tables),
+                       doctest::Contains("item_bias.npy"), tutti::invalid_argument);
+
   // A file that disagrees with the others is named.
   tutti::data::write_npy<float>(dir.path / "item_bias.npy", std::vector<float>(5, 0.f), {5});
   std::string msg = error_of([&] { tutti::models::read_mf_export(dir.path); });

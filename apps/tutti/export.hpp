@@ -231,7 +231,7 @@ template <class Config, class Data, class Trainer>
 void write_export(const Config& c, const Data& d, const Trainer& t) {
   if (c.export_dir.empty()) return;
   const std::filesystem::path dir = c.export_dir;
-  // On a space the host reads, the export copies the tables straight from the trainer's arenas
+  // On a space the host reads, the tables are written from the trainer's arena where they lie
   // (a model near the machine's memory has no room for a second copy of them).
   using space = std::decay_t<decltype(t.model().space())>;
   std::vector<float> params_copy, state_copy;
@@ -242,13 +242,13 @@ void write_export(const Config& c, const Data& d, const Trainer& t) {
     params = params_copy;
     state = state_copy;
   }
-  models::mf_export e = models::make_mf_export(t.model().layout(), params, d.parts.train);
+  models::mf_export e = models::make_mf_export_header(t.model().layout(), d.parts.train);
   // The optimizer's state goes with its rows, where it keeps any and says where it lies.
   if (const auto map = optimizer_state_map(t.optimizer(), t.model().layout());
       map && !state.empty())
     e.state = models::make_mf_state(t.model().layout(), *map, state);
   std::filesystem::remove(dir / "model.json");
-  models::write_mf_export(dir, e);
+  models::write_mf_export(dir, e, models::mf_tables_of(t.model().layout(), params));
   write_json_file((dir / "model.json").string(),
                   detail::export_manifest(c, d, e, t.optimizer_steps()), "tutti train --export");
   if (!c.quiet)

@@ -171,16 +171,41 @@ inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& 
   items.shrink_to_fit();
 }
 
-/// The export of a `matrix_factorization` whose parameter arena, copied to the host, is
-/// `params` (laid out as `layout`), with the source ids of `rows` and its rows as the seen
-/// items. Throws `tutti::invalid_argument` when the layout is not a matrix factorisation's or
-/// its tables do not match the index spaces of `rows`.
-inline mf_export make_mf_export(const parameter_layout& layout, std::span<const float> params,
-                                const data::interactions& rows) {
-  constexpr const char* fn = "tutti::models::make_mf_export";
-  TUTTI_EXPECTS(params.size() == layout.total(), fn,
+/// The four tables and the global bias of an export where they lie: in an export's vectors
+/// (`mf_tables_of(e)`) or in a matrix factorisation's arena on the host (`mf_tables_of(layout,
+/// params)`), which `write_mf_export` then writes without a copy.
+struct mf_tables {
+  std::span<const float> user_factors, item_factors, user_bias, item_bias;
+  float global_bias = 0;
+};
+
+/// The tables of the export `e`.
+inline mf_tables mf_tables_of(const mf_export& e) {
+  return {e.user_factors, e.item_factors, e.user_bias, e.item_bias, e.global_bias};
+}
+
+/// The tables of a `matrix_factorization` whose parameter arena, on the host, is `params` (laid
+/// out as `layout`). Throws `tutti::invalid_argument` when the layout is not a matrix
+/// factorisation's or `params` is not its arena.
+inline mf_tables mf_tables_of(const parameter_layout& layout, std::span<const float> params) {
+  TUTTI_EXPECTS(params.size() == layout.total(), "tutti::models::mf_tables_of",
                 "params has " + std::to_string(params.size()) + " values; expected " +
                     std::to_string(layout.total()));
+  const auto part = [&](const char* name) {
+    const segment& s = layout.find(name);
+    return params.subspan(s.offset, s.size());
+  };
+  return {part("user_embedding"), part("item_embedding"), part("user_bias"), part("item_bias"),
+          part("global_bias").front()};
+}
+
+/// The export of a `matrix_factorization` laid out as `layout` without its tables: the dimension,
+/// the source ids of `rows` and its rows as the seen items (`write_mf_export(dir, e, tables)`
+/// writes the tables from where they lie). Throws `tutti::invalid_argument` when the layout is not
+/// a matrix factorisation's or its tables do not match the index spaces of `rows`.
+inline mf_export make_mf_export_header(const parameter_layout& layout,
+                                       const data::interactions& rows) {
+  constexpr const char* fn = "tutti::models::make_mf_export";
   const segment& pu = layout.find("user_embedding");
   const segment& qi = layout.find("item_embedding");
   TUTTI_EXPECTS(pu.rows == static_cast<std::size_t>(rows.n_users()) &&
@@ -189,23 +214,29 @@ inline mf_export make_mf_export(const parameter_layout& layout, std::span<const 
                 "tables of " + std::to_string(pu.rows) + " users and " + std::to_string(qi.rows) +
                     " items; expected the data's " + std::to_string(rows.n_users()) + " and " +
                     std::to_string(rows.n_items()));
-  const auto take = [&](const char* name) {
-    const segment& s = layout.find(name);
-    const auto b = params.begin() + static_cast<std::ptrdiff_t>(s.offset);
-    return std::vector<float>(b, b + static_cast<std::ptrdiff_t>(s.size()));
-  };
   mf_export e;
   e.dim = static_cast<std::int32_t>(pu.cols);
-  e.user_factors = take("user_embedding");
-  e.item_factors = take("item_embedding");
-  e.user_bias = take("user_bias");
-  e.item_bias = take("item_bias");
-  e.global_bias = take("global_bias").front();
   e.user_ids = rows.user_ids;
   e.item_ids = rows.item_ids;
   e.user_names = rows.user_names;
   e.item_names = rows.item_names;
   seen_csr(rows, e.seen_offsets, e.seen_items);
+  return e;
+}
+
+/// The export of a `matrix_factorization` whose parameter arena, copied to the host, is
+/// `params` (laid out as `layout`), with the source ids of `rows` and its rows as the seen
+/// items: `make_mf_export_header` with the tables copied. Throws `tutti::invalid_argument` as
+/// those two do.
+inline mf_export make_mf_export(const parameter_layout& layout, std::span<const float> params,
+                                const data::interactions& rows) {
+  const mf_tables t = mf_tables_of(layout, params);
+  mf_export e = make_mf_export_header(layout, rows);
+  e.user_factors.assign(t.user_factors.begin(), t.user_factors.end());
+  e.item_factors.assign(t.item_factors.begin(), t.item_factors.end());
+  e.user_bias.assign(t.user_bias.begin(), t.user_bias.end());
+  e.item_bias.assign(t.item_bias.begin(), t.item_bias.end());
+  e.global_bias = t.global_bias;
   return e;
 }
 
@@ -269,17 +300,19 @@ inline mf_state make_mf_state(const parameter_layout& layout, const state_map& m
   return st;
 }
 
-/// Writes the nine .npy files of `e` (and the name files when its ids are names) into the
-/// existing directory `dir`. Throws `tutti::error` naming the file that cannot be written.
-inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e) {
+/// Writes the nine .npy files of `e`, its tables from `t` (and the name files when its ids are
+/// names) into the existing directory `dir`. Throws `tutti::error` naming the file that cannot be
+/// written, `tutti::invalid_argument` when a table's size is not that of `e`'s ids.
+inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e,
+                            const mf_tables& t) {
   using data::write_npy;
   const std::size_t nu = e.user_ids.size(), ni = e.item_ids.size();
   const auto d = static_cast<std::size_t>(e.dim);
-  write_npy<float>(dir / "user_factors.npy", e.user_factors, {nu, d});
-  write_npy<float>(dir / "item_factors.npy", e.item_factors, {ni, d});
-  write_npy<float>(dir / "user_bias.npy", e.user_bias, {nu});
-  write_npy<float>(dir / "item_bias.npy", e.item_bias, {ni});
-  write_npy<float>(dir / "global_bias.npy", std::span<const float>(&e.global_bias, 1), {});
+  write_npy<float>(dir / "user_factors.npy", t.user_factors, {nu, d});
+  write_npy<float>(dir / "item_factors.npy", t.item_factors, {ni, d});
+  write_npy<float>(dir / "user_bias.npy", t.user_bias, {nu});
+  write_npy<float>(dir / "item_bias.npy", t.item_bias, {ni});
+  write_npy<float>(dir / "global_bias.npy", std::span<const float>(&t.global_bias, 1), {});
   write_npy<std::int64_t>(dir / "user_ids.npy", e.user_ids, {nu});
   write_npy<std::int64_t>(dir / "item_ids.npy", e.item_ids, {ni});
   write_npy<std::int64_t>(dir / "seen_offsets.npy", e.seen_offsets, {nu + 1});
@@ -302,6 +335,12 @@ inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e
   } else {
     for (const char* f : mf_export_state_files) std::filesystem::remove(dir / f, ec);
   }
+}
+
+/// Writes the nine .npy files of `e` (and the name files when its ids are names) into the
+/// existing directory `dir`. Throws `tutti::error` naming the file that cannot be written.
+inline void write_mf_export(const std::filesystem::path& dir, const mf_export& e) {
+  write_mf_export(dir, e, mf_tables_of(e));
 }
 
 }  // namespace tutti::models
