@@ -113,6 +113,22 @@ TEST_CASE("memory forecast: one rank's accounts are the fit's, byte for byte") {
   }
 }
 
+TEST_CASE("memory forecast: a log with repeated pairs lists each pair once, as forecast") {
+  auto train = implicit_courses(300, 120).train;
+  const std::size_t n = train.size();
+  for (std::size_t r = 0; r < n; r += 3) {  // a third of the rows twice
+    train.users.push_back(train.users[r]);
+    train.items.push_back(train.items[r]);
+    train.labels.push_back(train.labels[r]);
+    if (train.has_timestamps()) train.timestamps.push_back(train.timestamps[r]);
+  }
+  REQUIRE(distinct_pairs(train) < train.size());
+  tutti::train_options opt{
+      .batch = 64, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+  opt.negatives.per_positive = 4;
+  check_one_rank(train, tutti::rowwise_adagrad{}, opt);
+}
+
 TEST_CASE(
     "memory forecast: the negatives' offsets take 4 bytes a learner below 2^32 pairs, 8 from it") {
   const auto parts = implicit_courses(300, 120);

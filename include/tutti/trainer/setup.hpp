@@ -112,6 +112,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffer
     detail::check_negative_options(o);
     buf.taken = buffer<std::int32_t, space_type>(train.size(), m_space);
     t.offsets = detail::learner_courses(train, buf.taken.data());
+    if (t.offsets.back() < train.size()) {  // repeated pairs dropped: the lists alone are kept
+      buffer<std::int32_t, space_type> lists(t.offsets.back(), m_space);
+      std::copy_n(buf.taken.data(), t.offsets.back(), lists.data());
+      buf.taken = std::move(lists);
+    }
     if (o.sampler == negative_sampler::popularity) detail::popularity_tables(train, o.alpha, t);
   } else {  // each table released once copied, so the two are never held twice at once
     t = detail::make_negative_tables(train, o);
