@@ -30,6 +30,7 @@
 /// Score s(u, i) = g + b_u + b_i + <p_u, q_i>, as `matrix_factorization::predict` computes it.
 #pragma once
 
+#include <tutti/data/detail/learner_lists.hpp>
 #include <tutti/data/id_names.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/npy.hpp>
@@ -142,33 +143,14 @@ inline std::vector<mf_export_array> mf_export_arrays(const mf_export& e) {
   return arrays;
 }
 
-/// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending):
-/// counted, placed, then each user's range sorted and its repeats dropped, in two arrays of the
-/// rows' length (no list per user).
+/// The distinct items of each user in `rows` as CSR (offsets n_users + 1, items ascending),
+/// grouped by all threads (`detail::learner_courses`) in one array of the rows' length.
 inline void seen_csr(const data::interactions& rows, std::vector<std::int64_t>& offsets,
                      std::vector<std::int64_t>& items) {
-  const auto n = static_cast<std::size_t>(rows.n_users());
-  std::vector<std::int64_t> at(n + 1, 0);
-  for (std::size_t r = 0; r < rows.size(); ++r) ++at[static_cast<std::size_t>(rows.users[r]) + 1];
-  for (std::size_t u = 0; u < n; ++u) at[u + 1] += at[u];
-  items.assign(rows.size(), 0);
-  {
-    std::vector<std::int64_t> next(at.begin(), at.end() - 1);
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      items[static_cast<std::size_t>(next[static_cast<std::size_t>(rows.users[r])]++)] =
-          rows.items[r];
-  }
-  offsets.assign(n + 1, 0);
-  std::size_t kept = 0;
-  for (std::size_t u = 0; u < n; ++u) {
-    const auto b = items.begin() + at[u], e = items.begin() + at[u + 1];
-    std::sort(b, e);
-    const auto last = std::unique(b, e);
-    for (auto it = b; it != last; ++it) items[kept++] = *it;  // kept <= at[u]: never ahead
-    offsets[u + 1] = static_cast<std::int64_t>(kept);
-  }
-  items.resize(kept);
-  items.shrink_to_fit();
+  std::vector<std::int32_t> lists(rows.size());
+  const std::vector<std::uint64_t> at = tutti::detail::learner_courses(rows, lists.data());
+  offsets.assign(at.begin(), at.end());
+  items.assign(lists.begin(), lists.begin() + static_cast<std::ptrdiff_t>(at.back()));
 }
 
 /// The four tables and the global bias of an export where they lie: in an export's vectors

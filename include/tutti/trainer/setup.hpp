@@ -109,15 +109,13 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffer
   const negative_options& o = m_options.negatives;
   detail::negative_tables t;
   if constexpr (space_type::host_accessible) {  // the lists written where the step reads them
-    detail::check_negative_options(o);
     buf.taken = buffer<std::int32_t, space_type>(train.size(), m_space);
-    t.offsets = detail::learner_courses(train, buf.taken.data());
+    t = detail::make_negative_tables(train, o, buf.taken.data());
     if (t.offsets.back() < train.size()) {  // repeated pairs dropped: the lists alone are kept
       buffer<std::int32_t, space_type> lists(t.offsets.back(), m_space);
       std::copy_n(buf.taken.data(), t.offsets.back(), lists.data());
       buf.taken = std::move(lists);
     }
-    if (o.sampler == negative_sampler::popularity) detail::popularity_tables(train, o.alpha, t);
   } else {  // each table released once copied, so the two are never held twice at once
     t = detail::make_negative_tables(train, o);
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
