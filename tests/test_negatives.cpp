@@ -285,6 +285,20 @@ TEST_CASE("negative tables: every thread count gives the one-thread tables") {
         CHECK(t.offsets == one.offsets);
         CHECK(t.taken == one.taken);
       }
+      // The trainer's form on a host: the lists and their 32-bit offsets written where the step
+      // reads them (a value per row, the kept ones first), at every thread count.
+      for (const int threads : more_threads.empty() ? std::vector<int>{1} : more_threads) {
+        CAPTURE(threads);
+        omp_set_num_threads(threads);
+        std::vector<std::int32_t> taken(d.size(), 7);
+        std::vector<std::uint32_t> offsets(static_cast<std::size_t>(users) + 1, 0);
+        const auto t = tutti::detail::make_negative_tables(d, {.per_positive = 1}, taken.data(),
+                                                           offsets.data());
+        CHECK(t.offsets.empty());
+        CHECK(std::equal(offsets.begin(), offsets.end(), one.offsets.begin(), one.offsets.end()));
+        taken.resize(offsets.back());
+        CHECK(taken == one.taken);
+      }
       omp_set_num_threads(before);
       // The one-thread tables: each learner's distinct courses, ascending.
       std::map<std::int32_t, std::set<std::int32_t>> by_learner;

@@ -390,6 +390,7 @@ class trainer {
   step_buffers make_buffers(const data::interactions& train, const run_plan& p) const;
   buffer<detail::sample_record, space_type> make_records(const data::interactions& train) const;
   void make_negative_buffers(const data::interactions& train, step_buffers& buf) const;
+  void narrow_or_copy_offsets(const std::vector<std::uint64_t>& offsets, step_buffers& buf) const;
   // Where the step reads the training rows: `buf.records`, or `train` in place.
   static detail::sample_rows row_source(const data::interactions& train, const step_buffers& buf);
   memory_accounts memory_of(const step_buffers& buf) const;

@@ -91,8 +91,21 @@ inline void popularity_tables(const data::interactions& train, float alpha, nega
 }
 
 /// The tables of `train` for `o` (`o.per_positive > 0`), each learner's courses written to
-/// `taken` (room for a value per row of `train`; `offsets.back()` of them kept, `t.taken` left
-/// empty). Throws `tutti::invalid_argument` for an alpha that is not finite or below 0.
+/// `taken` (room for a value per row of `train`) and their offsets to `offsets` (`n_users + 1`
+/// values, zero on entry; the last is the courses kept), `t.offsets` and `t.taken` left empty.
+/// `Offset` holds the number of rows. Throws `tutti::invalid_argument` for an alpha that is not
+/// finite or below 0.
+template <class Offset>
+negative_tables make_negative_tables(const data::interactions& train, const negative_options& o,
+                                     std::int32_t* taken, Offset* offsets) {
+  check_negative_options(o);
+  negative_tables t;
+  learner_courses(train, offsets, taken);
+  if (o.sampler == negative_sampler::popularity) popularity_tables(train, o.alpha, t);
+  return t;
+}
+
+/// As above, the offsets in `t.offsets` (64 bits).
 inline negative_tables make_negative_tables(const data::interactions& train,
                                             const negative_options& o, std::int32_t* taken) {
   check_negative_options(o);

@@ -110,10 +110,20 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffer
   detail::negative_tables t;
   if constexpr (space_type::host_accessible) {  // the lists written where the step reads them
     buf.taken = buffer<std::int32_t, space_type>(train.size(), m_space);
-    t = detail::make_negative_tables(train, o, buf.taken.data());
-    if (t.offsets.back() < train.size()) {  // repeated pairs dropped: the lists alone are kept
-      buffer<std::int32_t, space_type> lists(t.offsets.back(), m_space);
-      std::copy_n(buf.taken.data(), t.offsets.back(), lists.data());
+    std::uint64_t kept = 0;
+    if (detail::offset_bytes(train.size()) == sizeof(std::uint32_t)) {  // and their offsets
+      buf.taken_offsets32 =
+          buffer<std::uint32_t, space_type>(static_cast<std::size_t>(train.n_users()) + 1, m_space);
+      std::fill_n(buf.taken_offsets32.data(), buf.taken_offsets32.size(), 0u);
+      t = detail::make_negative_tables(train, o, buf.taken.data(), buf.taken_offsets32.data());
+      kept = buf.taken_offsets32.data()[train.n_users()];
+    } else {
+      t = detail::make_negative_tables(train, o, buf.taken.data());
+      kept = t.offsets.back();
+    }
+    if (kept < train.size()) {  // repeated pairs dropped: the lists alone are kept
+      buffer<std::int32_t, space_type> lists(kept, m_space);
+      std::copy_n(buf.taken.data(), kept, lists.data());
       buf.taken = std::move(lists);
     }
   } else {  // each table released once copied, so the two are never held twice at once
@@ -121,22 +131,26 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffer
     buf.taken = make_buffer(m_space, std::span<const std::int32_t>(t.taken));
     std::vector<std::int32_t>().swap(t.taken);
   }
-  if (detail::offset_bytes(t.offsets.back()) == sizeof(std::uint32_t)) {
-    if constexpr (space_type::host_accessible) {
-      buf.taken_offsets32 = buffer<std::uint32_t, space_type>(t.offsets.size(), m_space);
-      std::copy(t.offsets.begin(), t.offsets.end(), buf.taken_offsets32.data());
-    } else {
-      buf.taken_offsets32 =
-          make_buffer(m_space, std::span<const std::uint32_t>(detail::narrow_offsets(t.offsets)));
-    }
-  } else {
-    buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(t.offsets));
-  }
+  if (!t.offsets.empty()) narrow_or_copy_offsets(t.offsets, buf);  // else written above
   std::vector<std::uint64_t>().swap(t.offsets);
   if (!t.cumulative.empty())
     buf.cumulative = make_buffer(m_space, std::span<const std::uint64_t>(t.cumulative));
   if (!t.log_q.empty() && m_model.loss() == loss_kind::softmax)
     buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::narrow_or_copy_offsets(
+    const std::vector<std::uint64_t>& offsets, step_buffers& buf) const {
+  if (detail::offset_bytes(offsets.back()) != sizeof(std::uint32_t)) {
+    buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(offsets));
+  } else if constexpr (space_type::host_accessible) {
+    buf.taken_offsets32 = buffer<std::uint32_t, space_type>(offsets.size(), m_space);
+    std::copy(offsets.begin(), offsets.end(), buf.taken_offsets32.data());
+  } else {
+    buf.taken_offsets32 =
+        make_buffer(m_space, std::span<const std::uint32_t>(detail::narrow_offsets(offsets)));
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

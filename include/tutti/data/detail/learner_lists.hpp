@@ -14,16 +14,19 @@
 
 namespace tutti::detail {
 
-/// Each learner's courses, in row order: `offsets` (n_users + 1, zero) becomes the CSR offsets
-/// and `taken` (a value per row) the courses. Threads split the learners in equal ranges; each
-/// reads every row and keeps those of its range, so the result is the serial one. The offsets are
-/// their own cursors: counted one place ahead, summed, advanced by the rows, then shifted back.
-inline void group_courses_by_learner(const data::interactions& train,
-                                     std::vector<std::uint64_t>& offsets, std::int32_t* taken) {
-  const std::size_t nu = offsets.size() - 1, n = train.size();
+/// Each learner's courses, in row order: `offsets` (`n_users + 1` values, zero) becomes the CSR
+/// offsets and `taken` (a value per row) the courses. Threads split the learners in equal ranges;
+/// each reads every row and keeps those of its range, so the result is the serial one. The
+/// offsets are their own cursors: counted one place ahead, summed, advanced by the rows, then
+/// shifted back. `Offset` holds the number of rows.
+template <class Offset>
+void group_courses_by_learner(const data::interactions& train, Offset* offsets,
+                              std::int32_t* taken) {
+  const auto nu = static_cast<std::size_t>(train.n_users());
+  const std::size_t n = train.size();
   const std::int32_t* users = train.users.data();
   const std::int32_t* items = train.items.data();
-  std::uint64_t* at = offsets.data() + 1;  // at[u]: learner u's count, then the end of its list
+  Offset* at = offsets + 1;  // at[u]: learner u's count, then the end of its list
 #pragma omp parallel
   {
     const thread_share mine = thread_share_of(nu);
@@ -41,40 +44,45 @@ inline void group_courses_by_learner(const data::interactions& train,
   }
 }
 
-/// Sorts and deduplicates each learner's list of `offsets`/`taken` in place (learners in
-/// parallel), then closes the gaps in one pass where a list lost a course (`offsets.back()`
-/// courses kept).
-inline void sort_unique_lists(std::vector<std::uint64_t>& offsets, std::int32_t* taken) {
-  const std::size_t nu = offsets.size() - 1;
-  std::vector<std::uint64_t> kept(nu);
+/// Sorts and deduplicates each of the `nu` learners' lists of `offsets`/`taken` in place
+/// (learners in parallel); where a list lost a course, the places it freed are marked (-1, never
+/// a course) and one pass closes the gaps (`offsets[nu]` courses kept). Nothing is allocated.
+template <class Offset>
+void sort_unique_lists(Offset* offsets, std::size_t nu, std::int32_t* taken) {
   std::uint64_t dropped = 0;
 #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : dropped)
   for (std::ptrdiff_t l = 0; l < static_cast<std::ptrdiff_t>(nu); ++l) {
-    const auto u = static_cast<std::size_t>(l);
-    std::int32_t* b = taken + offsets[u];
-    std::int32_t* e = taken + offsets[u + 1];
+    std::int32_t* b = taken + offsets[l];
+    std::int32_t* e = taken + offsets[l + 1];
     std::sort(b, e);
-    kept[u] = static_cast<std::uint64_t>(std::unique(b, e) - b);
-    dropped += static_cast<std::uint64_t>(e - b) - kept[u];
+    std::int32_t* kept = std::unique(b, e);
+    std::fill(kept, e, std::int32_t{-1});
+    dropped += static_cast<std::uint64_t>(e - kept);
   }
-  if (dropped > 0) {
-    std::uint64_t out = 0;
-    for (std::size_t u = 0; u < nu; ++u) {
-      const std::uint64_t from = offsets[u];
-      offsets[u] = out;
-      for (std::uint64_t k = 0; k < kept[u]; ++k) taken[out++] = taken[from + k];
-    }
-    offsets[nu] = out;
+  if (dropped == 0) return;
+  Offset out = 0;
+  for (std::size_t u = 0; u < nu; ++u) {
+    const Offset from = offsets[u], to = offsets[u + 1];
+    offsets[u] = out;
+    for (Offset k = from; k < to && taken[k] >= 0; ++k) taken[out++] = taken[k];
   }
+  offsets[nu] = out;
 }
 
 /// Each learner's sorted, unique courses of `train`, written to `taken` (room for a value per
-/// row of `train`); returns the CSR offsets into it (n_users + 1; the last is the courses kept).
+/// row of `train`), their CSR offsets to `offsets` (`n_users + 1` values, zero on entry; the last
+/// is the courses kept). `Offset` holds the number of rows of `train`.
+template <class Offset>
+void learner_courses(const data::interactions& train, Offset* offsets, std::int32_t* taken) {
+  group_courses_by_learner(train, offsets, taken);
+  sort_unique_lists(offsets, static_cast<std::size_t>(train.n_users()), taken);
+}
+
+/// As above, the offsets returned (64 bits).
 inline std::vector<std::uint64_t> learner_courses(const data::interactions& train,
                                                   std::int32_t* taken) {
   std::vector<std::uint64_t> offsets(static_cast<std::size_t>(train.n_users()) + 1, 0);
-  group_courses_by_learner(train, offsets, taken);
-  sort_unique_lists(offsets, taken);
+  learner_courses(train, offsets.data(), taken);
   return offsets;
 }
 
