@@ -101,11 +101,10 @@ inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t
   const std::uint64_t row_bytes = 2 * sizeof(std::int32_t) + sizeof(float);
   const std::uint64_t dictionary = (s.learners + s.courses) * sizeof(std::int64_t);
   f.data = rows * row_bytes + 2 * dictionary;
-  // While the step's buffers are built, each of the negatives' tables exists twice for a moment:
-  // as built and as copied into the buffers (the copy is in the trainer's accounts).
-  if (s.negatives > 0)
-    f.building = std::max<std::uint64_t>((s.learners + 1) * sizeof(std::uint64_t),
-                                         s.train_rows * sizeof(std::int32_t));
+  // The negatives' tables are built where the step reads them on a host (each learner's courses
+  // and their offsets written into the trainer's buffers): nothing is held twice while the
+  // buffers are built (`building` stays 0; where repeated pairs were dropped the lists are
+  // copied into a buffer of their size, a moment this shape does not know of).
   // Loading: the log's rows read and read again as positives, then split (its rows and the
   // split's at once), with the log's dictionaries and the split's.
   f.loading = 2 * rows * row_bytes + 3 * dictionary;

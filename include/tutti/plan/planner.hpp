@@ -91,15 +91,21 @@ inline void forecast_fit(plan_result& r) {
   r.fit_answer = sfmt(
       "%s: a peak of %s resident (forecast from the trainer's accounts: parameters %s + "
       "gradients %s + optimizer state (%s) %s + training rows %s + step buffers %s + shard %s; "
-      "beside them the split's rows and id dictionaries %s, the negatives' tables while the "
-      "buffers are built %s, the program %s; the peak falls %s), against %s of memory (%s used)",
+      "beside them the split's rows and id dictionaries %s%s, the program %s; the peak falls "
+      "%s), against %s of memory (%s used)",
       r.fits ? "yes" : "no", bytes_text(r.memory_bytes).c_str(),
       bytes_text(double(t.parameters)).c_str(), bytes_text(double(t.gradients)).c_str(),
       in.optimizer.c_str(), bytes_text(double(t.optimizer_state)).c_str(),
       bytes_text(double(t.rows)).c_str(), bytes_text(double(t.step_buffers)).c_str(),
       bytes_text(double(t.shard)).c_str(), bytes_text(double(f.data)).c_str(),
-      bytes_text(double(f.building)).c_str(), bytes_text(double(f.process)).c_str(),
-      loading ? "while the rows are loaded and split" : "while the step's buffers are built",
+      f.building > 0 ? (", the negatives' tables while the buffers are built " +
+                        bytes_text(double(f.building)))
+                           .c_str()
+                     : "",
+      bytes_text(double(f.process)).c_str(),
+      loading          ? "while the rows are loaded and split"
+      : f.building > 0 ? "while the step's buffers are built"
+                       : "while it trains",
       bytes_text(in.device_memory_bytes).c_str(),
       pct(r.memory_bytes / in.device_memory_bytes).c_str());
   if (in.measured_peak_bytes > 0)
