@@ -33,6 +33,7 @@ tutti::memory_run run_of(const tutti::data::interactions& train, int world = 1) 
   return {.train_rows = train.size(),
           .distinct_pairs = distinct_pairs(train),
           .learners = static_cast<std::uint64_t>(train.n_users()),
+          .one_label = tutti::detail::all_equal(std::span<const float>(train.labels)),
           .courses = static_cast<std::uint64_t>(train.n_items()),
           .world = world};
 }
@@ -127,6 +128,22 @@ TEST_CASE("memory forecast: a log with repeated pairs lists each pair once, as f
       .batch = 64, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
   opt.negatives.per_positive = 4;
   check_one_rank(train, tutti::rowwise_adagrad{}, opt);
+}
+
+TEST_CASE("memory forecast: ratings copy a label a row, a log of positives does not") {
+  auto train = tutti::data::as_positives(implicit_courses(300, 120).train);
+  REQUIRE(tutti::data::labels_all_equal(train));
+  tutti::train_options opt{
+      .batch = 64, .epochs = 1, .base_lr = 0.05, .seed = 3, .evaluate_each_epoch = false};
+  const auto pairs = tutti::forecast_trainer_memory(model_for(train, tutti::loss_kind::squared),
+                                                    tutti::rowwise_adagrad{}, opt, run_of(train));
+  CHECK(pairs.rows == train.size() * 2 * sizeof(std::int32_t));
+  check_one_rank(train, tutti::rowwise_adagrad{}, opt, tutti::loss_kind::squared);
+  for (std::size_t r = 0; r < train.size(); r += 2) train.labels[r] = 4.f;  // ratings now
+  REQUIRE_FALSE(tutti::data::labels_all_equal(train));
+  train.implicit = false;
+  check_one_rank(train, tutti::rowwise_adagrad{}, opt, tutti::loss_kind::squared);
+  CHECK(run_of(train).one_label == false);
 }
 
 TEST_CASE(

@@ -304,9 +304,11 @@ class trainer {
   // fit's memory on the space: the training set, this rank's slots of the epoch and their
   // weights, and one micro-batch.
   struct step_buffers {
-    // This rank's training rows, one record each; empty where the step reads the caller's rows
-    // in place (`train_options::rows_in_place` on a host space).
+    // This rank's training rows, one record each, or one pair each where every row has the
+    // same label (the other empty); both empty where the step reads the caller's rows in place
+    // (`train_options::rows_in_place` on a host space).
     buffer<detail::sample_record, space_type> records;
+    buffer<detail::sample_pair, space_type> pairs;
     // The epoch's slots and their weights in the space's memory: empty where the step reads
     // the shard itself (a host space, positions in the whole training set).
     buffer<std::uint64_t, space_type> slots;
@@ -388,7 +390,7 @@ class trainer {
   // every rank's real slots).
   run_plan plan_run(std::size_t n, const detail::run_setting_list& config);
   step_buffers make_buffers(const data::interactions& train, const run_plan& p) const;
-  buffer<detail::sample_record, space_type> make_records(const data::interactions& train) const;
+  void copy_rows(const data::interactions& train, step_buffers& buf) const;
   void make_negative_buffers(const data::interactions& train, step_buffers& buf) const;
   void narrow_or_copy_offsets(const std::vector<std::uint64_t>& offsets, step_buffers& buf) const;
   // Where the step reads the training rows: `buf.records`, or `train` in place.

@@ -36,6 +36,7 @@ struct train_shape {
   bool popularity = false;      ///< negatives drawn by popularity
   bool compact_gradient = true;
   bool rows_in_place = false;  ///< `tutti train --rows-in-place`
+  bool one_label = true;       ///< every training row's label the same (a log of positives)
 };
 
 /// This machine's physical memory, bytes.
@@ -92,9 +93,11 @@ inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t
   o.compact_gradient = s.compact_gradient;
   o.rows_in_place = s.rows_in_place;
   memory_forecast f;
-  f.trainer = forecast_trainer_memory(
-      model, optimizer, o,
-      {.train_rows = s.train_rows, .learners = s.learners, .courses = s.courses});
+  f.trainer = forecast_trainer_memory(model, optimizer, o,
+                                      {.train_rows = s.train_rows,
+                                       .learners = s.learners,
+                                       .one_label = s.one_label,
+                                       .courses = s.courses});
   // Held beside the trainer: the split's rows (learner, course, label) and each side's copy of
   // the id dictionaries.
   const std::uint64_t rows = s.train_rows + s.test_rows;

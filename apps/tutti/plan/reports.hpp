@@ -70,6 +70,12 @@ inline void take_shape(const train_report& rep, measured_run& r) {
   // A run that read its rows in place (--rows-in-place) held no copy of them.
   s.rows_in_place = rep.memory.is_object() && rep.memory.contains("rows") &&
                     rep.memory["rows"].get<std::uint64_t>() == 0;
+  // The step's copy holds a pair a row where every label is the same (a log of positives), a
+  // record with the label otherwise; a report that held no copy says it by its feedback.
+  s.one_label = s.rows_in_place || !rep.memory.is_object() || !rep.memory.contains("rows")
+                    ? rep.dataset.implicit
+                    : rep.memory["rows"].get<std::uint64_t>() ==
+                          s.train_rows * sizeof(tutti::detail::sample_pair);
   r.shape = s;
 }
 

@@ -73,9 +73,12 @@ struct memory_run {
   /// (a log read as positives holds each pair once).
   std::uint64_t distinct_pairs = 0;
   std::uint64_t learners = 0;  ///< the user index space (the negatives' table's offsets)
-  std::uint64_t courses = 0;   ///< the item index space (the popularity sampler's tables)
-  int world = 1;               ///< ranks
-  bool pad_tail = true;        ///< a short rank pads its shard (`tail_policy::pad`), else drops
+  /// Every training row has the same label (a log of positives): the step's copy holds a
+  /// learner and a course a row (8 bytes), else a label too (12).
+  bool one_label = true;
+  std::uint64_t courses = 0;  ///< the item index space (the popularity sampler's tables)
+  int world = 1;              ///< ranks
+  bool pad_tail = true;       ///< a short rank pads its shard (`tail_policy::pad`), else drops
   /// The reducer lends its own gradient arena (a shared-memory reducer), which the trainer then
   /// does not allocate.
   bool reducer_lends_gradients = false;
@@ -115,7 +118,9 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
     m.gradients = (values + gradient_trailing_floats) * f32;
 
   // The records, and the step's buffers (trainer::make_buffers).
-  if (!(host && options.rows_in_place)) m.rows = run.train_rows * sizeof(detail::sample_record);
+  if (!(host && options.rows_in_place))
+    m.rows = run.train_rows *
+             (run.one_label ? sizeof(detail::sample_pair) : sizeof(detail::sample_record));
   const std::uint64_t slots =
       run.pad_tail ? (run.train_rows + world - 1) / world : run.train_rows / world;
   const std::uint64_t local_batch = (options.batch + world - 1) / world;

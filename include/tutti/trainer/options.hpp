@@ -286,8 +286,9 @@ struct train_options {
   bool compact_gradient = true;
   /// On a host space the step reads the training rows from the `data::interactions` given to
   /// `fit` where they are, instead of the trainer's copy of one record a row: the rows are held
-  /// once (12 bytes a row less), and each slot's gather reads two arrays (three where the labels
-  /// differ) instead of one record: 1-2 % fewer samples/s measured on a quiet machine, 5-7 %
+  /// once (8 bytes a row less for a log of positives, whose copy holds no label; 12 for ratings),
+  /// and each slot's gather reads two arrays (three where the labels differ) instead of one
+  /// record: 1-2 % fewer samples/s measured on a quiet machine, 5-7 %
   /// under load (docs/performance.md). The parameters are bitwise the same either way. A device
   /// space keeps its copy.
   bool rows_in_place = false;

@@ -45,31 +45,53 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   return p;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
-    const data::interactions& train) const -> buffer<detail::sample_record, space_type> {
-  const auto fill = [&](detail::sample_record* out) {
+namespace detail {
+
+/// `n` rows `row(i)` in `space`'s memory: written in place by every thread on a host, else in
+/// host memory and copied once.
+template <class Row, class Space, class RowAt>
+buffer<Row, Space> rows_in_space(std::size_t n, const Space& space, RowAt row) {
+  const auto fill = [&](Row* out) {
 #pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(train.size()); ++i)
-      out[i] = {train.users[static_cast<std::size_t>(i)], train.items[static_cast<std::size_t>(i)],
-                train.labels[static_cast<std::size_t>(i)]};
+    for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) out[i] = row(i);
   };
-  if constexpr (space_type::host_accessible) {  // written in place, by every thread
-    if (m_options.rows_in_place) return buffer<detail::sample_record, space_type>(0, m_space);
-    buffer<detail::sample_record, space_type> records(train.size(), m_space);
-    fill(records.data());
-    return records;
+  if constexpr (Space::host_accessible) {
+    buffer<Row, Space> rows(n, space);
+    fill(rows.data());
+    return rows;
   } else {
-    std::vector<detail::sample_record> records(train.size());
-    fill(records.data());
-    return make_buffer(m_space, std::span<const detail::sample_record>(records));
+    std::vector<Row> rows(n);
+    fill(rows.data());
+    return make_buffer(space, std::span<const Row>(rows));
   }
+}
+
+}  // namespace detail
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::copy_rows(
+    const data::interactions& train, step_buffers& buf) const {
+  if (space_type::host_accessible && m_options.rows_in_place) return;
+  const std::int32_t* users = train.users.data();
+  const std::int32_t* items = train.items.data();
+  const float* labels = train.labels.data();
+  if (detail::all_equal(std::span<const float>(train.labels)))  // a log of positives: 8 bytes
+    buf.pairs =
+        detail::rows_in_space<detail::sample_pair>(train.size(), m_space, [&](std::ptrdiff_t i) {
+          return detail::sample_pair{users[i], items[i]};
+        });
+  else
+    buf.records =
+        detail::rows_in_space<detail::sample_record>(train.size(), m_space, [&](std::ptrdiff_t i) {
+          return detail::sample_record{users[i], items[i], labels[i]};
+        });
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_source(
     const data::interactions& train, const step_buffers& buf) {
   if (!buf.records.empty() || train.size() == 0) return {.records = buf.records.data()};
+  if (!buf.pairs.empty()) return {.pairs = buf.pairs.data(), .label = train.labels.front()};
   // `fit` holds `train` until it returns: its arrays are read where they are.
   const bool one_label = detail::all_equal(std::span<const float>(train.labels));
   return {.users = train.users.data(),
@@ -84,7 +106,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
   const std::size_t mb = p.micro_batch;
   // With K negatives a slot gathers 1 + K rows.
   const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
-  step_buffers buf{make_records(train),
+  step_buffers buf{buffer<detail::sample_record, space_type>(0, m_space),
+                   buffer<detail::sample_pair, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(shard_in_place() ? 0 : p.slots, m_space),
                    buffer<float, space_type>(shard_in_place() ? 0 : p.slots, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),
@@ -97,6 +120,7 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
                    buffer<std::uint64_t, space_type>(0, m_space),
                    buffer<std::uint64_t, space_type>(1, m_space),
                    buffer<float, space_type>(0, m_space)};
+  copy_rows(train, buf);
   buf.rows = row_source(train, buf);
   buf.n_items = train.n_items();
   if (m_options.negatives.per_positive > 0) make_negative_buffers(train, buf);
@@ -163,7 +187,7 @@ memory_accounts trainer<Model, Sampler, Reducer, Schedule, Optimizer>::memory_of
   m.parameters = bytes(m_params);
   m.gradients = bytes(m_grads_storage);
   m.optimizer_state = bytes(m_state);
-  m.rows = bytes(buf.records);
+  m.rows = bytes(buf.records) + bytes(buf.pairs);
   m.step_buffers = bytes(buf.slots) + bytes(buf.slot_weights) + bytes(buf.b_users) +
                    bytes(buf.b_items) + bytes(buf.b_labels) + bytes(buf.b_weights) +
                    bytes(buf.taken_offsets) + bytes(buf.taken_offsets32) + bytes(buf.taken) +

@@ -28,23 +28,40 @@ struct sample_record {
   float label;
 };
 
-/// The training rows the step gathers from: the trainer's copy, one record a row; or, on a host
-/// space with `train_options::rows_in_place`, the caller's arrays where they are, with no label
-/// array where every row has the same label (`label`: a log of positives).
+/// One training row of a set whose rows all have the same label (a log of positives): the
+/// learner and the course, 8 bytes; the label is one number for all.
+struct sample_pair {
+  std::int32_t user;
+  std::int32_t item;
+};
+
+/// The training rows the step gathers from: the trainer's copy, one record a row (one pair a row
+/// where every row has the same label, `label`: a log of positives); or, on a host space with
+/// `train_options::rows_in_place`, the caller's arrays where they are, with no label array where
+/// every row has the same label.
 struct sample_rows {
   const sample_record* records = nullptr;
+  const sample_pair* pairs = nullptr;
   const std::int32_t* users = nullptr;
   const std::int32_t* items = nullptr;
   const float* labels = nullptr;
   float label = 0.f;
   TUTTI_HOST_DEVICE sample_record operator[](std::uint64_t pos) const {
     if (records != nullptr) return records[pos];
+    if (pairs != nullptr) {
+      const sample_pair p = pairs[pos];
+      return {p.user, p.item, label};
+    }
     return {users[pos], items[pos], labels != nullptr ? labels[pos] : label};
   }
   /// Asks for row `pos`'s values ahead of their use (the host's gather).
   void prefetch(std::uint64_t pos) const {
     if (records != nullptr) {
       prefetch_bytes(records + pos, sizeof *records);
+      return;
+    }
+    if (pairs != nullptr) {
+      prefetch_bytes(pairs + pos, sizeof *pairs);
       return;
     }
     prefetch_bytes(users + pos, sizeof *users);
