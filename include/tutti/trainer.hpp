@@ -393,7 +393,7 @@ class trainer {
   void copy_rows(const data::interactions& train, step_buffers& buf) const;
   void make_negative_buffers(const data::interactions& train, step_buffers& buf) const;
   void narrow_or_copy_offsets(const std::vector<std::uint64_t>& offsets, step_buffers& buf) const;
-  // Where the step reads the training rows: `buf.records`, or `train` in place.
+  // Where the step reads the training rows: `buf.records` or `buf.pairs`, or `train` in place.
   static detail::sample_rows row_source(const data::interactions& train, const step_buffers& buf);
   memory_accounts memory_of(const step_buffers& buf) const;
   fit_result begin_result(const run_plan& p);

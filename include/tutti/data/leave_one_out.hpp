@@ -8,6 +8,7 @@
 /// the world size, so every rank and every resume builds the same held-out rows and candidates.
 #pragma once
 
+#include <tutti/data/detail/learner_lists.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/split.hpp>
 #include <tutti/detail/prefetch.hpp>
@@ -86,33 +87,18 @@ struct held_out_order {
   }
 };
 
-// Each user's item indices, sorted and without repeats, as one CSR table.
+// Each user's item indices in two sets of rows, sorted and without repeats, as one CSR table
+// (grouped by all threads, `learner_courses`).
 struct user_item_sets {
-  std::vector<std::size_t> start;   // n_users + 1
-  std::vector<std::int32_t> items;  // sorted within a user
+  std::vector<std::uint64_t> start;  // n_users + 1
+  std::vector<std::int32_t> items;   // sorted within a user
 
   user_item_sets(const data::interactions& a, const data::interactions& b, std::size_t n_users)
-      : start(n_users + 1, 0) {
-    for (const data::interactions* d : {&a, &b})
-      for (std::int32_t u : d->users) ++start[static_cast<std::size_t>(u) + 1];
-    for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
+      : start(n_users + 1, 0), items(a.size() + b.size()) {
+    const data::interactions* sets[] = {&a, &b};
+    learner_courses(std::span<const data::interactions* const>(sets), n_users, start.data(),
+                    items.data());
     items.resize(start.back());
-    std::vector<std::size_t> at(start.begin(), start.end() - 1);
-    for (const data::interactions* d : {&a, &b})
-      for (std::size_t i = 0; i < d->size(); ++i)
-        items[at[static_cast<std::size_t>(d->users[i])]++] = d->items[i];
-    std::vector<std::size_t> kept(n_users + 1, 0);
-    std::size_t out = 0;
-    for (std::size_t u = 0; u < n_users; ++u) {
-      auto first = items.begin() + static_cast<std::ptrdiff_t>(start[u]);
-      auto last = items.begin() + static_cast<std::ptrdiff_t>(start[u + 1]);
-      std::sort(first, last);
-      last = std::unique(first, last);
-      for (auto it = first; it != last; ++it) items[out++] = *it;
-      kept[u + 1] = out;
-    }
-    items.resize(out);
-    start = std::move(kept);
   }
   std::span<const std::int32_t> of(std::size_t u) const {
     return {items.data() + start[u], start[u + 1] - start[u]};

@@ -10,28 +10,27 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace tutti::detail {
 
-/// Each learner's courses, in row order: `offsets` (`n_users + 1` values, zero) becomes the CSR
-/// offsets and `taken` (a value per row) the courses. Threads split the learners in equal ranges;
-/// each reads every row and keeps those of its range, so the result is the serial one. The
-/// offsets are their own cursors: counted one place ahead, summed, advanced by the rows, then
-/// shifted back. `Offset` holds the number of rows.
+/// Each of the `nu` learners' courses in the rows of `sets`, set after set, in row order:
+/// `offsets` (`nu + 1` values, zero) becomes the CSR offsets and `taken` (a value per row of all
+/// the sets) the courses. Threads split the learners in equal ranges; each reads every row and
+/// keeps those of its range, so the result is the serial one. The offsets are their own cursors:
+/// counted one place ahead, summed, advanced by the rows, then shifted back. `Offset` holds the
+/// number of rows.
 template <class Offset>
-void group_courses_by_learner(const data::interactions& train, Offset* offsets,
-                              std::int32_t* taken) {
-  const auto nu = static_cast<std::size_t>(train.n_users());
-  const std::size_t n = train.size();
-  const std::int32_t* users = train.users.data();
-  const std::int32_t* items = train.items.data();
+void group_courses_by_learner(std::span<const data::interactions* const> sets, std::size_t nu,
+                              Offset* offsets, std::int32_t* taken) {
   Offset* at = offsets + 1;  // at[u]: learner u's count, then the end of its list
 #pragma omp parallel
   {
     const thread_share mine = thread_share_of(nu);
-    for (std::size_t r = 0; r < n; ++r)
-      if (mine.holds(users[r])) ++at[users[r]];
+    for (const data::interactions* d : sets)
+      for (const std::int32_t u : d->users)
+        if (mine.holds(u)) ++at[u];
 #pragma omp barrier
 #pragma omp single
     {  // at[u] = the start of learner u + 1's list, so at[u - 1] is u's: the cursor
@@ -39,8 +38,12 @@ void group_courses_by_learner(const data::interactions& train, Offset* offsets,
       for (std::size_t u = nu; u-- > 1;) at[u] = at[u - 1];
       if (nu > 0) at[0] = 0;
     }
-    for (std::size_t r = 0; r < n; ++r)
-      if (mine.holds(users[r])) taken[at[users[r]]++] = items[r];
+    for (const data::interactions* d : sets) {
+      const std::int32_t* users = d->users.data();
+      const std::int32_t* items = d->items.data();
+      for (std::size_t r = 0; r < d->size(); ++r)
+        if (mine.holds(users[r])) taken[at[users[r]]++] = items[r];
+    }
   }
 }
 
@@ -69,13 +72,22 @@ void sort_unique_lists(Offset* offsets, std::size_t nu, std::int32_t* taken) {
   offsets[nu] = out;
 }
 
-/// Each learner's sorted, unique courses of `train`, written to `taken` (room for a value per
-/// row of `train`), their CSR offsets to `offsets` (`n_users + 1` values, zero on entry; the last
-/// is the courses kept). `Offset` holds the number of rows of `train`.
+/// Each of the `nu` learners' sorted, unique courses in the rows of `sets`, written to `taken`
+/// (room for a value per row of all the sets), their CSR offsets to `offsets` (`nu + 1` values,
+/// zero on entry; the last is the courses kept). `Offset` holds the number of rows.
+template <class Offset>
+void learner_courses(std::span<const data::interactions* const> sets, std::size_t nu,
+                     Offset* offsets, std::int32_t* taken) {
+  group_courses_by_learner(sets, nu, offsets, taken);
+  sort_unique_lists(offsets, nu, taken);
+}
+
+/// Each learner's sorted, unique courses of `train`, as above.
 template <class Offset>
 void learner_courses(const data::interactions& train, Offset* offsets, std::int32_t* taken) {
-  group_courses_by_learner(train, offsets, taken);
-  sort_unique_lists(offsets, static_cast<std::size_t>(train.n_users()), taken);
+  const data::interactions* sets[] = {&train};
+  learner_courses(std::span<const data::interactions* const>(sets),
+                  static_cast<std::size_t>(train.n_users()), offsets, taken);
 }
 
 /// As above, the offsets returned (64 bits).
