@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tutti {
@@ -108,10 +109,9 @@ negative_tables make_negative_tables(const data::interactions& train, const nega
 /// As above, the offsets in `t.offsets` (64 bits).
 inline negative_tables make_negative_tables(const data::interactions& train,
                                             const negative_options& o, std::int32_t* taken) {
-  check_negative_options(o);
-  negative_tables t;
-  t.offsets = learner_courses(train, taken);
-  if (o.sampler == negative_sampler::popularity) popularity_tables(train, o.alpha, t);
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(train.n_users()) + 1, 0);
+  negative_tables t = make_negative_tables(train, o, taken, offsets.data());
+  t.offsets = std::move(offsets);
   return t;
 }
 
