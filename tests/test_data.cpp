@@ -8,8 +8,10 @@
 #include "skip.hpp"
 
 #include <tutti/data/csv.hpp>
+#include <tutti/data/detail/file_text.hpp>
 #include <tutti/data/split.hpp>
 #include <tutti/data/synthetic.hpp>
+#include <tutti/detail/spare_capacity.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +29,10 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 namespace test_data {
 
@@ -207,6 +213,36 @@ TEST_CASE("parse_csv picks the delimiter from the extension, or as told") {
   // A tab file read with ',' has one column: the error says so and suggests tabs.
   auto err = parse_error(tsv, {.user_col = "u", .item_col = "i", .label_col = "r"}, "clicks.csv");
   CHECK(contains(err.what(), "tab-separated"));
+}
+
+TEST_CASE("load_csv: the file mapped where it can be, read where it cannot, the same rows") {
+  tutti_test::scratch_dir dir("tutti-file-text");
+  const std::string text = read_all(sample_csv);
+  {
+    const tutti::detail::file_text file(sample_csv, "test");
+    CHECK(file.view() == text);
+#if defined(__linux__)
+    CHECK(file.mapped());  // a regular, non-empty file
+#endif
+  }
+  // The rows of the mapped file are those of its text parsed from memory.
+  const interactions loaded = tutti::data::load_csv(sample_csv, {.timestamp_col = "timestamp"});
+  const interactions parsed =
+      tutti::data::parse_csv(text, {.timestamp_col = "timestamp"}, sample_csv);
+  CHECK(loaded.digest() == parsed.digest());
+  CHECK(loaded.timestamps == parsed.timestamps);
+  // An empty file has nothing to map: it is read (and the parser says it is empty).
+  const std::string empty = dir / "empty.csv";
+  std::ofstream(empty).close();
+  const tutti::detail::file_text none(empty, "test");
+  CHECK_FALSE(none.mapped());
+  CHECK(none.view().empty());
+  CHECK_THROWS_AS(tutti::data::load_csv(empty), tutti::data_error);
+  // A moved file_text keeps the bytes (and unmaps them once).
+  tutti::detail::file_text first(sample_csv, "test");
+  const tutti::detail::file_text second(std::move(first));
+  CHECK(second.view() == text);
+  CHECK(first.view().empty());
 }
 
 TEST_CASE("load_csv: a missing file is a tutti::error naming the path and the reason") {
@@ -694,6 +730,56 @@ TEST_CASE("split: edge fractions and validation") {
   interactions broken = d;
   broken.labels.pop_back();
   CHECK_THROWS_AS(tutti::data::split(broken, {}), tutti::invalid_argument);
+}
+
+#if defined(__linux__)
+/// The process's resident bytes now (/proc/self/statm's second field, in pages).
+std::size_t resident_now() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  unsigned long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  REQUIRE(got == 2);
+  return static_cast<std::size_t>(resident) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+#endif
+
+TEST_CASE("release_spare_capacity: the rows stay where they are, the spare pages go back") {
+  // A training set's arrays after a split: the log's length as capacity, a tenth of it used.
+  std::vector<std::int32_t> rows(std::size_t{16} << 20);  // 64 MiB, every page touched
+  std::iota(rows.begin(), rows.end(), 7);
+  rows.resize(std::size_t{1} << 20);
+  const std::int32_t* where = rows.data();
+  const std::size_t capacity = rows.capacity();
+#if defined(__linux__)
+  const std::size_t before = resident_now();
+#endif
+  const std::size_t released = tutti::detail::release_spare_capacity(rows);
+  CHECK(rows.data() == where);  // no copy
+  CHECK(rows.capacity() == capacity);
+  REQUIRE(rows.size() == std::size_t{1} << 20);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != static_cast<std::int32_t>(i) + 7) FAIL("row " << i << " changed");
+#if defined(__linux__)
+  CHECK(released >= (std::size_t{59} << 20));  // 60 MiB spare, less the pages it shares
+  // The process's resident memory fell by (nearly) what was released.
+  CHECK(before - std::min(before, resident_now()) >= released / 2);
+#else
+  CHECK(released == 0);
+#endif
+  // Grown again, the vector writes into the released pages: its new rows hold what it wrote.
+  rows.resize(std::size_t{3} << 20, -1);
+  CHECK(rows.data() == where);
+  CHECK(rows[(std::size_t{1} << 20) - 1] == (std::int32_t{1} << 20) + 6);
+  CHECK(std::all_of(rows.begin() + (std::int64_t{1} << 20), rows.end(),
+                    [](std::int32_t v) { return v == -1; }));
+  // Less than a page spare: nothing to release, nothing copied.
+  std::vector<std::int32_t> small(100);
+  small.pop_back();
+  const std::int32_t* small_at = small.data();
+  CHECK(tutti::detail::release_spare_capacity(small) == 0);
+  CHECK(small.data() == small_at);
 }
 
 TEST_CASE("parse_csv: corrupted input either parses whole or raises data_error") {

@@ -181,6 +181,44 @@ TEST_CASE("a log read as positives: the first row of each pair kept, for short a
   CHECK(std::count(d.users.begin(), d.users.end(), 0) > 500);
 }
 
+TEST_CASE("a log read as positives: learners over many buckets keep the reference's rows") {
+  // 20,000 learners (the repeats are grouped in buckets of consecutive learners, several
+  // learners a bucket), one of them with hundreds of rows; on 1 to 3 threads the kept rows are
+  // those a brute-force reference keeps, in file order.
+  tutti::detail::splitmix rng(21);
+  interactions d;
+  for (int u = 0; u < 20000; ++u) d.user_ids.push_back(u);
+  for (int i = 0; i < 12; ++i) d.item_ids.push_back(i);
+  for (int r = 0; r < 60000; ++r) {
+    d.users.push_back(r % 100 == 0 ? 19999 : static_cast<std::int32_t>(rng.below(20000)));
+    d.items.push_back(static_cast<std::int32_t>(rng.below(12)));
+    d.labels.push_back(rng.below(7) == 0 ? 0.f : 1.f);
+  }
+  std::set<std::pair<std::int32_t, std::int32_t>> seen;
+  std::vector<char> reference(d.size(), 0);
+  for (std::size_t r = 0; r < d.size(); ++r)
+    reference[r] = d.labels[r] > 0.f && seen.insert({d.users[r], d.items[r]}).second;
+  const auto kept = static_cast<std::size_t>(std::count(reference.begin(), reference.end(), 1));
+  REQUIRE(kept + 1000 <
+          d.size() - static_cast<std::size_t>(std::count(d.labels.begin(), d.labels.end(), 0.f)));
+#if defined(__SANITIZE_THREAD__)
+  const std::vector<int> thread_counts{1};  // see the in-place test below
+#else
+  const std::vector<int> thread_counts{1, 2, 3};
+#endif
+  const int saved = omp_get_max_threads();
+  for (const int threads : thread_counts) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    tutti::data::positive_counts c;
+    const std::vector<char> keep = tutti::detail::positive_rows(d, {}, c);
+    CHECK(keep == reference);
+    CHECK(c.kept == kept);
+    CHECK(c.rows == c.kept + c.not_positive + c.repeated);
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST_CASE("a log read as positives in its own arrays: the rows, times and counts of a copy") {
   // The in-place form (an rvalue) against the copying one, on 1 to 3 threads: the same rows in
   // the same order, their timestamps with them, the same counts; the index spaces kept.

@@ -6,6 +6,7 @@
 #include "../export.hpp"
 #include "config.hpp"
 
+#include <tutti/detail/spare_capacity.hpp>
 #include <tutti/models/mf_export.hpp>
 #include <tutti/models/mf_warm_start.hpp>
 #include <tutti/tutti.hpp>
@@ -296,18 +297,21 @@ inline loaded_data load(const train_config& c, int rank) {
                           {.test_fraction = c.test_fraction, .seed = c.held_out_seed()});
   }
   replay(c, d);
-  // The training rows' arrays still hold the log's length: trimmed to their size (one copy, now,
-  // before the tables are allocated), the held-out share does not stay resident for the run.
-  d.parts.train.users.shrink_to_fit();
-  d.parts.train.items.shrink_to_fit();
-  d.parts.train.labels.shrink_to_fit();
-  d.parts.train.timestamps.shrink_to_fit();
+  // The training rows' arrays still hold the log's length: the pages past their size go back to
+  // the system (the rows stay where they are, no copy), so the held-out share does not stay
+  // resident for the run.
+  tutti::detail::release_spare_capacity(d.parts.train.users);
+  tutti::detail::release_spare_capacity(d.parts.train.items);
+  tutti::detail::release_spare_capacity(d.parts.train.labels);
+  tutti::detail::release_spare_capacity(d.parts.train.timestamps);
   std::vector<std::int64_t>().swap(d.all.user_ids);
   std::vector<std::int64_t>().swap(d.all.item_ids);
   std::vector<std::int32_t>().swap(d.all.users);
   std::vector<std::int32_t>().swap(d.all.items);
   std::vector<float>().swap(d.all.labels);
   std::vector<std::int64_t>().swap(d.all.timestamps);
+  // What the parser's buffers and the held-out arrays left free in the heaps goes back too.
+  tutti::detail::return_free_heap_pages();
   d.split_seconds = since(split_start);
   return d;
 }

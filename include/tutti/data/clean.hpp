@@ -614,7 +614,8 @@ inline cleaned_data load_csv_clean(const std::string& path, const csv_options& o
                   "the quarantine file '" + copt.quarantine_path +
                       "' is the input file; expected another path");
   }
-  return detail::clean_csv_text(detail::csv_read_file(path, fn), opt, copt, path, fn);
+  const detail::file_text text(path, fn);
+  return detail::clean_csv_text(text.view(), opt, copt, path, fn);
 }
 
 }  // namespace tutti::data

@@ -25,6 +25,7 @@
 #include <tutti/data/csv_options.hpp>
 #include <tutti/data/detail/csv_chunked.hpp>
 #include <tutti/data/detail/csv_text.hpp>
+#include <tutti/data/detail/file_text.hpp>
 
 #include <string>
 #include <string_view>
@@ -52,7 +53,8 @@ inline interactions parse_csv(std::string_view text, const csv_options& opt,
 /// order of first appearance and kept in `user_ids` / `item_ids`.
 /// @throws tutti::error when the file cannot be read; tutti::data_error when it is malformed.
 inline interactions load_csv(const std::string& path, const csv_options& opt = {}) {
-  return parse_csv(detail::csv_read_file(path, "tutti::data::load_csv"), opt, path);
+  const detail::file_text text(path, "tutti::data::load_csv");
+  return parse_csv(text.view(), opt, path);
 }
 
 }  // namespace tutti::data

@@ -10,9 +10,11 @@
 #include <tutti/error.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,61 +47,144 @@ struct positive_counts {
 
 namespace tutti::detail {
 
+/// The kept rows of a log in buckets of consecutive users: bucket b holds the 2^shift users whose
+/// index shifted right by `shift` is b, its rows at [start[b], start[b + 1]) in file order, each
+/// row's user within the bucket (`low`), course and row number.
+template <class Index>
+struct repeat_buckets {
+  int shift = 0;
+  std::vector<Index> start;
+  std::unique_ptr<std::uint16_t[]> low;
+  std::unique_ptr<std::int32_t[]> items;
+  std::unique_ptr<Index[]> rows;
+  std::size_t buckets() const noexcept { return start.size() - 1; }
+};
+
+/// `d`'s kept rows (`keep`) in buckets of consecutive users: each thread counts and then places
+/// its own range of rows, the threads' ranges in row order (a stable partition).
+template <class Index>
+repeat_buckets<Index> group_rows_in_buckets(const data::interactions& d,
+                                            const std::vector<char>& keep, std::size_t n_users) {
+  // At most 4,096 buckets (2^12), each of at most 2^16 users (the bucket's users in 16 bits):
+  // more buckets only past 2^28 users.
+  const int width = static_cast<int>(std::bit_width(n_users - 1));
+  repeat_buckets<Index> out;
+  out.shift = std::clamp(width - 12, 0, 16);
+  const std::size_t buckets = ((n_users - 1) >> out.shift) + 1;
+  const std::size_t n_rows = d.size();
+  const std::int32_t* users = d.users.data();
+  std::vector<Index> at;  // each thread's next place in each bucket
+  out.start.assign(buckets + 1, Index{0});
+#pragma omp parallel
+  {
+    const thread_share mine = thread_share_of(n_rows);
+    const auto [t, threads] = this_thread_place();
+#pragma omp single
+    at.assign(threads * buckets, Index{0});
+    Index* next = at.data() + t * buckets;
+    for (auto r = static_cast<std::size_t>(mine.lo); r < static_cast<std::size_t>(mine.hi); ++r)
+      next[static_cast<std::size_t>(users[r]) >> out.shift] += keep[r] ? 1 : 0;
+#pragma omp barrier
+#pragma omp single
+    {
+      Index kept = 0;
+      for (std::size_t b = 0; b < buckets; ++b) {
+        out.start[b] = kept;
+        for (std::size_t q = 0; q < threads; ++q) {
+          const Index n = at[q * buckets + b];
+          at[q * buckets + b] = kept;
+          kept += n;
+        }
+      }
+      out.start[buckets] = kept;
+      out.low.reset(new std::uint16_t[kept]);
+      out.items.reset(new std::int32_t[kept]);
+      out.rows.reset(new Index[kept]);
+    }
+    const std::size_t low_mask = (std::size_t{1} << out.shift) - 1;
+    for (auto r = static_cast<std::size_t>(mine.lo); r < static_cast<std::size_t>(mine.hi); ++r) {
+      if (!keep[r]) continue;
+      const auto u = static_cast<std::size_t>(users[r]);
+      const Index p = next[u >> out.shift]++;
+      out.low[p] = static_cast<std::uint16_t>(u & low_mask);
+      out.items[p] = d.items[r];
+      out.rows[p] = static_cast<Index>(r);
+    }
+  }
+  return out;
+}
+
+/// Clears `keep` for each of one user's `n` rows (`items`, `rows`, in file order) whose course
+/// an earlier of them holds; returns how many. A short list is scanned, a long one sorted.
+template <class Index>
+std::size_t mark_repeats(const std::int32_t* items, const Index* rows, std::size_t n,
+                         std::vector<char>& keep) {
+  constexpr std::size_t scanned = 32;  // a user with more rows is sorted
+  std::size_t repeated = 0;
+  if (n <= scanned) {
+    for (std::size_t j = 1; j < n; ++j)
+      for (std::size_t i = 0; i < j; ++i)
+        if (items[i] == items[j]) {
+          keep[rows[j]] = 0;
+          ++repeated;
+          break;
+        }
+    return repeated;
+  }
+  std::vector<std::pair<std::int32_t, Index>> by_item(n);
+  for (std::size_t j = 0; j < n; ++j) by_item[j] = {items[j], rows[j]};
+  std::sort(by_item.begin(), by_item.end());  // by course, then by row: the first row first
+  for (std::size_t j = 1; j < n; ++j)
+    if (by_item[j].first == by_item[j - 1].first) {
+      keep[by_item[j].second] = 0;
+      ++repeated;
+    }
+  return repeated;
+}
+
 /// Clears `keep[r]` for every kept row r whose (user, item) pair a kept row before it holds, and
-/// returns how many it cleared. The kept rows are grouped by user with a counting sort (stable:
-/// file order within a user); each user's rows are then checked against that user's earlier
-/// rows, by a scan for a short list and a sort of (item, row) for a long one, users in parallel.
+/// returns how many it cleared. The kept rows are grouped by user in two passes that stay in the
+/// caches: first into at most 4,096 buckets of consecutive users (each thread its own range of
+/// rows, in file order), then each bucket by user with a count per user of the bucket; each
+/// user's rows,
+/// in file order, are then checked against that user's earlier rows (a scan for a short list, a
+/// sort of (item, row) for a long one). A counting sort by user over the whole table writes
+/// each row to a random place in an array of the log's size, a cache miss a row.
 /// `Index` holds a row number.
 template <class Index>
 std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& keep) {
   const auto n_users = static_cast<std::size_t>(d.n_users());
-  const std::size_t n_rows = d.size();
-  std::vector<Index> start(n_users + 1, 0);
-  std::vector<Index> rows;
-  // The counting sort by user, each thread counting and placing the rows of its own range of
-  // users (every thread reads every row, and writes only its users' entries).
-#pragma omp parallel
-  {
-    const thread_share mine = thread_share_of(n_users);
-    const std::int32_t* users = d.users.data();
-    for (std::size_t r = 0; r < n_rows; ++r)
-      if (keep[r] && mine.holds(users[r])) ++start[static_cast<std::size_t>(users[r]) + 1];
-#pragma omp barrier
-#pragma omp single
-    {
-      for (std::size_t u = 0; u < n_users; ++u) start[u + 1] += start[u];
-      rows.resize(start[n_users]);
-    }
-    std::vector<Index> at(start.begin() + mine.lo, start.begin() + mine.hi);
-    for (std::size_t r = 0; r < n_rows; ++r)
-      if (keep[r] && mine.holds(users[r]))
-        rows[at[static_cast<std::size_t>(users[r] - mine.lo)]++] = static_cast<Index>(r);
-  }
-  constexpr std::size_t scanned = 32;  // a user with more rows is sorted
+  if (n_users == 0) return 0;
+  const repeat_buckets rb = group_rows_in_buckets<Index>(d, keep, n_users);
+  const std::size_t per = std::size_t{1} << rb.shift;  // users in a bucket
   std::size_t repeated = 0;
-#pragma omp parallel for schedule(dynamic, 4096) reduction(+ : repeated)
-  for (std::ptrdiff_t u = 0; u < static_cast<std::ptrdiff_t>(n_users); ++u) {
-    const Index* b = rows.data() + start[static_cast<std::size_t>(u)];
-    const std::size_t n =
-        start[static_cast<std::size_t>(u) + 1] - start[static_cast<std::size_t>(u)];
-    if (n <= scanned) {
-      for (std::size_t j = 1; j < n; ++j)
-        for (std::size_t i = 0; i < j; ++i)
-          if (d.items[b[i]] == d.items[b[j]]) {
-            keep[b[j]] = 0;
-            ++repeated;
-            break;
-          }
-      continue;
-    }
-    std::vector<std::pair<std::int32_t, Index>> by_item(n);
-    for (std::size_t j = 0; j < n; ++j) by_item[j] = {d.items[b[j]], b[j]};
-    std::sort(by_item.begin(), by_item.end());  // by item, then by row: the first row first
-    for (std::size_t j = 1; j < n; ++j)
-      if (by_item[j].first == by_item[j - 1].first) {
-        keep[by_item[j].second] = 0;
-        ++repeated;
+#pragma omp parallel reduction(+ : repeated)
+  {
+    std::vector<Index> start(per + 1);
+    std::vector<std::int32_t> items;
+    std::vector<Index> rows;
+#pragma omp for schedule(dynamic, 16)
+    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(rb.buckets()); ++b) {
+      const Index lo = rb.start[static_cast<std::size_t>(b)];
+      const Index hi = rb.start[static_cast<std::size_t>(b) + 1];
+      if (hi - lo < 2) continue;
+      // The bucket's rows by user (stable: file order within a user); start[u] ends user u.
+      std::fill(start.begin(), start.end(), Index{0});
+      for (Index k = lo; k < hi; ++k) ++start[rb.low[k] + 1];
+      for (std::size_t u = 0; u < per; ++u) start[u + 1] += start[u];
+      items.resize(hi - lo);
+      rows.resize(hi - lo);
+      for (Index k = lo; k < hi; ++k) {
+        const Index at = start[rb.low[k]]++;
+        items[at] = rb.items[k];
+        rows[at] = rb.rows[k];
       }
+      Index first = 0;
+      for (std::size_t u = 0; u < per; ++u) {
+        repeated += mark_repeats(items.data() + first, rows.data() + first, start[u] - first, keep);
+        first = start[u];
+      }
+    }
   }
   return repeated;
 }

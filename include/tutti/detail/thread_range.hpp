@@ -22,12 +22,22 @@ struct thread_share {
   bool holds(std::int64_t v) const { return v >= lo && v < hi; }
 };
 
-inline thread_share thread_share_of(std::size_t n) {
-  std::size_t t = 0, threads = 1;
+/// This thread's number in its team and the team's size (0 and 1 outside a parallel region,
+/// or without OpenMP).
+struct thread_place {
+  std::size_t index = 0, count = 1;
+};
+inline thread_place this_thread_place() {
 #if defined(_OPENMP)
-  t = static_cast<std::size_t>(omp_get_thread_num());
-  threads = static_cast<std::size_t>(omp_get_num_threads());
+  return {static_cast<std::size_t>(omp_get_thread_num()),
+          static_cast<std::size_t>(omp_get_num_threads())};
+#else
+  return {};
 #endif
+}
+
+inline thread_share thread_share_of(std::size_t n) {
+  const auto [t, threads] = this_thread_place();
   return {static_cast<std::int64_t>(n * t / threads),
           static_cast<std::int64_t>(n * (t + 1) / threads)};
 }

@@ -17,6 +17,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -181,6 +182,79 @@ inline void csv_map_chunk_ids(std::vector<csv_chunk>& chunks, int col, first_see
   }
 }
 
+/// `csv_read_chunk`, anything it throws kept in the chunk (for the thread that reads the chunks
+/// in order).
+inline void csv_read_chunk_caught(std::string_view text, const csv_layout& lay,
+                                  const data::csv_options& opt, csv_chunk& c) {
+  try {
+    csv_read_chunk(text, lay, opt, c);
+  } catch (...) {
+    c.thrown = std::current_exception();
+  }
+}
+
+/// Sizes the arrays of chunks [first, first + n) for `per_byte` rows a byte of their text, on the
+/// calling thread. The threads that read the chunks then fill memory of the calling thread's
+/// heap, which goes back to the system once the parse frees it: memory a reading thread
+/// allocates stays in that thread's heap, free but resident, for the rest of the run.
+inline void csv_reserve_chunks(std::vector<csv_chunk>& chunks, std::size_t first, std::size_t n,
+                               double per_byte, const csv_layout& lay) {
+  for (std::size_t k = first; k < first + n; ++k) {
+    csv_chunk& c = chunks[k];
+    const auto rows =
+        static_cast<std::size_t>(static_cast<double>(c.end - c.begin) * per_byte) + 16;
+    for (auto& ids : c.ids) ids.reserve(rows);
+    c.labels.reserve(rows);
+    if (lay.with_time()) c.times.reserve(rows);
+  }
+}
+
+/// Rows a byte of the text, read from chunks [first, first + n) (`fallback` when they are
+/// empty), a twentieth more to spare.
+inline double csv_rows_per_byte(const std::vector<csv_chunk>& chunks, std::size_t first,
+                                std::size_t n, double fallback) {
+  std::size_t rows = 0, bytes = 0;
+  for (std::size_t k = first; k < first + n; ++k) {
+    rows += chunks[k].labels.size();
+    bytes += chunks[k].end - chunks[k].begin;
+  }
+  return rows && bytes ? 1.05 * static_cast<double>(rows) / static_cast<double>(bytes) : fallback;
+}
+
+/// Reads chunks [first, first + n) of `chunks`, all threads.
+inline void csv_read_chunks(std::string_view text, const csv_layout& lay,
+                            const data::csv_options& opt, std::vector<csv_chunk>& chunks,
+                            std::size_t first, std::size_t n) {
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k)
+    csv_read_chunk_caught(text, lay, opt, chunks[first + static_cast<std::size_t>(k)]);
+}
+
+/// The read chunks [first, first + n) of `chunks` in file order, up to the one that ended the
+/// file (`ended` set); the first that failed is raised as the data error of its line (the rows
+/// before it: `rows_before` and the window's earlier chunks').
+inline std::vector<csv_chunk> csv_take_read_chunks(std::vector<csv_chunk>& chunks,
+                                                   std::size_t first, std::size_t n,
+                                                   std::size_t rows_before,
+                                                   const std::string& source, bool& ended) {
+  std::vector<csv_chunk> read;
+  std::size_t in_read = 0;
+  for (std::size_t k = first; k < first + n; ++k) {
+    csv_chunk& c = chunks[k];
+    if (c.thrown) std::rethrow_exception(c.thrown);
+    if (c.failed)
+      throw data_error(source, rows_before + in_read + c.labels.size() + 2, c.fault_column,
+                       c.fault_message);
+    in_read += c.labels.size();
+    read.push_back(std::move(c));
+    if (read.back().tail) {
+      ended = true;
+      break;
+    }
+  }
+  return read;
+}
+
 /// The rows of `text` from offset `pos` (the line after the header) as `lay` reads them, for
 /// integer ids: the same rows, indices and errors as `csv_parse_rows`, read by all threads.
 /// `chunk_bytes` sets the chunks' size (tests make it small to cut lines everywhere).
@@ -200,53 +274,44 @@ inline data::interactions csv_parse_rows_chunked(std::string_view text, std::siz
   for (auto& d : dense) d.reserve(estimate);
   out.labels.reserve(estimate);
   if (lay.with_time()) out.timestamps.reserve(estimate);
-  // A window of chunks is read at once and then indexed: the raw ids in memory are a window's.
+  // Windows of chunks: while one window's ids get their indices (one thread a column, in file
+  // order), the other threads read the next window's chunks; the raw ids in memory are two
+  // windows'.
   const std::size_t window = 4 * static_cast<std::size_t>(csv_threads());
+  // Rows a byte: first as many as the header's length suggests, then as the first window read.
+  double per_byte = 1.0 / static_cast<double>(lay.header_len + 1);
+  csv_reserve_chunks(chunks, 0, std::min(window, chunks.size()), per_byte, lay);
+  csv_read_chunks(text, lay, opt, chunks, 0, std::min(window, chunks.size()));
+  per_byte = csv_rows_per_byte(chunks, 0, std::min(window, chunks.size()), per_byte);
   bool ended = false;
   for (std::size_t w = 0; w < chunks.size() && !ended; w += window) {
-    const auto n = static_cast<std::ptrdiff_t>(std::min(window, chunks.size() - w));
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::ptrdiff_t k = 0; k < n; ++k) {
-      csv_chunk& c = chunks[w + static_cast<std::size_t>(k)];
-      try {
-        csv_read_chunk(text, lay, opt, c);
-      } catch (...) {
-        c.thrown = std::current_exception();
-      }
-    }
-    // The window's chunks up to the first that failed or ended the file.
-    std::vector<csv_chunk> read;
-    for (std::ptrdiff_t k = 0; k < n; ++k) {
-      csv_chunk& c = chunks[w + static_cast<std::size_t>(k)];
-      if (c.thrown) std::rethrow_exception(c.thrown);
-      const std::size_t rows_before = dense[0].size();
-      std::size_t in_read = 0;
-      for (const csv_chunk& r : read) in_read += r.labels.size();
-      if (c.failed)
-        throw data_error(source, rows_before + in_read + c.labels.size() + 2, c.fault_column,
-                         c.fault_message);
-      read.push_back(std::move(c));
-      if (read.back().tail) {
-        ended = true;
-        break;
-      }
-    }
+    std::vector<csv_chunk> read = csv_take_read_chunks(
+        chunks, w, std::min(window, chunks.size() - w), dense[0].size(), source, ended);
     for (csv_chunk& c : read) {
       out.labels.insert(out.labels.end(), c.labels.begin(), c.labels.end());
       out.timestamps.insert(out.timestamps.end(), c.times.begin(), c.times.end());
       c.labels = {};
       c.times = {};
     }
+    const std::size_t next = ended ? chunks.size() : std::min(chunks.size(), w + window);
+    const std::size_t next_n = std::min(window, chunks.size() - next);
+    csv_reserve_chunks(chunks, next, next_n, per_byte, lay);
     std::exception_ptr thrown[2];
-    // Two threads where two are allowed (one with OMP_NUM_THREADS=1).
-    const int columns_at_once = std::min(2, csv_threads());
-#pragma omp parallel for num_threads(columns_at_once) schedule(static, 1)
-    for (int col = 0; col < 2; ++col) {
-      try {
-        csv_map_chunk_ids(read, col, maps[col], dense[col], source);
-      } catch (...) {
-        thrown[col] = std::current_exception();
+    std::atomic<std::size_t> taken{0};
+#pragma omp parallel num_threads(csv_threads())
+    {
+      const int t = omp_get_thread_num();
+      const int threads = omp_get_num_threads();
+      for (int col = 0; col < 2; ++col) {
+        if (t != (threads > 1 ? col : 0)) continue;
+        try {
+          csv_map_chunk_ids(read, col, maps[col], dense[col], source);
+        } catch (...) {
+          thrown[col] = std::current_exception();
+        }
       }
+      for (std::size_t k; (k = taken.fetch_add(1)) < next_n;)
+        csv_read_chunk_caught(text, lay, opt, chunks[next + k]);
     }
     for (const auto& t : thrown)
       if (t) std::rethrow_exception(t);
