@@ -49,6 +49,39 @@ interactions log_of(std::int32_t users, std::int32_t items,
   return d;
 }
 
+// A log with repeats: `rows` rows over `learners` x `courses` drawn at random, every `every`-th
+// row learner `heavy`'s (a long list), one row in `zero_in` labelled 0 and the others `label`,
+// with the row's number as its timestamp when `times`.
+struct repeat_log_shape {
+  std::int32_t learners, courses, rows, heavy, every, zero_in;
+  float label = 1.f;
+  bool times = false;
+};
+interactions repeat_log(std::uint64_t seed, const repeat_log_shape& s) {
+  tutti::detail::splitmix rng(seed);
+  interactions d;
+  for (std::int32_t u = 0; u < s.learners; ++u) d.user_ids.push_back(u);
+  for (std::int32_t i = 0; i < s.courses; ++i) d.item_ids.push_back(i);
+  for (std::int32_t r = 0; r < s.rows; ++r) {
+    d.users.push_back(r % s.every == 0 ? s.heavy
+                                       : static_cast<std::int32_t>(rng.below(s.learners)));
+    d.items.push_back(static_cast<std::int32_t>(rng.below(s.courses)));
+    d.labels.push_back(rng.below(s.zero_in) == 0 ? 0.f : s.label);
+    if (s.times) d.timestamps.push_back(1000 + r);
+  }
+  return d;
+}
+
+// The OpenMP thread counts a test compares: 1 to 3, or 1 alone under ThreadSanitizer, which does
+// not see libgomp's barriers (scripts/sanitize.sh runs it on one OpenMP thread).
+std::vector<int> compared_thread_counts() {
+#if defined(__SANITIZE_THREAD__)
+  return {1};
+#else
+  return {1, 2, 3};
+#endif
+}
+
 // The synthetic courses as a platform logs them: positives only.
 interactions positive_log(std::int32_t learners, std::int32_t courses, std::uint64_t seed) {
   return tutti::data::synthetic_courses({.learners = learners,
@@ -156,15 +189,8 @@ TEST_CASE("a log read as positives: labels above the bar kept as 1, a repeated p
 TEST_CASE("a log read as positives: the first row of each pair kept, for short and long users") {
   // Learner 0 has hundreds of rows (sorted by course), the others a few (scanned): the kept rows
   // are those a brute-force reference keeps, the first positive row of each pair in file order.
-  tutti::detail::splitmix rng(9);
-  interactions d;
-  for (int u = 0; u < 40; ++u) d.user_ids.push_back(u);
-  for (int i = 0; i < 30; ++i) d.item_ids.push_back(i);
-  for (int r = 0; r < 3000; ++r) {
-    d.users.push_back(r % 3 == 0 ? 0 : static_cast<std::int32_t>(1 + rng.below(39)));
-    d.items.push_back(static_cast<std::int32_t>(rng.below(30)));
-    d.labels.push_back(rng.below(5) == 0 ? 0.f : 1.f);
-  }
+  const interactions d = repeat_log(
+      9, {.learners = 40, .courses = 30, .rows = 3000, .heavy = 0, .every = 3, .zero_in = 5});
   std::set<std::pair<std::int32_t, std::int32_t>> seen;
   std::vector<std::int32_t> users, items;
   for (std::size_t r = 0; r < d.size(); ++r)
@@ -185,15 +211,12 @@ TEST_CASE("a log read as positives: learners over many buckets keep the referenc
   // 20,000 learners (the repeats are grouped in buckets of consecutive learners, several
   // learners a bucket), one of them with hundreds of rows; on 1 to 3 threads the kept rows are
   // those a brute-force reference keeps, in file order.
-  tutti::detail::splitmix rng(21);
-  interactions d;
-  for (int u = 0; u < 20000; ++u) d.user_ids.push_back(u);
-  for (int i = 0; i < 12; ++i) d.item_ids.push_back(i);
-  for (int r = 0; r < 60000; ++r) {
-    d.users.push_back(r % 100 == 0 ? 19999 : static_cast<std::int32_t>(rng.below(20000)));
-    d.items.push_back(static_cast<std::int32_t>(rng.below(12)));
-    d.labels.push_back(rng.below(7) == 0 ? 0.f : 1.f);
-  }
+  const interactions d = repeat_log(21, {.learners = 20000,
+                                         .courses = 12,
+                                         .rows = 60000,
+                                         .heavy = 19999,
+                                         .every = 100,
+                                         .zero_in = 7});
   std::set<std::pair<std::int32_t, std::int32_t>> seen;
   std::vector<char> reference(d.size(), 0);
   for (std::size_t r = 0; r < d.size(); ++r)
@@ -201,13 +224,8 @@ TEST_CASE("a log read as positives: learners over many buckets keep the referenc
   const auto kept = static_cast<std::size_t>(std::count(reference.begin(), reference.end(), 1));
   REQUIRE(kept + 1000 <
           d.size() - static_cast<std::size_t>(std::count(d.labels.begin(), d.labels.end(), 0.f)));
-#if defined(__SANITIZE_THREAD__)
-  const std::vector<int> thread_counts{1};  // see the in-place test below
-#else
-  const std::vector<int> thread_counts{1, 2, 3};
-#endif
   const int saved = omp_get_max_threads();
-  for (const int threads : thread_counts) {
+  for (const int threads : compared_thread_counts()) {
     CAPTURE(threads);
     omp_set_num_threads(threads);
     tutti::data::positive_counts c;
@@ -222,29 +240,20 @@ TEST_CASE("a log read as positives: learners over many buckets keep the referenc
 TEST_CASE("a log read as positives in its own arrays: the rows, times and counts of a copy") {
   // The in-place form (an rvalue) against the copying one, on 1 to 3 threads: the same rows in
   // the same order, their timestamps with them, the same counts; the index spaces kept.
-  tutti::detail::splitmix rng(4);
-  interactions d;
-  for (int u = 0; u < 57; ++u) d.user_ids.push_back(u);
-  for (int i = 0; i < 25; ++i) d.item_ids.push_back(i);
-  for (int r = 0; r < 4000; ++r) {
-    d.users.push_back(r % 4 == 0 ? 3 : static_cast<std::int32_t>(rng.below(57)));
-    d.items.push_back(static_cast<std::int32_t>(rng.below(25)));
-    d.labels.push_back(rng.below(6) == 0 ? 0.f : 2.f);
-    d.timestamps.push_back(static_cast<std::int64_t>(1000 + r));
-  }
+  const interactions d = repeat_log(4, {.learners = 57,
+                                        .courses = 25,
+                                        .rows = 4000,
+                                        .heavy = 3,
+                                        .every = 4,
+                                        .zero_in = 6,
+                                        .label = 2.f,
+                                        .times = true});
   tutti::data::positive_counts copied_counts;
   const interactions copied = tutti::data::as_positives(d, {}, &copied_counts);
   REQUIRE(copied_counts.repeated > 0);
   REQUIRE(copied_counts.not_positive > 0);
-#if defined(__SANITIZE_THREAD__)
-  // ThreadSanitizer does not see libgomp's barriers (scripts/sanitize.sh runs it on one OpenMP
-  // thread): there the one-thread form alone is checked.
-  const std::vector<int> thread_counts{1};
-#else
-  const std::vector<int> thread_counts{1, 2, 3};
-#endif
   const int saved = omp_get_max_threads();
-  for (const int threads : thread_counts) {
+  for (const int threads : compared_thread_counts()) {
     CAPTURE(threads);
     omp_set_num_threads(threads);
     interactions own = d;
