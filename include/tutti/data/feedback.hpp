@@ -6,11 +6,10 @@
 
 #include <tutti/data/interactions.hpp>
 #include <tutti/data/split.hpp>
-#include <tutti/detail/thread_range.hpp>
+#include <tutti/detail/learner_buckets.hpp>
 #include <tutti/error.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -47,70 +46,41 @@ struct positive_counts {
 
 namespace tutti::detail {
 
-/// The kept rows of a log in buckets of consecutive users: bucket b holds the 2^shift users whose
-/// index shifted right by `shift` is b, its rows at [start[b], start[b + 1]) in file order, each
-/// row's user within the bucket (`low`), course and row number.
+/// The kept rows of a log in buckets of consecutive users (`detail::learner_buckets`): bucket b's
+/// rows at [start[b], start[b + 1]) in file order, each row's user within the bucket (`low`),
+/// course and row number.
 template <class Index>
 struct repeat_buckets {
-  int shift = 0;
+  learner_buckets buckets;
   std::vector<Index> start;
   std::unique_ptr<std::uint16_t[]> low;
   std::unique_ptr<std::int32_t[]> items;
   std::unique_ptr<Index[]> rows;
-  std::size_t buckets() const noexcept { return start.size() - 1; }
 };
 
-/// `d`'s kept rows (`keep`) in buckets of consecutive users: each thread counts and then places
-/// its own range of rows, the threads' ranges in row order (a stable partition).
+/// `d`'s kept rows (`keep`) in buckets of consecutive users.
 template <class Index>
 repeat_buckets<Index> group_rows_in_buckets(const data::interactions& d,
                                             const std::vector<char>& keep, std::size_t n_users) {
-  // At most 4,096 buckets (2^12), each of at most 2^16 users (the bucket's users in 16 bits):
-  // more buckets only past 2^28 users.
-  const int width = static_cast<int>(std::bit_width(n_users - 1));
   repeat_buckets<Index> out;
-  out.shift = std::clamp(width - 12, 0, 16);
-  const std::size_t buckets = ((n_users - 1) >> out.shift) + 1;
-  const std::size_t n_rows = d.size();
+  out.buckets = learner_buckets_of(n_users);
+  const std::size_t n = d.size();
+  out.low.reset(new std::uint16_t[n]);  // the kept rows' places: pages past them never touched
+  out.items.reset(new std::int32_t[n]);
+  out.rows.reset(new Index[n]);
   const std::int32_t* users = d.users.data();
-  std::vector<Index> at;  // each thread's next place in each bucket
-  out.start.assign(buckets + 1, Index{0});
-#pragma omp parallel
-  {
-    const thread_share mine = thread_share_of(n_rows);
-    const auto [t, threads] = this_thread_place();
-#pragma omp single
-    at.assign(threads * buckets, Index{0});
-    Index* next = at.data() + t * buckets;
-    for (auto r = static_cast<std::size_t>(mine.lo); r < static_cast<std::size_t>(mine.hi); ++r)
-      next[static_cast<std::size_t>(users[r]) >> out.shift] += keep[r] ? 1 : 0;
-#pragma omp barrier
-#pragma omp single
-    {
-      Index kept = 0;
-      for (std::size_t b = 0; b < buckets; ++b) {
-        out.start[b] = kept;
-        for (std::size_t q = 0; q < threads; ++q) {
-          const Index n = at[q * buckets + b];
-          at[q * buckets + b] = kept;
-          kept += n;
-        }
-      }
-      out.start[buckets] = kept;
-      out.low.reset(new std::uint16_t[kept]);
-      out.items.reset(new std::int32_t[kept]);
-      out.rows.reset(new Index[kept]);
-    }
-    const std::size_t low_mask = (std::size_t{1} << out.shift) - 1;
-    for (auto r = static_cast<std::size_t>(mine.lo); r < static_cast<std::size_t>(mine.hi); ++r) {
-      if (!keep[r]) continue;
-      const auto u = static_cast<std::size_t>(users[r]);
-      const Index p = next[u >> out.shift]++;
-      out.low[p] = static_cast<std::uint16_t>(u & low_mask);
-      out.items[p] = d.items[r];
-      out.rows[p] = static_cast<Index>(r);
-    }
-  }
+  const std::int32_t* items = d.items.data();
+  out.start = place_in_learner_buckets<Index>(
+      n, out.buckets,
+      [&](std::size_t lo, std::size_t hi, auto&& f) {
+        for (std::size_t r = lo; r < hi; ++r)
+          if (keep[r]) f(r, users[r], items[r]);
+      },
+      [&](Index p, std::size_t r, std::int32_t u, std::int32_t i) {
+        out.low[p] = out.buckets.low(static_cast<std::size_t>(u));
+        out.items[p] = i;
+        out.rows[p] = static_cast<Index>(r);
+      });
   return out;
 }
 
@@ -156,7 +126,7 @@ std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& 
   const auto n_users = static_cast<std::size_t>(d.n_users());
   if (n_users == 0) return 0;
   const repeat_buckets rb = group_rows_in_buckets<Index>(d, keep, n_users);
-  const std::size_t per = std::size_t{1} << rb.shift;  // users in a bucket
+  const std::size_t per = rb.buckets.width();  // users in a bucket
   std::size_t repeated = 0;
 #pragma omp parallel reduction(+ : repeated)
   {
@@ -164,7 +134,7 @@ std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& 
     std::vector<std::int32_t> items;
     std::vector<Index> rows;
 #pragma omp for schedule(dynamic, 16)
-    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(rb.buckets()); ++b) {
+    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(rb.buckets.count); ++b) {
       const Index lo = rb.start[static_cast<std::size_t>(b)];
       const Index hi = rb.start[static_cast<std::size_t>(b) + 1];
       if (hi - lo < 2) continue;
