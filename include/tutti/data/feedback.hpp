@@ -114,12 +114,10 @@ std::size_t mark_repeats(const std::int32_t* items, const Index* rows, std::size
 
 /// Clears `keep[r]` for every kept row r whose (user, item) pair a kept row before it holds, and
 /// returns how many it cleared. The kept rows are grouped by user in two passes that stay in the
-/// caches: first into at most 4,096 buckets of consecutive users (each thread its own range of
-/// rows, in file order), then each bucket by user with a count per user of the bucket; each
-/// user's rows,
-/// in file order, are then checked against that user's earlier rows (a scan for a short list, a
-/// sort of (item, row) for a long one). A counting sort by user over the whole table writes
-/// each row to a random place in an array of the log's size, a cache miss a row.
+/// caches (`detail/learner_buckets.hpp`): first into at most 4,096 buckets of consecutive users
+/// (each thread its own range of rows, in file order), then each bucket by user with a count per
+/// user of the bucket; each user's rows, in file order, are then checked against that user's
+/// earlier rows (a scan for a short list, a sort of (item, row) for a long one).
 /// `Index` holds a row number.
 template <class Index>
 std::size_t drop_repeated_pairs(const data::interactions& d, std::vector<char>& keep) {
