@@ -10,6 +10,7 @@
 #include <tutti/data/detail/csv_text.hpp>
 #include <tutti/data/interactions.hpp>
 #include <tutti/detail/prefetch.hpp>
+#include <tutti/detail/thread_range.hpp>
 #include <tutti/error.hpp>
 
 #if defined(_OPENMP)
@@ -300,10 +301,9 @@ inline data::interactions csv_parse_rows_chunked(std::string_view text, std::siz
     std::atomic<std::size_t> taken{0};
 #pragma omp parallel num_threads(csv_threads())
     {
-      const int t = omp_get_thread_num();
-      const int threads = omp_get_num_threads();
+      const auto [t, threads] = this_thread_place();
       for (int col = 0; col < 2; ++col) {
-        if (t != (threads > 1 ? col : 0)) continue;
+        if (t != (threads > 1 ? static_cast<std::size_t>(col) : 0)) continue;
         try {
           csv_map_chunk_ids(read, col, maps[col], dense[col], source);
         } catch (...) {
