@@ -256,6 +256,19 @@ TEST_CASE("load_csv: a missing file is a tutti::error naming the path and the re
     CHECK(contains(e.what(), path));
     CHECK(contains(e.what(), std::strerror(ENOENT)));
   }
+  // The mapped route and the read route word the refusal alike.
+  const auto refusal = [&](auto open) {
+    try {
+      open();
+    } catch (const tutti::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string mapped = refusal([&] { (void)tutti::detail::file_text(path, "load_csv"); });
+  const std::string read = refusal([&] { (void)tutti::detail::csv_read_file(path, "load_csv"); });
+  CHECK(mapped == read);
+  CHECK(contains(mapped, "load_csv(): cannot open '" + path + "': " + std::strerror(ENOENT)));
 }
 
 TEST_CASE("load_csv: a malformed file names file, line and column") {

@@ -8,6 +8,7 @@
 #include <tutti/data/csv_options.hpp>
 #include <tutti/data/id_names.hpp>
 #include <tutti/data/interactions.hpp>
+#include <tutti/detail/errno_text.hpp>
 #include <tutti/detail/random.hpp>
 #include <tutti/detail/utf8.hpp>
 #include <tutti/error.hpp>
@@ -604,14 +605,16 @@ inline std::string csv_fault_message(const csv_row_status& st, const csv_layout&
          (got.empty() ? std::string("an empty field") : csv_show_field(got));
 }
 
+/// The error of a data file the system refused: `fn(): cannot <verb> 'path': <errno's text>`.
+inline error csv_file_error(const char* fn, const char* verb, const std::string& path, int err) {
+  return error(std::string(fn) + "(): cannot " + verb + " '" + path + "': " + errno_text(err));
+}
+
 /// The whole file at `path`; `fn` names the caller in errors.
 /// @throws tutti::error when the file cannot be opened or read.
 inline std::string csv_read_file(const std::string& path, const char* fn) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    int err = errno;
-    throw error(std::string(fn) + "(): cannot open '" + path + "': " + std::strerror(err));
-  }
+  if (f == nullptr) throw csv_file_error(fn, "open", path, errno);
   std::string text;
   char chunk[1 << 16];
   if (std::fseek(f, 0, SEEK_END) == 0) {
@@ -627,8 +630,7 @@ inline std::string csv_read_file(const std::string& path, const char* fn) {
   bool failed = std::ferror(f) != 0;
   int err = errno;
   std::fclose(f);
-  if (failed)
-    throw error(std::string(fn) + "(): cannot read '" + path + "': " + std::strerror(err));
+  if (failed) throw csv_file_error(fn, "read", path, err);
   return text;
 }
 

@@ -10,8 +10,6 @@
 #pragma once
 
 #include <tutti/data/detail/csv_text.hpp>
-#include <tutti/detail/errno_text.hpp>
-#include <tutti/error.hpp>
 
 #include <cerrno>
 #include <cstddef>
@@ -41,8 +39,7 @@ class file_text {
   file_text(const std::string& path, const char* fn) {
 #if defined(TUTTI_DETAIL_MAPS_FILES)
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw error(std::string(fn) + "(): cannot open '" + path + "': " + errno_text(errno));
+    if (fd < 0) throw csv_file_error(fn, "open", path, errno);
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
       const auto size = static_cast<std::size_t>(st.st_size);
