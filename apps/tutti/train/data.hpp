@@ -332,12 +332,15 @@ struct data_stats {
   std::vector<std::uint64_t> rows;  // training rows held by each rank (rank-local data)
 };
 
-inline data_stats local_stats(const loaded_data& d) {
+/// The stats of data every rank holds whole. The training rows are hashed only `with_digest`
+/// (the audit records it): the trainer hashes them itself, and a pass over 20 M rows is 0.08 s
+/// of one thread before the first step.
+inline data_stats local_stats(const loaded_data& d, bool with_digest) {
   return {.train_rows = d.parts.train.size(),
           .test_rows = d.parts.test.size(),
           .mean = mean_label(d.parts.train),
           .baseline = global_mean_rmse(d.parts.train, d.parts.test),
-          .train_digest = d.parts.train.digest(),
+          .train_digest = with_digest ? d.parts.train.digest() : 0,
           .rows = {}};
 }
 
