@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -357,6 +359,103 @@ TEST_CASE("negative tables: every thread count gives the one-thread tables") {
       CHECK(one.offsets.back() == expected.size());
     }
   }
+}
+
+TEST_CASE("each learner's courses: packed buckets and one pass give the reference's lists") {
+  // Courses that fit 16 bits are grouped in buckets of packed values, more courses in one pass
+  // over the rows: both over one learner and over many buckets, with a heavy learner, repeats
+  // and two sets of rows, at every thread count, with 32- and 64-bit offsets.
+  for (const std::int32_t courses : {300, 65536, 65537}) {
+    for (const std::int32_t learners : {1, 20000}) {
+      CAPTURE(courses);
+      CAPTURE(learners);
+      const auto seed = static_cast<std::uint64_t>(courses + learners);
+      const repeat_log_shape shape{.learners = learners,
+                                   .courses = courses,
+                                   .rows = 30000,
+                                   .heavy = learners / 2,
+                                   .every = 7,
+                                   .zero_in = 1000};
+      const interactions a = repeat_log(seed, shape);
+      const interactions b = repeat_log(seed + 1, {.learners = learners,
+                                                   .courses = courses,
+                                                   .rows = 5000,
+                                                   .heavy = 0,
+                                                   .every = 3,
+                                                   .zero_in = 1000});
+      const interactions* both[] = {&a, &b};
+      const std::span<const interactions* const> sets(both);
+      const auto nu = static_cast<std::size_t>(learners);
+      std::vector<std::set<std::int32_t>> by_learner(nu);
+      for (const interactions* d : sets)
+        for (std::size_t r = 0; r < d->size(); ++r)
+          by_learner[static_cast<std::size_t>(d->users[r])].insert(d->items[r]);
+      std::vector<std::uint64_t> offsets{0};
+      std::vector<std::int32_t> expected;
+      for (const auto& courses_of : by_learner) {
+        expected.insert(expected.end(), courses_of.begin(), courses_of.end());
+        offsets.push_back(expected.size());
+      }
+      const std::size_t rows = a.size() + b.size();
+      CHECK(tutti::detail::packs_courses(sets) == (courses <= 65536));
+      const int before = omp_get_max_threads();
+      for (const int threads : compared_thread_counts()) {
+        CAPTURE(threads);
+        omp_set_num_threads(threads);
+        std::vector<std::uint32_t> at(nu + 1, 0);
+        std::vector<std::int32_t> taken(rows, 7);
+        tutti::detail::learner_courses(sets, nu, at.data(), taken.data());
+        CHECK(std::equal(at.begin(), at.end(), offsets.begin(), offsets.end()));
+        taken.resize(at.back());
+        CHECK(taken == expected);
+        // Each path on its own.
+        std::vector<std::uint64_t> one_at(nu + 1, 0);
+        std::vector<std::int32_t> one(rows);
+        tutti::detail::group_courses_by_learner(sets, nu, one_at.data(), one.data());
+        tutti::detail::sort_unique_lists(one_at.data(), nu, one.data());
+        CHECK(one_at == offsets);
+        one.resize(one_at.back());
+        CHECK(one == expected);
+        if (courses > 65536) continue;
+        std::vector<std::uint64_t> packed_at(nu + 1, 0);
+        std::vector<std::int32_t> packed(rows);
+        const std::size_t dropped =
+            tutti::detail::sorted_courses_in_buckets(sets, nu, packed_at.data(), packed.data());
+        CHECK(dropped == rows - expected.size());
+        tutti::detail::close_list_gaps(packed_at.data(), nu, packed.data());
+        CHECK(packed_at == offsets);
+        packed.resize(packed_at.back());
+        CHECK(packed == expected);
+      }
+      omp_set_num_threads(before);
+    }
+  }
+}
+
+TEST_CASE("a packed bucket put in order of place: every place of 16 bits, each value kept") {
+  // Places up to 65535 set the packed value's sign bit: the order reads them unsigned.
+  tutti::detail::splitmix rng(41);
+  const std::size_t width = 65536;
+  std::vector<std::int32_t> a;
+  for (int r = 0; r < 200000; ++r)
+    a.push_back(tutti::detail::pack_course(static_cast<std::uint16_t>(rng.below(width)),
+                                           static_cast<std::int32_t>(rng.below(65536))));
+  std::vector<std::uint32_t> next(width + 1, 0), end(width);
+  for (const std::int32_t v : a) ++next[tutti::detail::packed_place(v) + 1];
+  for (std::size_t l = 0; l < width; ++l) next[l + 1] += next[l];
+  const std::vector<std::uint32_t> starts = next;
+  std::vector<std::int32_t> sorted_before = a;
+  std::sort(sorted_before.begin(), sorted_before.end());
+  tutti::detail::order_packed_bucket(a.data(), width, next.data(), end.data());
+  // Each place filled to its end, and holding its own values only.
+  CHECK(std::equal(next.begin(), next.begin() + width, starts.begin() + 1));
+  std::size_t misplaced = 0;
+  for (std::size_t l = 0; l < width; ++l)
+    for (std::uint32_t k = starts[l]; k < starts[l + 1]; ++k)
+      misplaced += tutti::detail::packed_place(a[k]) != l;
+  CHECK(misplaced == 0);
+  std::sort(a.begin(), a.end());
+  CHECK(a == sorted_before);
 }
 
 TEST_CASE("a sampled negative is never its learner's course, and uniform over the others") {

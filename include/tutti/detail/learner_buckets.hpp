@@ -7,10 +7,10 @@
 /// array of the log's size and counts it in an array of a value per learner: a cache miss for
 /// each. Into at most 4,096 buckets, the rows are written to a few thousand places that advance
 /// in step (the lines they fill stay cached); a bucket's learners then fit a count array in the
-/// first-level cache. The repeats of a log are found this way (`data/feedback.hpp`). The
-/// negatives' lists are not: their grouping writes straight into the step's buffer, while the
-/// trainer's arenas are allocated, and the buckets' copy of the rows (6 bytes a row) would raise
-/// the run's peak by as much.
+/// first-level cache. The repeats of a log are found this way (`data/feedback.hpp`), and each
+/// learner's courses where they fit 16 bits (`data/detail/learner_lists.hpp`): there the
+/// learner's place in its bucket is packed beside the course in the list's own buffer, so no
+/// copy of the rows is held while the trainer's arenas are allocated.
 #pragma once
 
 #include <tutti/detail/thread_range.hpp>
