@@ -46,9 +46,17 @@ inline constexpr std::size_t csv_chunk_bytes = std::size_t{1} << 22;
 /// integer below `limit` (a platform's counters), a table indexed by the id: one memory access
 /// per row, which a loop can prefetch. From the first id that is not, a hash map
 /// (`dense_id_map`), holding the ids seen so far under the same indices.
+///
+/// The table and the list of ids grow where they are: their room is reserved up front (`limit`
+/// indices, `expected` ids: address space the system backs only where it is written), so no
+/// growth copies them into fresh memory. Doubling did: 20 M rows of 8.65 M learners wrote 102 MB
+/// of table and 165 MB of ids for 63 and 69 MB kept, every page of it new to the process.
 class first_seen_ids {
  public:
-  explicit first_seen_ids(std::size_t limit) : m_limit(limit) {}
+  first_seen_ids(std::size_t limit, std::size_t expected) : m_limit(limit) {
+    m_table.reserve(limit);
+    m_ids.reserve(std::min(limit, expected));
+  }
 
   /// Dense index of `id`, adding it when new.
   std::int32_t operator()(std::int64_t id) {
@@ -268,8 +276,8 @@ inline data::interactions csv_parse_rows_chunked(std::string_view text, std::siz
   // A table of at most one index per 8 bytes of text (half the text's size) before the ids
   // go to a hash map.
   const std::size_t limit = std::max<std::size_t>(std::size_t{1} << 20, text.size() / 8);
-  first_seen_ids maps[2] = {first_seen_ids(limit), first_seen_ids(limit)};
   const std::size_t estimate = (text.size() - pos) / (lay.header_len + 1) + 1;
+  first_seen_ids maps[2] = {first_seen_ids(limit, estimate), first_seen_ids(limit, estimate)};
   std::vector<std::int32_t> dense[2];
   data::interactions out;
   for (auto& d : dense) d.reserve(estimate);
