@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,14 +49,21 @@ inline constexpr std::size_t csv_chunk_bytes = std::size_t{1} << 22;
 /// (`dense_id_map`), holding the ids seen so far under the same indices.
 ///
 /// The table and the list of ids grow where they are: their room is reserved up front (`limit`
-/// indices, `expected` ids: address space the system backs only where it is written), so no
-/// growth copies them into fresh memory. Doubling did: 20 M rows of 8.65 M learners wrote 102 MB
-/// of table and 165 MB of ids for 63 and 69 MB kept, every page of it new to the process.
+/// indices, `expected` ids: address space, at most 1.5 times the file's size a column, that the
+/// system backs only where it is written), so no growth copies them into fresh memory. Doubling
+/// did: 20 M rows of 8.65 M learners wrote 102 MB of table and 165 MB of ids for 63 and 69 MB
+/// kept, every page of it new to the process. Where the system refuses the room (a strict
+/// overcommit policy), they grow by doubling as before.
 class first_seen_ids {
  public:
   first_seen_ids(std::size_t limit, std::size_t expected) : m_limit(limit) {
-    m_table.reserve(limit);
-    m_ids.reserve(std::min(limit, expected));
+    try {
+      m_table.reserve(limit);
+      m_ids.reserve(std::min(limit, expected));
+    } catch (const std::bad_alloc&) {
+      m_table = {};
+      m_ids = {};
+    }
   }
 
   /// Dense index of `id`, adding it when new.
