@@ -758,6 +758,77 @@ std::size_t resident_now() {
 }
 #endif
 
+TEST_CASE("keep_rows_in_place: the kept rows in order, the labels moved or left as told") {
+  // Rows 0..n-1 whose columns name their row; each keep rule is checked against the filtered
+  // list of rows, with and without timestamps, with the labels moved and with them left.
+  const std::size_t n = 97;
+  const auto rows_of = [&](bool times) {
+    tutti::data::interactions d;
+    for (std::size_t i = 0; i < n; ++i) {
+      d.users.push_back(static_cast<std::int32_t>(i));
+      d.items.push_back(static_cast<std::int32_t>(1000 + i));
+      d.labels.push_back(static_cast<float>(i) + 0.5f);
+      if (times) d.timestamps.push_back(static_cast<std::int64_t>(5000 + i));
+    }
+    return d;
+  };
+  const std::vector<std::pair<const char*, bool (*)(std::size_t)>> rules = {
+      {"all",
+       [](std::size_t) {
+         return true;
+       }},
+      {"none",
+       [](std::size_t) {
+         return false;
+       }},
+      {"all but the first",
+       [](std::size_t i) {
+         return i != 0;
+       }},
+      {"all but the last",
+       [](std::size_t i) {
+         return i != n - 1;
+       }},
+      {"every third from 40 on",
+       [](std::size_t i) {
+         return i < 40 || i % 3 == 0;
+       }},
+  };
+  for (const auto& [name, keep] : rules) {
+    for (const bool times : {false, true}) {
+      for (const auto labels :
+           {tutti::detail::kept_labels::moved, tutti::detail::kept_labels::left}) {
+        CAPTURE(name);
+        CAPTURE(times);
+        const bool moved = labels == tutti::detail::kept_labels::moved;
+        CAPTURE(moved);
+        tutti::data::interactions d = rows_of(times);
+        tutti::detail::keep_rows_in_place(d, keep, labels);
+        std::vector<std::size_t> expected;
+        for (std::size_t i = 0; i < n; ++i)
+          if (keep(i)) expected.push_back(i);
+        REQUIRE(d.users.size() == expected.size());
+        REQUIRE(d.items.size() == expected.size());
+        REQUIRE(d.timestamps.size() == (times ? expected.size() : 0));
+        for (std::size_t r = 0; r < expected.size(); ++r) {
+          CHECK(d.users[r] == static_cast<std::int32_t>(expected[r]));
+          CHECK(d.items[r] == static_cast<std::int32_t>(1000 + expected[r]));
+          if (times) CHECK(d.timestamps[r] == static_cast<std::int64_t>(5000 + expected[r]));
+        }
+        if (moved) {
+          REQUIRE(d.labels.size() == expected.size());
+          for (std::size_t r = 0; r < expected.size(); ++r)
+            CHECK(d.labels[r] == static_cast<float>(expected[r]) + 0.5f);
+        } else {
+          // Left as they were: every row's label, in the row's first place.
+          REQUIRE(d.labels.size() == n);
+          for (std::size_t i = 0; i < n; ++i) CHECK(d.labels[i] == static_cast<float>(i) + 0.5f);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("release_spare_capacity: the rows stay where they are, the spare pages go back") {
   // A training set's arrays after a split: the log's length as capacity, a tenth of it used.
   std::vector<std::int32_t> rows(std::size_t{16} << 20);  // 64 MiB, every page touched

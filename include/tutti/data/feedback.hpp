@@ -211,7 +211,9 @@ inline interactions as_positives(interactions&& d, const positive_options& o = {
                                  positive_counts* counts = nullptr) {
   positive_counts c;
   const std::vector<char> keep = detail::positive_rows(d, o, c);
-  detail::keep_rows_in_place(d, [&](std::size_t r) { return keep[r] != 0; });
+  // The labels are not moved (each is overwritten below): one pass over 4 bytes a row fewer.
+  detail::keep_rows_in_place(
+      d, [&](std::size_t r) { return keep[r] != 0; }, detail::kept_labels::left);
   // The 1s of the kept rows where the labels were: the same pages, none new to the process (a
   // fresh array is written into memory the system must first clear, 80 MB for 20 M rows).
   d.labels.assign(d.users.size(), 1.f);

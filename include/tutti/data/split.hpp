@@ -57,22 +57,30 @@ inline void append_row(const data::interactions& from, std::size_t i, data::inte
   if (from.has_timestamps()) to.timestamps.push_back(from.timestamps[i]);
 }
 
+/// Which of a row's columns `keep_rows_in_place` moves: all, or all but the labels (for a caller
+/// that writes the labels anew, so a pass over them is not spent).
+enum class kept_labels : bool { moved, left };
+
 /// Keeps the rows i of `d` with keep(i), in their order, in `d`'s own arrays (the others cut off).
+/// The rows before the first one dropped are already in place and are not written. With
+/// `kept_labels::left` the labels are neither moved nor cut: the caller writes them.
 template <class Keep>
-void keep_rows_in_place(data::interactions& d, Keep keep) {
+void keep_rows_in_place(data::interactions& d, Keep keep, kept_labels labels = kept_labels::moved) {
   const bool with_time = d.has_timestamps();
+  const bool with_labels = labels == kept_labels::moved;
   std::size_t out = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) {
+  while (out < d.size() && keep(out)) ++out;
+  for (std::size_t i = out; i < d.size(); ++i) {
     if (!keep(i)) continue;
     d.users[out] = d.users[i];
     d.items[out] = d.items[i];
-    d.labels[out] = d.labels[i];
+    if (with_labels) d.labels[out] = d.labels[i];
     if (with_time) d.timestamps[out] = d.timestamps[i];
     ++out;
   }
   d.users.resize(out);
   d.items.resize(out);
-  d.labels.resize(out);
+  if (with_labels) d.labels.resize(out);
   if (with_time) d.timestamps.resize(out);
 }
 
