@@ -803,7 +803,17 @@ TEST_CASE("keep_rows_in_place: the kept rows in order, the labels moved or left 
         const bool moved = labels == tutti::detail::kept_labels::moved;
         CAPTURE(moved);
         tutti::data::interactions d = rows_of(times);
-        tutti::detail::keep_rows_in_place(d, keep, labels);
+        std::vector<std::size_t> asked;  // keep is asked once a row, in order
+        tutti::detail::keep_rows_in_place(
+            d,
+            [&, keep = keep](std::size_t i) {
+              asked.push_back(i);
+              return keep(i);
+            },
+            labels);
+        std::vector<std::size_t> every(n);
+        std::iota(every.begin(), every.end(), std::size_t{0});
+        CHECK(asked == every);
         std::vector<std::size_t> expected;
         for (std::size_t i = 0; i < n; ++i)
           if (keep(i)) expected.push_back(i);

@@ -62,15 +62,17 @@ inline void append_row(const data::interactions& from, std::size_t i, data::inte
 enum class kept_labels : bool { moved, left };
 
 /// Keeps the rows i of `d` with keep(i), in their order, in `d`'s own arrays (the others cut off).
-/// The rows before the first one dropped are already in place and are not written. With
+/// `keep` is called once a row, in order (callers count with it). The rows before the first one
+/// dropped are already in place and are not written. With
 /// `kept_labels::left` the labels are neither moved nor cut: the caller writes them.
 template <class Keep>
 void keep_rows_in_place(data::interactions& d, Keep keep, kept_labels labels = kept_labels::moved) {
   const bool with_time = d.has_timestamps();
   const bool with_labels = labels == kept_labels::moved;
-  std::size_t out = 0;
-  while (out < d.size() && keep(out)) ++out;
-  for (std::size_t i = out; i < d.size(); ++i) {
+  std::size_t i = 0;
+  while (i < d.size() && keep(i)) ++i;
+  std::size_t out = i;  // row i (if any) is the first one dropped: keep is not asked again
+  for (++i; i < d.size(); ++i) {
     if (!keep(i)) continue;
     d.users[out] = d.users[i];
     d.items[out] = d.items[i];
