@@ -202,7 +202,20 @@ TEST_CASE("memory forecast: each of two ranks holds what the forecast says") {
       tutti::forecast_trainer_memory(model_for(parts.train, tutti::loss_kind::logistic),
                                      tutti::rowwise_adagrad{}, opt, run_of(parts.train, 1));
   CHECK(forecast.gradients > one.gradients);
-  CHECK(forecast.shard < one.shard);
+  // Each step deals its own positions: the shard is each rank's count of real slots alone.
+  CHECK(forecast.shard == 2 * sizeof(std::uint64_t));
+  CHECK(one.shard == sizeof(std::uint64_t));
+  // Dealt whole (a sampler without `fill_slots`): a position a slot, half as many on two ranks.
+  tutti::memory_run whole_one = run_of(parts.train, 1), whole_two = run_of(parts.train, 2);
+  whole_one.positions_by_step = whole_two.positions_by_step = false;
+  const auto model = model_for(parts.train, tutti::loss_kind::logistic);
+  const auto dealt_one =
+      tutti::forecast_trainer_memory(model, tutti::rowwise_adagrad{}, opt, whole_one);
+  const auto dealt_two =
+      tutti::forecast_trainer_memory(model, tutti::rowwise_adagrad{}, opt, whole_two);
+  CHECK(dealt_one.shard == (parts.train.size() + 1) * sizeof(std::uint64_t));
+  CHECK(dealt_two.shard < dealt_one.shard);
+  CHECK(dealt_one.step_buffers + 96 * sizeof(std::uint64_t) == one.step_buffers);
 }
 
 }  // namespace test_memory_forecast

@@ -242,6 +242,43 @@ TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot f
                        doctest::Contains("start = 11 > n = 10"), tutti::invalid_argument);
 }
 
+TEST_CASE("shuffled_shards: any run of slots dealt alone holds shard_from's positions") {
+  static_assert(tutti::sampler_fills_slots<tutti::shuffled_shards>);
+  static_assert(!tutti::sampler_fills_slots<tutti::contiguous_shards>);
+  static_assert(!tutti::sampler_fills_slots<tutti::owned_shards>);
+  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop, tutti::tail_policy::none})
+    for (std::size_t n : {1, 10, 1001, 70000})
+      for (int world : {1, 3, 4})
+        for (std::size_t start : {std::size_t{0}, n / 3, n})
+          for (int r = 0; r < world; ++r) {
+            CAPTURE(n);
+            CAPTURE(world);
+            CAPTURE(r);
+            CAPTURE(start);
+            const tutti::shuffled_shards sampler{.tail = tail};
+            const auto whole = sampler.shard_from(n, world, r, 42, 3, start);
+            const std::size_t mine = whole.size();
+            // Runs of every length a step has, from the first slot, the middle and the end,
+            // the empty run and the whole shard; poisoned memory around each.
+            const std::size_t firsts[] = {0, mine / 2, mine > 5 ? mine - 5 : 0, mine};
+            const std::size_t counts[] = {0, 1, 7, 1024, 1025, 3000, mine};
+            for (const std::size_t first : firsts)
+              for (const std::size_t count : counts) {
+                if (count > mine - first) continue;
+                std::vector<std::uint64_t> out(count + 2, ~std::uint64_t{0});
+                sampler.fill_slots(n, world, r, 42, 3, start, first, count, out.data() + 1);
+                CHECK(out.front() == ~std::uint64_t{0});
+                CHECK(out.back() == ~std::uint64_t{0});
+                for (std::size_t j = 0; j < count; ++j)
+                  if (out[j + 1] != whole.indices[first + j])
+                    FAIL("slot " << first + j << " of " << mine << " (run from " << first << ")");
+              }
+          }
+  std::uint64_t one = 0;
+  CHECK_THROWS_WITH_AS(tutti::shuffled_shards{}.fill_slots(10, 2, 0, 1, 1, 0, 4, 2, &one),
+                       doctest::Contains("slots [4, 6) of a shard of 5"), tutti::invalid_argument);
+}
+
 TEST_CASE("contiguous_shards: each rank reads one contiguous block, in rank order") {
   for (std::size_t n : {1, 5, 10, 17, 64, 1001})
     for (int world = 1; world <= 8; ++world)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -130,15 +131,27 @@ TEST_CASE("the memory accounts are the bytes of the arenas, the rows and the sha
   CHECK(m.optimizer_state == 2 * m.parameters);             // Adam's two moments
   CHECK(m.gradients >= m.parameters);                       // the arena and its trailing flags
   CHECK(m.rows == parts.train.size() * 3 * sizeof(float));  // (user, item, label) per row
-  // One position per slot and one count of real slots per rank: no weight and no count per slot
-  // (real slots lead, and the prefix of real samples is given per rank).
-  CHECK(m.shard == parts.train.size() * sizeof(std::uint64_t) + sizeof(std::uint64_t));
-  // On a host space the step reads the shard in place: the step buffers are one batch's rows
-  // (user, item, label, weight) and the epoch's key of the negatives, no copy of the slots.
-  CHECK(m.step_buffers ==
-        64 * (2 * sizeof(std::int32_t) + 2 * sizeof(float)) + sizeof(std::uint64_t));
+  // Each step deals its own slots' positions: the shard is one count of real slots per rank, no
+  // position, weight or count per slot (real slots lead, the prefix is given per rank).
+  CHECK(m.shard == sizeof(std::uint64_t));
+  // The step buffers: one batch's rows (user, item, label, weight), the epoch's key of the
+  // negatives, and the step's positions.
+  const std::uint64_t batch_rows =
+      64 * (2 * sizeof(std::int32_t) + 2 * sizeof(float)) + sizeof(std::uint64_t);
+  CHECK(m.step_buffers == batch_rows + 64 * sizeof(std::uint64_t));
   CHECK(m.total() ==
         m.parameters + m.gradients + m.optimizer_state + m.rows + m.step_buffers + m.shard);
+  // With `on_batch` (it is handed the epoch's positions) the shard is dealt whole and the step
+  // reads it in place: a position a slot, no copy of the slots in the step buffers.
+  tutti::train_options watched{.batch = 64, .epochs = 1, .seed = 2};
+  watched.on_batch = [](const tutti::step_progress&, std::span<const std::uint64_t>,
+                        std::span<const float>) {
+  };
+  trainer_t w(make_mf(parts.train, tutti::loss_kind::logistic), {}, {}, {}, {}, watched);
+  const tutti::fit_result dealt = w.fit(parts.train, parts.test);
+  CHECK(dealt.memory.shard == parts.train.size() * sizeof(std::uint64_t) + sizeof(std::uint64_t));
+  CHECK(dealt.memory.step_buffers == batch_rows);
+  CHECK(dealt.parameters_checksum == r.parameters_checksum);
 }
 
 TEST_CASE("rows read in place: no copy of the rows, the same parameters bitwise") {

@@ -107,6 +107,51 @@ TEST_CASE("uneven batch: the split helper deals ⌈B/W⌉ or ⌊B/W⌋ slots and
   }
 }
 
+TEST_CASE(
+    "each step's positions dealt as it is taken: the bits of the epoch's shard, one step held") {
+  // Without `on_batch` a host step deals its own slots' positions (`sampler_fills_slots`); with
+  // it the epoch's shard is dealt whole. Both train to the same bits on 1-4 ranks, with an
+  // uneven batch, sampled negatives and accumulation; the shard account holds no position.
+  for (const bool negatives : {false, true}) {
+    for (const std::size_t accumulation : {std::size_t{1}, std::size_t{2}}) {
+      for (int world : {1, 2, 3, 4}) {
+        CAPTURE(negatives);
+        CAPTURE(accumulation);
+        CAPTURE(world);
+        auto opt = uneven_options();
+        opt.accumulation = accumulation;
+        if (negatives) opt.negatives.per_positive = 3;
+        const run by_step = train_on(world, opt);
+        std::size_t seen = 0;
+        std::mutex mu;
+        opt.on_batch = [&](const tutti::step_progress&, std::span<const std::uint64_t> ids,
+                           std::span<const float>) {
+          std::lock_guard lock(mu);
+          seen += ids.size();
+        };
+        const run whole = train_on(world, opt);
+        REQUIRE(seen > 0);
+        REQUIRE(by_step.params.size() == whole.params.size());
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < whole.params.size(); ++i)
+          differing += by_step.params[i] != whole.params[i];
+        CHECK(differing == 0);
+        CHECK(by_step.result.parameters_checksum == whole.result.parameters_checksum);
+        CHECK(by_step.result.steps == whole.result.steps);
+        const auto w = static_cast<std::uint64_t>(world);
+        const std::uint64_t slots = (parts().train.size() + w - 1) / w;
+        // The shard: each rank's count of real slots alone, against a position a slot.
+        CHECK(by_step.result.memory.shard == w * sizeof(std::uint64_t));
+        CHECK(whole.result.memory.shard == (slots + w) * sizeof(std::uint64_t));
+        // The step buffers hold one step's positions instead.
+        const std::uint64_t step_slots = (101 + w - 1) / w;
+        CHECK(by_step.result.memory.step_buffers ==
+              whole.result.memory.step_buffers + step_slots * sizeof(std::uint64_t));
+      }
+    }
+  }
+}
+
 TEST_CASE("uneven batch: every step visits the samples of one rank's step, split over the ranks") {
   visits one;
   auto opt = uneven_options();

@@ -419,6 +419,15 @@ class trainer {
   // only its outline: a device space and a sampler with `sampler_fills_on_space`, and no
   // `on_batch` callback (it hands the host each step's positions).
   bool shard_on_space() const;
+  // True when each step deals its own slots' positions as it takes them: a host space, a
+  // sampler with `sampler_fills_slots` whose positions are the whole training set's, and no
+  // `on_batch` callback (it is handed the epoch's positions). The epoch's shard is then an
+  // outline and the step buffers hold one step's positions.
+  bool shard_by_step() const;
+  // The first epoch's shard, or its outline where the steps deal their positions.
+  shard first_outline_or_shard(std::size_t n) const;
+  // The positions of the step's slots into the step buffers (`shard_by_step()`).
+  void deal_step_slots(const step_context& c);
   // True when the step reads the epoch's shard in place (a host space, and a sampler whose
   // positions are the whole training set's): no copy of its slots.
   static constexpr bool shard_in_place() {

@@ -67,6 +67,21 @@ concept sampler_fills_on_space = requires(const S& s, const Space& space, std::s
   s.fill_on_space(space, n, world, rank, seed, epoch, start, indices, weights);
 };
 
+/// Capability: writes the positions of any run of a shard's slots. `outline_from(n, world, rank,
+/// seed, epoch, start)` returns `shard_from`'s shard without its positions, and `fill_slots(n,
+/// world, rank, seed, epoch, start, first, count, indices)` writes the positions of its slots
+/// [first, first + count) into host memory. A trainer on the host then deals each step's
+/// positions as it takes the step: it holds no array of a position a slot for the epoch.
+/// See docs/samplers.md#shuffled_shards.
+template <class S>
+concept sampler_fills_slots = requires(const S& s, std::size_t n, int world, int rank,
+                                       std::uint64_t seed, std::uint64_t epoch, std::size_t start,
+                                       std::size_t first, std::size_t count,
+                                       std::uint64_t* indices) {
+  { s.outline_from(n, world, rank, seed, epoch, start) } -> std::convertible_to<shard>;
+  s.fill_slots(n, world, rank, seed, epoch, start, first, count, indices);
+};
+
 /// Capability: deals what is left of an epoch after its first `start_pos` positions anew.
 /// Enables resuming a checkpoint written mid-epoch on another world size.
 template <class S>

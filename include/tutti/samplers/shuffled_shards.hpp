@@ -132,6 +132,30 @@ struct shuffled_shards {
                  detail::shuffled_fill_fn{f, indices, weights});
   }
 
+  /// Writes the positions of slots [first, first + count) of `shard_from(n, world_size, rank,
+  /// seed, epoch, start)` into `indices` (host memory), each slot's permutation evaluated alone
+  /// (`tutti::sampler_fills_slots`): a step's slots cost a step's work. Throws like `shard_from`,
+  /// and unless the slots lie within the shard.
+  void fill_slots(std::size_t n, int world_size, int rank, std::uint64_t seed, std::uint64_t epoch,
+                  std::size_t start, std::size_t first, std::size_t count,
+                  std::uint64_t* indices) const {
+    const detail::shuffled_slot_fn f = slots(n, world_size, rank, seed, epoch, start);
+    const std::size_t mine = slots_of(n, world_size, rank, start);
+    TUTTI_EXPECTS(first <= mine && count <= mine - first, "tutti::shuffled_shards::fill_slots",
+                  "slots [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                      ") of a shard of " + std::to_string(mine) + "; expected slots within it");
+    // Blocks of slots: the positions written, then the whole block through the permutation.
+    constexpr std::size_t block = 1024;
+    const auto blocks = static_cast<std::int64_t>((count + block - 1) / block);
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (std::int64_t bb = 0; bb < blocks; ++bb) {
+      const std::size_t lo = static_cast<std::size_t>(bb) * block;
+      const std::size_t hi = std::min(count, lo + block);
+      for (std::size_t j = lo; j < hi; ++j) indices[j] = f.position(first + j);
+      f.perm.apply(std::span<std::uint64_t>(indices + lo, hi - lo));
+    }
+  }
+
   /// Slots of rank `rank`'s shard from `shard_from(n, world_size, rank, ..., start)`.
   std::size_t slots_of(std::size_t n, int world_size, int rank, std::size_t start) const {
     const auto w = static_cast<std::size_t>(world_size);

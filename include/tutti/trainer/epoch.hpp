@@ -28,6 +28,10 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
     if constexpr (sampler_fills_on_space<Sampler, space_type>)
       e.sh =
           m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
+  } else if (shard_by_step()) {
+    if constexpr (sampler_fills_slots<Sampler>)
+      e.sh =
+          m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
   } else if (epoch == 0 && e.start_pos == 0 && p.first_shard) {
     e.sh = std::move(*p.first_shard);  // plan_run's
     p.first_shard.reset();
@@ -72,7 +76,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
                       " slots whose prefix spans " + std::to_string(sh.longest()) + " in epoch " +
                       std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
                       " slots and a prefix over " + std::to_string(p.slots) + " in every epoch");
-  TUTTI_EXPECTS(sh.indices.size() == sh.size() || (sh.indices.empty() && shard_on_space()),
+  TUTTI_EXPECTS(sh.indices.size() == sh.size() ||
+                    (sh.indices.empty() && (shard_on_space() || shard_by_step())),
                 "tutti::trainer::fit",
                 "the sampler returned " + std::to_string(sh.indices.size()) + " positions and " +
                     std::to_string(sh.size()) + " weights in epoch " + std::to_string(e.epoch) +
@@ -118,7 +123,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
   const shard& sh = e.sh;
   buf.slot_at = buf.slots.data();
   buf.weight_at = buf.slot_weights.data();
-  if constexpr (shard_in_place()) {
+  if (shard_by_step()) {
+    buf.weight_at = nullptr;  // an outline: its real slots lead (`shard::real_slots`)
+  } else if constexpr (shard_in_place()) {
     buf.slot_at = sh.indices.data();
     buf.weight_at = sh.weights.empty() ? nullptr : sh.weights.data();  // else sh.real_slots
   } else if (shard_on_space()) {
@@ -136,7 +143,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
     copy_from_host(m_space, std::span<const std::uint64_t>(local),
                    buf.slots.span().first(sh.size()));
   }
-  if (!shard_on_space() && !shard_in_place()) {
+  if (!shard_on_space() && !shard_in_place() && !shard_by_step()) {
     if (!sh.weights.empty()) {
       copy_from_host(m_space, std::span<const float>(sh.weights),
                      buf.slot_weights.span().first(sh.size()));
@@ -347,6 +354,26 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_on_space() con
     return !m_options.on_batch;
   else
     return false;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_by_step() const {
+  if constexpr (space_type::host_accessible && !rank_local_sampler<Sampler> &&
+                sampler_fills_slots<Sampler>)
+    return !m_options.on_batch;
+  else
+    return false;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::deal_step_slots(const step_context& c) {
+  if constexpr (space_type::host_accessible && sampler_fills_slots<Sampler>) {
+    const epoch_plan& e = c.epoch;
+    m_sampler.fill_slots(c.plan.n, m_reducer.world_size(), m_reducer.rank(), m_options.seed,
+                         e.epoch, e.start_pos, c.slots.begin, c.slots.count, c.buf.slots.data());
+  } else {
+    (void)c;
+  }
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

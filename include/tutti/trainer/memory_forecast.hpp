@@ -82,6 +82,10 @@ struct memory_run {
   /// The reducer lends its own gradient arena (a shared-memory reducer), which the trainer then
   /// does not allocate.
   bool reducer_lends_gradients = false;
+  /// The sampler writes any run of its slots' positions (`tutti::sampler_fills_slots`, as
+  /// `shuffled_shards` does) and holds the whole training set's: on a host, each step deals its
+  /// own positions and no shard of a position a slot is held (not with `on_batch`).
+  bool positions_by_step = true;
 };
 
 /// The accounts `fit_result::memory` reports for a fit of `model` with `optimizer` under
@@ -130,6 +134,8 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
   m.step_buffers = batch_rows * (2 * sizeof(std::int32_t) + 2 * sizeof(float)) +
                    sizeof(std::uint64_t);  // the batch's users, items, labels, weights; the key
   if (!host) m.step_buffers += slots * (sizeof(std::uint64_t) + sizeof(float));  // the copy
+  const bool by_step = host && run.positions_by_step && !options.on_batch;
+  if (by_step) m.step_buffers += local_batch * sizeof(std::uint64_t);  // one step's positions
   if (negatives > 0) {
     const std::uint64_t pairs = run.distinct_pairs ? run.distinct_pairs : run.train_rows;
     m.step_buffers +=
@@ -139,9 +145,9 @@ memory_accounts forecast_trainer_memory(const Model& model, const Optimizer& opt
       if (model.loss() == loss_kind::softmax) m.step_buffers += run.courses * f32;
     }
   }
-  // The shard: a position a slot (the weights are two numbers: real slots lead), and each
-  // rank's count of real slots.
-  m.shard = slots * sizeof(std::uint64_t) + world * sizeof(std::uint64_t);
+  // The shard: a position a slot, none where each step deals its own (the weights are two
+  // numbers: real slots lead), and each rank's count of real slots.
+  m.shard = (by_step ? 0 : slots * sizeof(std::uint64_t)) + world * sizeof(std::uint64_t);
   return m;
 }
 

@@ -22,10 +22,10 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   // rank's prefix of real samples spans the longest shard; a rank whose shard is shorter (tail
   // policy `none`) joins the remaining steps' reductions with nothing to add.
   {
-    shard first = m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
+    shard first = first_outline_or_shard(n);
     p.slots = first.longest();
     p.real_counts = gather_real_slots(first, p.split);
-    if (!shard_on_space()) p.first_shard = std::move(first);
+    if (!shard_on_space() && !shard_by_step()) p.first_shard = std::move(first);
   }
   TUTTI_EXPECTS(p.slots > 0, "tutti::trainer::fit",
                 "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
@@ -101,14 +101,29 @@ detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_s
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::first_outline_or_shard(
+    std::size_t n) const {
+  const int world = m_reducer.world_size();
+  if constexpr (sampler_fills_slots<Sampler>)
+    if (shard_by_step())  // the slots counted, no position dealt
+      return m_sampler.outline_from(n, world, m_reducer.rank(), m_options.seed, 0, 0);
+  return m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
 auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
     const data::interactions& train, const run_plan& p) const -> step_buffers {
   const std::size_t mb = p.micro_batch;
   // With K negatives a slot gathers 1 + K rows.
   const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
+  // The epoch's slots (a device's copy), one step's positions (dealt by step), or none (the
+  // step reads the shard in place).
+  const std::size_t positions = shard_by_step()    ? p.split.largest()
+                                : shard_in_place() ? 0
+                                                   : p.slots;
   step_buffers buf{buffer<detail::sample_record, space_type>(0, m_space),
                    buffer<detail::sample_pair, space_type>(0, m_space),
-                   buffer<std::uint64_t, space_type>(shard_in_place() ? 0 : p.slots, m_space),
+                   buffer<std::uint64_t, space_type>(positions, m_space),
                    buffer<float, space_type>(shard_in_place() ? 0 : p.slots, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),
                    buffer<std::int32_t, space_type>(rows, m_space),

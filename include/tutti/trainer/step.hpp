@@ -66,6 +66,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
   overlap& pipeline = c.pipeline;
   step_clock& timer = c.timer;
   const float scale = gradient_scale(s);
+  const bool by_step = shard_by_step();
+  if (by_step) deal_step_slots(c);  // the step's positions, from its first slot on
   for (std::size_t mb = s.begin; mb < s.end; mb += p.micro_batch) {
     const std::size_t mb_count = std::min(p.micro_batch, s.end - mb);
     // A device reads the step's first slot from the space's memory (see detail::step_values):
@@ -73,8 +75,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
     const std::size_t from = space_type::host_accessible ? mb : mb - s.begin;
     // Weights one a slot, or none where the shard's real slots lead (`shard::real_slots`).
     const std::size_t real = c.epoch.sh.real_slots > from ? c.epoch.sh.real_slots - from : 0;
-    const detail::gather_batch_fn<float> gather{buf.slot_at + from,
-                                                buf.weight_at ? buf.weight_at + from : nullptr,
+    // Where the micro-batch's positions are: the step's own, dealt from its first slot on.
+    const std::size_t at = by_step ? mb - s.begin : from;
+    const detail::gather_batch_fn<float> gather{buf.slot_at + at,
+                                                buf.weight_at ? buf.weight_at + at : nullptr,
                                                 buf.rows,
                                                 buf.b_users.data(),
                                                 buf.b_items.data(),
