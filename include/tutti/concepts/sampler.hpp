@@ -72,7 +72,7 @@ concept sampler_fills_on_space = requires(const S& s, const Space& space, std::s
 /// world, rank, seed, epoch, start, first, count, indices)` writes the positions of its slots
 /// [first, first + count) into host memory. A trainer on the host then deals each step's
 /// positions as it takes the step: it holds no array of a position a slot for the epoch.
-/// See docs/samplers.md#shuffled_shards.
+/// See docs/samplers.md#each-steps-positions-dealt-as-the-step-is-taken.
 template <class S>
 concept sampler_fills_slots = requires(const S& s, std::size_t n, int world, int rank,
                                        std::uint64_t seed, std::uint64_t epoch, std::size_t start,
