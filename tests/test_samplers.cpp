@@ -113,6 +113,24 @@ std::vector<std::uint64_t> permutation(std::size_t n, std::uint64_t seed, std::u
   return tutti::shuffled_shards{}.shard(n, 1, 0, seed, epoch).indices;
 }
 
+/// Calls `check(sampler, n, world, rank, start, shard_from's shard)` for the three tails, n = 1
+/// to 70,000, W = 1, 3, 4, every rank and starts 0, n/3 and n (seed 42, epoch 3).
+template <class Check>
+void for_each_shuffled_shard(Check check) {
+  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop, tutti::tail_policy::none})
+    for (std::size_t n : {1, 10, 1001, 70000})
+      for (int world : {1, 3, 4})
+        for (std::size_t start : {std::size_t{0}, n / 3, n})
+          for (int r = 0; r < world; ++r) {
+            CAPTURE(n);
+            CAPTURE(world);
+            CAPTURE(r);
+            CAPTURE(start);
+            const tutti::shuffled_shards sampler{.tail = tail};
+            check(sampler, n, world, r, start, sampler.shard_from(n, world, r, 42, 3, start));
+          }
+}
+
 }  // namespace
 
 TEST_CASE("shuffled_shards: every sample exactly once with pad and none, at most once with drop") {
@@ -210,34 +228,25 @@ TEST_CASE("shuffled_shards: the shard written on a space is shard_from's, slot f
   static_assert(
       tutti::sampler_fills_on_space<tutti::shuffled_shards, tutti_test::opaque_host_space>);
   static_assert(!tutti::sampler_fills_on_space<tutti::contiguous_shards, tutti::host_space>);
-  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop, tutti::tail_policy::none})
-    for (std::size_t n : {1, 10, 1001, 70000})
-      for (int world : {1, 3, 4})
-        for (std::size_t start : {std::size_t{0}, n / 3, n})
-          for (int r = 0; r < world; ++r) {
-            CAPTURE(n);
-            CAPTURE(world);
-            CAPTURE(r);
-            CAPTURE(start);
-            const tutti::shuffled_shards sampler{.tail = tail};
-            const auto whole = sampler.shard_from(n, world, r, 42, 3, start);
-            const auto outline = sampler.outline_from(n, world, r, 42, 3, start);
-            CHECK(outline.indices.empty());
-            CHECK(outline.size() == whole.size());
-            CHECK(outline.weights_in(0, outline.size()) == whole.weights_in(0, whole.size()));
-            CHECK(outline.rank_real == whole.rank_real);
-            CHECK(outline.longest() == whole.longest());
-            // Poisoned memory: every value must be written.
-            std::vector<std::uint64_t> indices(whole.size() + 1, ~std::uint64_t{0});
-            std::vector<float> weights(whole.size() + 1, -1.f);
-            sampler.fill_on_space(tutti_test::opaque_host_space{}, n, world, r, 42, 3, start,
-                                  indices.data(), weights.data());
-            CHECK(indices.back() == ~std::uint64_t{0});  // and nothing past the shard
-            indices.pop_back();
-            weights.pop_back();
-            CHECK(indices == whole.indices);
-            CHECK(weights == whole.weights_in(0, whole.size()));
-          }
+  for_each_shuffled_shard([](const tutti::shuffled_shards& sampler, std::size_t n, int world, int r,
+                             std::size_t start, const tutti::shard& whole) {
+    const auto outline = sampler.outline_from(n, world, r, 42, 3, start);
+    CHECK(outline.indices.empty());
+    CHECK(outline.size() == whole.size());
+    CHECK(outline.weights_in(0, outline.size()) == whole.weights_in(0, whole.size()));
+    CHECK(outline.rank_real == whole.rank_real);
+    CHECK(outline.longest() == whole.longest());
+    // Poisoned memory: every value must be written.
+    std::vector<std::uint64_t> indices(whole.size() + 1, ~std::uint64_t{0});
+    std::vector<float> weights(whole.size() + 1, -1.f);
+    sampler.fill_on_space(tutti_test::opaque_host_space{}, n, world, r, 42, 3, start,
+                          indices.data(), weights.data());
+    CHECK(indices.back() == ~std::uint64_t{0});  // and nothing past the shard
+    indices.pop_back();
+    weights.pop_back();
+    CHECK(indices == whole.indices);
+    CHECK(weights == whole.weights_in(0, whole.size()));
+  });
   CHECK_THROWS_WITH_AS(tutti::shuffled_shards{}.outline_from(10, 2, 0, 1, 1, 11),
                        doctest::Contains("start = 11 > n = 10"), tutti::invalid_argument);
 }
@@ -246,34 +255,25 @@ TEST_CASE("shuffled_shards: any run of slots dealt alone holds shard_from's posi
   static_assert(tutti::sampler_fills_slots<tutti::shuffled_shards>);
   static_assert(!tutti::sampler_fills_slots<tutti::contiguous_shards>);
   static_assert(!tutti::sampler_fills_slots<tutti::owned_shards>);
-  for (auto tail : {tutti::tail_policy::pad, tutti::tail_policy::drop, tutti::tail_policy::none})
-    for (std::size_t n : {1, 10, 1001, 70000})
-      for (int world : {1, 3, 4})
-        for (std::size_t start : {std::size_t{0}, n / 3, n})
-          for (int r = 0; r < world; ++r) {
-            CAPTURE(n);
-            CAPTURE(world);
-            CAPTURE(r);
-            CAPTURE(start);
-            const tutti::shuffled_shards sampler{.tail = tail};
-            const auto whole = sampler.shard_from(n, world, r, 42, 3, start);
-            const std::size_t mine = whole.size();
-            // Runs of every length a step has, from the first slot, the middle and the end,
-            // the empty run and the whole shard; poisoned memory around each.
-            const std::size_t firsts[] = {0, mine / 2, mine > 5 ? mine - 5 : 0, mine};
-            const std::size_t counts[] = {0, 1, 7, 1024, 1025, 3000, mine};
-            for (const std::size_t first : firsts)
-              for (const std::size_t count : counts) {
-                if (count > mine - first) continue;
-                std::vector<std::uint64_t> out(count + 2, ~std::uint64_t{0});
-                sampler.fill_slots(n, world, r, 42, 3, start, first, count, out.data() + 1);
-                CHECK(out.front() == ~std::uint64_t{0});
-                CHECK(out.back() == ~std::uint64_t{0});
-                for (std::size_t j = 0; j < count; ++j)
-                  if (out[j + 1] != whole.indices[first + j])
-                    FAIL("slot " << first + j << " of " << mine << " (run from " << first << ")");
-              }
-          }
+  for_each_shuffled_shard([](const tutti::shuffled_shards& sampler, std::size_t n, int world, int r,
+                             std::size_t start, const tutti::shard& whole) {
+    const std::size_t mine = whole.size();
+    // Runs of every length a step has, from the first slot, the middle and the end,
+    // the empty run and the whole shard; poisoned memory around each.
+    const std::size_t firsts[] = {0, mine / 2, mine > 5 ? mine - 5 : 0, mine};
+    const std::size_t counts[] = {0, 1, 7, 1024, 1025, 3000, mine};
+    for (const std::size_t first : firsts)
+      for (const std::size_t count : counts) {
+        if (count > mine - first) continue;
+        std::vector<std::uint64_t> out(count + 2, ~std::uint64_t{0});
+        sampler.fill_slots(n, world, r, 42, 3, start, first, count, out.data() + 1);
+        CHECK(out.front() == ~std::uint64_t{0});
+        CHECK(out.back() == ~std::uint64_t{0});
+        for (std::size_t j = 0; j < count; ++j)
+          if (out[j + 1] != whole.indices[first + j])
+            FAIL("slot " << first + j << " of " << mine << " (run from " << first << ")");
+      }
+  });
   std::uint64_t one = 0;
   CHECK_THROWS_WITH_AS(tutti::shuffled_shards{}.fill_slots(10, 2, 0, 1, 1, 0, 4, 2, &one),
                        doctest::Contains("slots [4, 6) of a shard of 5"), tutti::invalid_argument);
