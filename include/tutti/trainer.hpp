@@ -424,8 +424,11 @@ class trainer {
   // `on_batch` callback (it is handed the epoch's positions). The epoch's shard is then an
   // outline and the step buffers hold one step's positions.
   bool shard_by_step() const;
-  // The first epoch's shard, or its outline where the steps deal their positions.
-  shard first_outline_or_shard(std::size_t n) const;
+  // True when the host keeps only the epoch's outline (`shard_on_space()` or
+  // `shard_by_step()`): its slots, real slots and `rank_real`, no position.
+  bool outline_only() const;
+  // The outline of the shard of `epoch` from position `start_pos` on (`outline_only()`).
+  shard epoch_outline(std::size_t n, std::size_t epoch, std::size_t start_pos) const;
   // The positions of the step's slots into the step buffers (`shard_by_step()`).
   void deal_step_slots(const step_context& c);
   // True when the step reads the epoch's shard in place (a host space, and a sampler whose

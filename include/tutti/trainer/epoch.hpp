@@ -24,14 +24,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
   // step when its positions were dealt anew.
   e.step_base = e.start_pos > 0 ? e.first_step : 0;
   e.epoch_first_step = global_step - e.first_step;
-  if (shard_on_space()) {
-    if constexpr (sampler_fills_on_space<Sampler, space_type>)
-      e.sh =
-          m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
-  } else if (shard_by_step()) {
-    if constexpr (sampler_fills_slots<Sampler>)
-      e.sh =
-          m_sampler.outline_from(p.n, world, m_reducer.rank(), m_options.seed, epoch, e.start_pos);
+  if (outline_only()) {
+    e.sh = epoch_outline(p.n, epoch, e.start_pos);
   } else if (epoch == 0 && e.start_pos == 0 && p.first_shard) {
     e.sh = std::move(*p.first_shard);  // plan_run's
     p.first_shard.reset();
@@ -76,8 +70,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
                       " slots whose prefix spans " + std::to_string(sh.longest()) + " in epoch " +
                       std::to_string(e.epoch) + "; expected at most " + std::to_string(p.slots) +
                       " slots and a prefix over " + std::to_string(p.slots) + " in every epoch");
-  TUTTI_EXPECTS(sh.indices.size() == sh.size() ||
-                    (sh.indices.empty() && (shard_on_space() || shard_by_step())),
+  TUTTI_EXPECTS(sh.indices.size() == sh.size() || (sh.indices.empty() && outline_only()),
                 "tutti::trainer::fit",
                 "the sampler returned " + std::to_string(sh.indices.size()) + " positions and " +
                     std::to_string(sh.size()) + " weights in epoch " + std::to_string(e.epoch) +
@@ -363,6 +356,21 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_by_step() cons
     return !m_options.on_batch;
   else
     return false;
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::outline_only() const {
+  return shard_on_space() || shard_by_step();
+}
+
+template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_outline(
+    std::size_t n, std::size_t epoch, std::size_t start_pos) const {
+  if constexpr (sampler_fills_on_space<Sampler, space_type> || sampler_fills_slots<Sampler>)
+    return m_sampler.outline_from(n, m_reducer.world_size(), m_reducer.rank(), m_options.seed,
+                                  epoch, start_pos);
+  else  // not reached: `outline_only()` holds only for a sampler with one of the two
+    return epoch_shard(n, m_reducer.rank(), epoch, start_pos);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>

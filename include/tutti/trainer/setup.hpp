@@ -22,10 +22,13 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
   // rank's prefix of real samples spans the longest shard; a rank whose shard is shorter (tail
   // policy `none`) joins the remaining steps' reductions with nothing to add.
   {
-    shard first = first_outline_or_shard(n);
+    // Where the positions are dealt elsewhere (on the device, or by step) only the slots are
+    // counted; else the first epoch's shard is dealt once, here.
+    shard first = outline_only() ? epoch_outline(n, 0, 0)
+                                 : m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
     p.slots = first.longest();
     p.real_counts = gather_real_slots(first, p.split);
-    if (!shard_on_space() && !shard_by_step()) p.first_shard = std::move(first);
+    if (!outline_only()) p.first_shard = std::move(first);
   }
   TUTTI_EXPECTS(p.slots > 0, "tutti::trainer::fit",
                 "each of " + std::to_string(world) + " ranks gets 0 of " + std::to_string(n) +
@@ -98,16 +101,6 @@ detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_s
           .items = train.items.data(),
           .labels = one_label ? nullptr : train.labels.data(),
           .label = train.labels.front()};
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::first_outline_or_shard(
-    std::size_t n) const {
-  const int world = m_reducer.world_size();
-  if constexpr (sampler_fills_slots<Sampler>)
-    if (shard_by_step())  // the slots counted, no position dealt
-      return m_sampler.outline_from(n, world, m_reducer.rank(), m_options.seed, 0, 0);
-  return m_sampler.shard(n, world, m_reducer.rank(), m_options.seed, 0);
 }
 
 template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
