@@ -344,14 +344,14 @@ inline data_stats local_stats(const loaded_data& d, bool with_digest) {
           .rows = {}};
 }
 
-/// The ranks' shards added up: sizes, the label mean, the baseline RMSE and a digest of the
-/// training rows in rank order. Collective.
+/// The ranks' shards added up: sizes, the label mean, the baseline RMSE and, `with_digest` (as
+/// `local_stats`), a digest of the training rows in rank order. Collective.
 template <class Reducer>
-data_stats gather_stats(Reducer& reducer, const loaded_data& d) {
+data_stats gather_stats(Reducer& reducer, const loaded_data& d, bool with_digest) {
   const auto world = static_cast<std::size_t>(reducer.world_size());
   const auto& train = d.parts.train;
   const auto& test = d.parts.test;
-  const std::uint64_t mine[2] = {train.size(), train.digest()};
+  const std::uint64_t mine[2] = {train.size(), with_digest ? train.digest() : 0};
   std::vector<std::uint64_t> all(2 * world);
   reducer.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
   data_stats st;
@@ -361,6 +361,7 @@ data_stats gather_stats(Reducer& reducer, const loaded_data& d) {
     st.train_rows += all[2 * r];
     st.train_digest = tutti::detail::mix64(st.train_digest ^ all[2 * r + 1]);
   }
+  if (!with_digest) st.train_digest = 0;
   double label_sum = 0;
   for (float y : train.labels) label_sum += y;
   double sums[2] = {label_sum, static_cast<double>(test.size())};

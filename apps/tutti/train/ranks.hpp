@@ -148,8 +148,9 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
   std::optional<loaded_data> own;
   if (leader.rank_local && leader.shard != rank) own.emplace(load(c, rank));
   const loaded_data& d = own ? *own : leader;
+  const bool with_digest = !c.audit.empty();  // the audit records it; the trainer hashes itself
   const data_stats stats =
-      d.rank_local ? gather_stats(reducer, d) : local_stats(d, /*with_digest=*/!c.audit.empty());
+      d.rank_local ? gather_stats(reducer, d, with_digest) : local_stats(d, with_digest);
   // The model's build (and a warm start's rows) counts with the trainer's.
   const auto init_start = std::chrono::steady_clock::now();
   auto model = make_model(space, static_cast<float>(stats.mean));
