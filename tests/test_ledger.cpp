@@ -906,4 +906,73 @@ TEST_CASE("planner: a long job with plenty of data per step on good links goes d
   CHECK(safe.cautions.empty());
 }
 
+// One device's step of a recommender: a 1 GB learner table, a 100 kB course table, 0.9 MB of
+// other gradient; the rows a step touched take 1 MB in each table's gather.
+tutti::measured_step recommender_step() {
+  tutti::measured_step m{.compute_s = 0.01,
+                         .bytes_reduced = 1.001e9,
+                         .global_batch = 4096,
+                         .samples_per_epoch = 1e8,
+                         .world_size = 1};
+  m.dense_bytes = 1.001e9;
+  m.row_segments = {{.dense_bytes = 1e9, .row_bytes = 1e6}, {.dense_bytes = 1e5, .row_bytes = 1e6}};
+  return m;
+}
+
+TEST_CASE("projection: a sparse exchange sends a table as the rows a device touched where fewer") {
+  using tutti::projected_exchange;
+  const tutti::measured_step m = recommender_step();
+  const auto bytes = [&](projected_exchange x, int n) {
+    return tutti::projected_bytes(m, x, n);
+  };
+  // Densely: the dense bytes at every device count; one device reduces nothing else either.
+  for (int n : {1, 2, 8}) CHECK(bytes(projected_exchange::dense, n) == 1.001e9);
+  CHECK(bytes(projected_exchange::rows, 1) == 1.001e9);
+  // Where fewer: the learner table as n·1 MB / 2, the course table (100 kB) dense, and the
+  // counts' gather, a word a table and device.
+  CHECK(bytes(projected_exchange::rows_when_fewer, 2) ==
+        doctest::Approx(9e5 + 1e5 + 2 * 1e6 / 2 + 2 * 2 * 8 / 2.0).epsilon(1e-12));
+  CHECK(bytes(projected_exchange::rows, 2) ==
+        doctest::Approx(9e5 + 2 * 1e6 / 2 + 2 * 1e6 / 2 + 2 * 2 * 8 / 2.0).epsilon(1e-12));
+  // At 4096 devices the learner table's rows would be 2 GB: it stays dense.
+  CHECK(bytes(projected_exchange::rows_when_fewer, 4096) ==
+        doctest::Approx(1.001e9 + 4096 * 2 * 8 / 2.0).epsilon(1e-12));
+  // The row-sparse step gathers the touched ids (and their counts) whatever the exchange.
+  tutti::measured_step merged = m;
+  merged.row_segments[0].id_bytes = 8e3;
+  merged.row_segments[1].id_bytes = 4e3;
+  CHECK(tutti::projected_bytes(merged, projected_exchange::dense, 4) ==
+        doctest::Approx(1.001e9 + 4 * 12e3 / 2 + 4 * 2 * 8 / 2.0).epsilon(1e-12));
+  // A measured run without row segments projects its bytes whatever the exchange.
+  tutti::measured_step plain = m;
+  plain.row_segments.clear();
+  plain.bytes_reduced = 2.5e6;
+  CHECK(tutti::projected_bytes(plain, projected_exchange::rows, 2) == 2.5e6);
+
+  // The projection reduces those bytes: each row's reduce is that of a run that measured them.
+  const tutti::projection_options o{.devices = {1, 2, 4, 8},
+                                    .intra = tutti::find_link("pcie4"),
+                                    .inter = tutti::find_link("pcie4"),
+                                    .exchange = projected_exchange::rows_when_fewer};
+  const tutti::projection rows = tutti::project(m, o);
+  tutti::projection_options dense_o = o;
+  dense_o.exchange = projected_exchange::dense;
+  const tutti::projection dense = tutti::project(m, dense_o);
+  REQUIRE(rows.rows.size() == 4);
+  for (std::size_t i = 0; i < rows.rows.size(); ++i) {
+    const int n = rows.rows[i].devices;
+    CAPTURE(n);
+    tutti::measured_step same = plain;
+    same.bytes_reduced = bytes(projected_exchange::rows_when_fewer, n);
+    tutti::projection_options one = dense_o;
+    one.devices = {n};
+    CHECK(rows.rows[i].reduce_total_s == tutti::project(same, one).rows[0].reduce_total_s);
+    if (n > 1) CHECK(rows.rows[i].speedup > dense.rows[i].speedup);
+  }
+  tutti::measured_step bad = m;
+  bad.row_segments[1].row_bytes = -1;
+  CHECK_THROWS_WITH_AS(tutti::project(bad, o), doctest::Contains("a row-sparse segment's bytes"),
+                       tutti::invalid_argument);
+}
+
 }  // namespace test_ledger

@@ -503,4 +503,67 @@ TEST_CASE("row-sparse step: MF says its rows are finite exactly when they are, a
   CHECK(c.model_says_finite);
 }
 
+namespace {
+
+// Every learner once, every row the same course: a step of B samples over W ranks touches B / W
+// learners on each rank (the shard is a permutation of distinct learners) and one course.
+tutti::data::interactions one_row_per_learner(std::int32_t learners) {
+  tutti::data::interactions d;
+  for (std::int32_t u = 0; u < learners; ++u) {
+    d.users.push_back(u);
+    d.items.push_back(0);
+    d.labels.push_back(1.f);
+    d.user_ids.push_back(1000 + u);
+  }
+  d.item_ids.push_back(7);
+  d.implicit = true;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("row-sparse step: each rank counts the rows its steps touched, per row-sparse segment") {
+  const auto train = one_row_per_learner(960);
+  const tutti::parameter_layout layout = make_mf(train).layout();
+  const auto extent = [&](std::size_t s) {
+    const std::size_t end =
+        s + 1 < layout.segments().size() ? layout[s + 1].offset : layout.total();
+    return (end - layout[s].offset) * sizeof(float);
+  };
+  for (int world : {1, 2, 3, 4}) {
+    CAPTURE(world);
+    const tutti::train_options opt{
+        .batch = 96, .epochs = 2, .base_lr = 0.05, .seed = 5, .evaluate_each_epoch = false};
+    const auto runs = train_with(world, train, opt, tutti::rowwise_adagrad{});
+    for (const rank_run& run : runs) {
+      const auto& segs = run.result.row_segments;
+      REQUIRE(segs.size() == 4);  // the two tables and the two per-row biases
+      for (const tutti::row_segment_traffic& t : segs) {
+        CAPTURE(layout[t.segment].name);
+        // The learners' segments: B / W rows a step on every rank; the courses': the one course.
+        const double expected = layout[t.segment].rows == 960 ? 96.0 / world : 1.0;
+        CHECK(t.rows_per_step == expected);
+        CHECK(t.words == (layout[t.segment].cols + 2) / 2);
+        CHECK(t.dense_bytes == extent(t.segment));
+        CHECK(t.row_bytes() == expected * double(t.words) * 8.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("row-sparse step: a dense step lists no rows, a sparse exchange lists them") {
+  const auto train = one_row_per_learner(960);
+  tutti::train_options opt{
+      .batch = 96, .epochs = 1, .base_lr = 0.05, .seed = 5, .evaluate_each_epoch = false};
+  CHECK(train_with(2, train, opt, tutti::sgd{})[0].result.row_segments.empty());
+  opt.sparse_exchange = sparse_exchange_policy::on;
+  const auto runs = train_with(2, train, opt, tutti::sgd{});
+  const tutti::parameter_layout layout = make_mf(train).layout();
+  for (const rank_run& run : runs) {
+    REQUIRE(run.result.row_segments.size() == 4);
+    for (const tutti::row_segment_traffic& t : run.result.row_segments)
+      CHECK(t.rows_per_step == (layout[t.segment].rows == 960 ? 48.0 : 1.0));
+  }
+}
+
 }  // namespace test_row_sparse

@@ -305,8 +305,9 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
         bytes_text(double(m.step_buffers)).c_str(), bytes_text(double(m.shard)).c_str(),
         bytes_text(double(detail::peak_resident_bytes())).c_str());
   }
-  const projection proj = detail::project_run(c, r, out.stats);
-  if (!c.quiet) detail::print_ledger(r, proj, c.link);
+  const projection proj = detail::project_run(c, r, out.stats, detail::exchange_of(c));
+  const std::optional<projection> rows_proj = detail::project_rows(c, r, out.stats);
+  if (!c.quiet) detail::print_ledger(r, proj, rows_proj, c.link);
   if (!c.report.empty()) {
     const std::string path = detail::write_ledger_page(c, d, r, proj);
     if (!c.quiet) std::printf("\nledger page: %s\n", path.c_str());
@@ -317,6 +318,7 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
                                   .result = r,
                                   .shared_arena = out.shared_arena,
                                   .proj = proj,
+                                  .rows_proj = rows_proj ? &*rows_proj : nullptr,
                                   .baseline = baseline,
                                   .seconds = seconds,
                                   .init_seconds = out.init_seconds,

@@ -86,7 +86,11 @@ struct report_ledger {
   double algbw_bytes_per_s = 0, busbw_bytes_per_s = 0;
   std::map<std::string, account_summary> accounts;  // data, compute, guard, wait, ... step
   std::vector<int> slow_ranks;
-  nlohmann::json projection;  // {link, rows}
+  /// The row-sparse segments and the rows a step touched in them ([{segment, name, dense_bytes,
+  /// rows_per_step, words, row_bytes, id_bytes}]), or null where the step did not list them.
+  nlohmann::json row_segments;
+  /// {link, sparse_exchange, rows[, rows_with_sparse_exchange_auto]}
+  nlohmann::json projection;
 };
 
 /// Everything `tutti train --json` reports.
@@ -282,6 +286,7 @@ inline void to_json(nlohmann::json& j, const report_ledger& l) {
        {"slow_ranks", l.slow_ranks},
        {"projection", l.projection}};
   if (l.sparse_row_cost_ratio) j["sparse_row_cost_ratio"] = *l.sparse_row_cost_ratio;
+  if (!l.row_segments.is_null()) j["row_segments"] = l.row_segments;
   if (l.overlap_settings) {
     j["bucket_bytes"] = l.overlap_settings->bucket_bytes;
     j["last_bucket_bytes"] = l.overlap_settings->last_bucket_bytes;
@@ -326,6 +331,7 @@ inline void from_json(const nlohmann::json& j, report_ledger& l) {
     for (const auto& [name, a] : detail::report_need(j, "accounts").items())
       l.accounts[name] = detail::account_of(a);
   l.slow_ranks = report_get_or<std::vector<int>>(j, "slow_ranks", {});
+  l.row_segments = detail::report_json_or_null(j, "row_segments");
   l.projection = detail::report_json_or_null(j, "projection");
 }
 

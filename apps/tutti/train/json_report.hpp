@@ -96,8 +96,38 @@ inline std::vector<report_epoch> epochs_of(const fit_result& r) {
   return epochs;
 }
 
-/// The ledger: bytes per step, the accounts, the slow ranks and the projection.
-inline report_ledger ledger_of(const train_config& c, const fit_result& r, const projection& proj) {
+/// A projection's rows as the JSON report holds them.
+inline nlohmann::json projection_rows_json(const projection& proj) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : proj.rows)
+    rows.push_back({{"devices", row.devices},
+                    {"step_s", row.step_s},
+                    {"samples_per_s", row.samples_per_s},
+                    {"speedup", row.speedup},
+                    {"efficiency", row.efficiency},
+                    {"cost_per_epoch", row.cost_per_epoch}});
+  return rows;
+}
+
+/// The row-sparse segments and the rows a step of rank 0 touched in them, or null.
+inline nlohmann::json row_segments_json(const fit_result& r) {
+  if (r.row_segments.empty()) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (const row_segment_traffic& t : r.row_segments)
+    out.push_back({{"segment", t.segment},
+                   {"name", t.name},
+                   {"dense_bytes", t.dense_bytes},
+                   {"rows_per_step", t.rows_per_step},
+                   {"words", t.words},
+                   {"row_bytes", t.row_bytes()},
+                   {"id_bytes", t.id_bytes()}});
+  return out;
+}
+
+/// The ledger: bytes per step, the accounts, the slow ranks, the row-sparse segments and the
+/// projection (and `rows_proj`, the same with `--sparse-exchange auto`, where there is one).
+inline report_ledger ledger_of(const train_config& c, const fit_result& r, const projection& proj,
+                               const projection* rows_proj) {
   const ledger_summary& l = r.ledger;
   report_ledger led{.steps = l.steps,
                     .bytes_reduced_per_step = l.bytes_reduced_per_step,
@@ -128,15 +158,12 @@ inline report_ledger ledger_of(const train_config& c, const fit_result& r, const
     led.overlap_settings = report_overlap{.bucket_bytes = mib_bytes(c.bucket_mb),
                                           .last_bucket_bytes = mib_bytes(c.last_bucket_mb),
                                           .comm_thread_nice = r.comm_thread_nice};
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : proj.rows)
-    rows.push_back({{"devices", row.devices},
-                    {"step_s", row.step_s},
-                    {"samples_per_s", row.samples_per_s},
-                    {"speedup", row.speedup},
-                    {"efficiency", row.efficiency},
-                    {"cost_per_epoch", row.cost_per_epoch}});
-  led.projection = {{"link", c.link}, {"rows", rows}};
+  led.row_segments = row_segments_json(r);
+  led.projection = {{"link", c.link},
+                    {"sparse_exchange", c.sparse_exchange},
+                    {"rows", projection_rows_json(proj)}};
+  if (rows_proj)
+    led.projection["rows_with_sparse_exchange_auto"] = projection_rows_json(*rows_proj);
   return led;
 }
 
@@ -155,6 +182,7 @@ struct run_summary {
   const fit_result& result;
   bool shared_arena;
   const projection& proj;
+  const projection* rows_proj = nullptr;  // with --sparse-exchange auto, for a run sent densely
   baseline_score baseline;
   double seconds;
   double init_seconds = 0, first_step_seconds = 0;  // rank 0's (run_output)
@@ -182,7 +210,7 @@ inline train_report report_of(const train_config& c, const run_summary& s) {
                    .ranking = nullptr,
                    .target = nullptr,
                    .phases = phases_of(r.phases),
-                   .ledger = ledger_of(c, r, s.proj),
+                   .ledger = ledger_of(c, r, s.proj, s.rows_proj),
                    .skipped_steps = r.skipped_steps,
                    .space = choice_name(c.space),
                    .parameters_checksum = {},

@@ -85,11 +85,37 @@ inline measured_step to_measured_step(const fit_result& r, std::size_t train_row
   m.global_batch = double(r.global_batch);
   m.samples_per_epoch = double(train_rows);
   m.world_size = r.world_size;
+  m.dense_bytes = double(r.dense_bytes_per_step);
+  for (const row_segment_traffic& t : r.row_segments)
+    m.row_segments.push_back({.dense_bytes = double(t.dense_bytes),
+                              .row_bytes = t.row_bytes(),
+                              .id_bytes = t.id_bytes()});
   return m;
 }
 
-/// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection.
-inline void print_ledger(const fit_result& r, const projection& p, const std::string& link) {
+/// How the run's `--sparse-exchange` sends the row-sparse segments at each projected device
+/// count: `off` densely, `auto` and `measured` as rows where they are fewer bytes, `on` as rows.
+inline projected_exchange exchange_of(const train_config& c) {
+  if (c.sparse_exchange == "on") return projected_exchange::rows;
+  if (c.sparse_exchange == "off") return projected_exchange::dense;
+  return projected_exchange::rows_when_fewer;
+}
+
+/// The rows a step touched in each row-sparse segment, as the ledger prints them.
+inline std::string touched_rows_text(const fit_result& r) {
+  std::string out;
+  for (const row_segment_traffic& t : r.row_segments)
+    out += (out.empty() ? "" : ", ") + t.name + tutti::detail::sfmt(" %.0f", t.rows_per_step);
+  return out;
+}
+
+inline void print_projection_rows(const projection& p);
+
+/// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection (and
+/// `with_rows`, the same with the row-sparse segments sent as rows, where the run sent them
+/// densely).
+inline void print_ledger(const fit_result& r, const projection& p,
+                         const std::optional<projection>& with_rows, const std::string& link) {
   const ledger_summary& l = r.ledger;
   std::printf("\nledger (rank 0, milliseconds per step: mean / p50 / p95)\n");
   const std::pair<const char*, const account_summary*> rows[] = {
@@ -111,6 +137,17 @@ inline void print_ledger(const fit_result& r, const projection& p, const std::st
   std::printf(
       "\nprojection to devices of this kind on %s (per-device batch kept; see tutti plan)\n",
       link.c_str());
+  print_projection_rows(p);
+  if (!with_rows) return;
+  std::printf(
+      "\nwith --sparse-exchange auto: each embedding table as the rows a device's step touched "
+      "where they are fewer bytes (rows a step here: %s)\n",
+      touched_rows_text(r).c_str());
+  print_projection_rows(*with_rows);
+}
+
+/// The projection's rows as `tutti train` prints them.
+inline void print_projection_rows(const projection& p) {
   std::printf("%8s %12s %14s %9s %11s", "devices", "step ms", "samples/s", "speedup", "efficiency");
   std::printf(p.b_noise ? " %12s %10s %10s\n" : "\n", "global batch", "samples x", "to-loss x");
   for (const auto& row : p.rows) {
@@ -182,14 +219,24 @@ inline void print_outcome(const train_config& c, const fit_result& r, const base
 
 /// The projection of the measured step to 1, 2, 4 and 8 devices on `--link`, at the measured
 /// noise scale when the run has one.
-inline projection project_run(const train_config& c, const fit_result& r, const data_stats& stats) {
+inline projection project_run(const train_config& c, const fit_result& r, const data_stats& stats,
+                              projected_exchange exchange) {
   projection proj =
       project(to_measured_step(r, stats.train_rows), {.devices = {1, 2, 4, 8},
                                                       .intra = find_link(c.link),
                                                       .inter = find_link(c.link),
-                                                      .price_per_device_hour = c.price});
+                                                      .price_per_device_hour = c.price,
+                                                      .exchange = exchange});
   if (r.noise_scale.known()) apply_noise_scale(proj, r.noise_scale.b_simple, 0.2);
   return proj;
+}
+
+/// The projection with `--sparse-exchange auto`, for a run that sent its row-sparse segments
+/// densely (`off`) and listed the rows its steps touched; nullopt for any other run.
+inline std::optional<projection> project_rows(const train_config& c, const fit_result& r,
+                                              const data_stats& stats) {
+  if (c.sparse_exchange != "off" || r.row_segments.empty()) return std::nullopt;
+  return project_run(c, r, stats, projected_exchange::rows_when_fewer);
 }
 
 /// `--report DIR`: the ledger's HTML page. Returns its path.

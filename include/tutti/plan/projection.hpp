@@ -19,6 +19,23 @@
 
 namespace tutti {
 
+/// A row-sparse segment of a measured step (an embedding table): what the dense reduce sends for
+/// it, what the rows one device's step touched take in a sparse exchange's gather (their ids and
+/// values, docs/trainer.md#sparse-embedding-exchange), and what their ids alone take in the
+/// row-sparse step's gather (0 for a step that does not gather them), per step.
+struct measured_row_segment {
+  double dense_bytes = 0;
+  double row_bytes = 0;
+  double id_bytes = 0;
+};
+
+/// How a projected step sends the row-sparse segments of its gradient.
+enum class projected_exchange {
+  dense,            ///< through the dense reduce (`--sparse-exchange off`)
+  rows_when_fewer,  ///< each segment as rows where they are fewer bytes (`--sparse-exchange auto`)
+  rows,             ///< every segment as rows (`--sparse-exchange on`)
+};
+
 /// What one device spent on one step of a measured run, by account, and the run's shape. A
 /// 1-rank run with `single_rank` reduces nothing but still reports the gradient bytes.
 struct measured_step {
@@ -31,6 +48,12 @@ struct measured_step {
   double global_batch = 0;       ///< samples per step over all ranks of the measured run
   double samples_per_epoch = 0;  ///< samples in one epoch (training rows)
   int world_size = 1;            ///< ranks of the measured run
+  /// What the dense reduce of the whole gradient sends per step; 0: `bytes_reduced` (a run that
+  /// reduced densely). Read only with `row_segments`.
+  double dense_bytes = 0;
+  /// The gradient's row-sparse segments (embedding tables) as a sparse exchange would send them,
+  /// for `projection_options::exchange`; empty: every device count reduces `bytes_reduced`.
+  std::vector<measured_row_segment> row_segments{};
 
   /// Samples per step on one device.
   double per_device_batch() const noexcept { return global_batch / world_size; }
@@ -108,7 +131,34 @@ struct projection_options {
   std::optional<double> exposed_ratio{};
   /// Ranks that share a host's cores; off by default (every rank a device of its own).
   shared_host host{};
+  /// How the row-sparse segments travel at each device count (with `measured_step::row_segments`).
+  projected_exchange exchange = projected_exchange::dense;
 };
+
+/// The bytes a step of `n` devices hands to the reducer, in the ledger's convention (a gather of b
+/// bytes a device moves what an allreduce of n·b/2 does). Without row segments, the measured
+/// `bytes_reduced`. With them, for n > 1: the dense bytes, each segment replaced by the rows a
+/// device's step touched where `x` says so (with a gather of the counts, a word a segment and
+/// device), and the row-sparse step's gather of the touched ids (and of their counts) where the
+/// step makes it. A device's step is taken to touch the measured rows (per-device batch kept).
+inline double projected_bytes(const measured_step& m, projected_exchange x, int n) {
+  if (m.row_segments.empty()) return m.bytes_reduced;
+  const double dense = m.dense_bytes > 0 ? m.dense_bytes : m.bytes_reduced;
+  if (n <= 1) return dense;
+  const double devices = n;
+  const double counts = devices * double(m.row_segments.size()) * 8.0 / 2;
+  double bytes = dense + (x == projected_exchange::dense ? 0.0 : counts);
+  bool ids = false;
+  for (const measured_row_segment& s : m.row_segments) {
+    const double rows = devices * s.row_bytes / 2;
+    if (x == projected_exchange::rows ||
+        (x == projected_exchange::rows_when_fewer && rows < s.dense_bytes))
+      bytes += rows - s.dense_bytes;
+    bytes += devices * s.id_bytes / 2;
+    ids = ids || s.id_bytes > 0;
+  }
+  return bytes + (ids ? counts : 0.0);
+}
 
 /// The projection for one device count.
 struct projection_row {
@@ -205,6 +255,13 @@ inline void check_measured(const measured_step& m) {
                          m.bytes_reduced})
     TUTTI_EXPECTS(std::isfinite(v) && v >= 0, fn,
                   "a measured account is " + num(v) + "; expected finite seconds/bytes >= 0");
+  for (const measured_row_segment& s : m.row_segments)
+    TUTTI_EXPECTS(
+        std::isfinite(s.dense_bytes) && s.dense_bytes >= 0 && std::isfinite(s.row_bytes) &&
+            s.row_bytes >= 0 && std::isfinite(s.id_bytes) && s.id_bytes >= 0,
+        fn,
+        "a row-sparse segment's bytes are " + num(s.dense_bytes) + " dense, " + num(s.row_bytes) +
+            " as rows and " + num(s.id_bytes) + " as ids; expected finite bytes >= 0");
   TUTTI_EXPECTS(m.world_size >= 1, fn,
                 "world_size = " + std::to_string(m.world_size) + "; expected >= 1");
   TUTTI_EXPECTS(std::isfinite(m.global_batch) && m.global_batch >= m.world_size, fn,
@@ -369,7 +426,7 @@ inline projection project(const measured_step& m, const projection_options& o = 
     r.compute_s = m.compute_s * scale * fc;
     r.optimizer_s = m.optimizer_s * fo;
     r.sync_s = o.host.enabled() && n > 1 ? o.host.sync_s : 0.0;
-    const allreduce_estimate e = best_allreduce(m.bytes_reduced, t);
+    const allreduce_estimate e = best_allreduce(projected_bytes(m, o.exchange, n), t);
     r.algorithm = e.algorithm;
     r.reduce_total_s = e.seconds();
     r.reduce_exposed_s = exposed_reduce_seconds(r.reduce_total_s, p.exposed_ratio, r.compute_s);

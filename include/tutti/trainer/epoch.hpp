@@ -245,6 +245,12 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const 
   if (result.ledger.steps > 0) result.bytes_reduced_per_step = result.ledger.bytes_reduced_per_step;
   result.bytes_saved_per_step = static_cast<std::int64_t>(result.dense_bytes_per_step) -
                                 static_cast<std::int64_t>(result.bytes_reduced_per_step);
+  result.row_segments =
+      m_exchange.traffic([this](std::size_t floats) { return dense_wire_bytes(floats); });
+  for (row_segment_traffic& t : result.row_segments) {
+    t.name = m_model.layout()[t.segment].name;
+    t.ids_gathered = m_rows.on();
+  }
   const double epochs = double(result.epochs.back().epoch);  // fewer when a target stopped it
   for (std::size_t r = 0; r < run.step.size(); ++r) {
     run.step[r] /= epochs;

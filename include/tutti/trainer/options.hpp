@@ -352,6 +352,25 @@ struct train_options {
   bool step_graphs = true;
 };
 
+/// A row-sparse segment of the gradient (an embedding table, a per-row bias) as a sparse
+/// exchange would send it (docs/trainer.md#sparse-embedding-exchange): what the dense reduce
+/// sends for it, and the rows a step of this rank touched, on the mean over the fit's steps.
+/// What a projection to more devices needs to weigh the two (docs/ledger.md).
+struct row_segment_traffic {
+  std::size_t segment = 0;        ///< the segment's index in the model's layout
+  std::string name;               ///< and its name there
+  std::uint64_t dense_bytes = 0;  ///< its values (and padding) as the reducer sends them densely
+  double rows_per_step = 0;       ///< rows a step of this rank touched, the mean over its steps
+  std::size_t words = 0;          ///< 64-bit words a row travels in: its id, then its values
+  /// The row-sparse step gathers the ids every rank touched (a 64-bit word each) to update their
+  /// union: what it does on more than one rank, whatever the exchange.
+  bool ids_gathered = false;
+  /// The bytes this rank's touched rows take in the exchange's gather, per step.
+  double row_bytes() const noexcept { return rows_per_step * double(words) * 8.0; }
+  /// The bytes their ids take in the row-sparse step's gather, per step (0 without it).
+  double id_bytes() const noexcept { return ids_gathered ? rows_per_step * 8.0 : 0.0; }
+};
+
 /// Result of `trainer::fit`.
 struct fit_result {
   std::vector<epoch_record> epochs;       ///< one record per epoch
@@ -384,6 +403,9 @@ struct fit_result {
   std::uint64_t dense_bytes_per_step = 0;  ///< what the dense reduce of the arena takes per step
   std::int64_t bytes_saved_per_step = 0;   ///< dense_bytes_per_step − bytes_reduced_per_step
   std::size_t sparse_steps = 0;  ///< steps of this fit that sent some segment as touched rows
+  /// The row-sparse segments and the rows this rank's steps touched in them, on a host space
+  /// where the step lists them (the row-sparse step, a sparse exchange); empty elsewhere.
+  std::vector<row_segment_traffic> row_segments;
   /// `sparse_exchange = measured`: the rows' measured cost per byte ÷ the dense path's, agreed
   /// by all ranks after the trial steps (rows travel when their bytes × this are below the dense
   /// bytes); 0 before that or with another policy.

@@ -86,6 +86,30 @@ class sparse_exchange {
     m_trial_costs[1].clear();
     m_trial_step = 0;
     m_row_cost_ratio = 0;
+    m_rows_counted.assign(m_segments.size(), 0);
+    m_steps_counted = 0;
+  }
+
+  /// Counts the rows of the step so far touched on this rank (call it before a merge across
+  /// ranks), for `traffic`'s mean.
+  void count_step() {
+    m_rows_counted.resize(m_segments.size());
+    for (std::size_t k = 0; k < m_segments.size(); ++k) m_rows_counted[k] += m_touched[k].size();
+    ++m_steps_counted;
+  }
+
+  /// Per segment, the dense reduce's bytes for it and the rows a counted step touched on the
+  /// mean; empty before any step was counted.
+  template <class DenseBytes>
+  std::vector<row_segment_traffic> traffic(const DenseBytes& dense_wire_bytes) const {
+    std::vector<row_segment_traffic> out;
+    if (m_steps_counted == 0) return out;
+    for (std::size_t k = 0; k < m_segments.size(); ++k)
+      out.push_back({.segment = m_segments[k].index,
+                     .dense_bytes = dense_wire_bytes(m_segments[k].extent),
+                     .rows_per_step = double(m_rows_counted[k]) / double(m_steps_counted),
+                     .words = m_segments[k].words});
+    return out;
   }
 
   /// Adds `ids`, the rows of the k-th segment one `loss_and_gradient` call touched, to the
@@ -326,6 +350,9 @@ class sparse_exchange {
   std::vector<double> m_trial_costs[2];
   std::size_t m_trial_step = 0;
   double m_row_cost_ratio = 0;
+  // The rows each segment's counted steps touched on this rank, and those steps.
+  std::vector<std::uint64_t> m_rows_counted;
+  std::size_t m_steps_counted = 0;
 };
 
 }  // namespace tutti::detail

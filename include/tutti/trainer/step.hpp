@@ -181,8 +181,11 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(cons
     timer.mark(account::reduce);
     timer.reduce_in_background(pipeline->busy_seconds());
   }
-  if constexpr (space_type::host_accessible)
+  if constexpr (space_type::host_accessible) {
+    // This rank's rows of the step, before any merge: what a projection's exchange would send.
+    if (!m_exchange.empty() && c.slots.global_real > 0) m_exchange.count_step();
     if (m_rows.on()) m_rows.select(m_exchange.touched());
+  }
   record_small_noise(pipeline.has_value());
   if (c.plan.guarded) check_finite(c.slots.step, pipeline.has_value(), m_bucket_nonfinite);
   timer.mark(account::guard);
