@@ -63,7 +63,8 @@ struct plan_config {
   double price = 1.0;
   std::string scaling = "weak";
   double knee_fraction = 0.5;
-  double overlap = -1;  // < 0: from --from (measured), else 0
+  double overlap = -1;          // < 0: from --from (measured), else 0
+  std::string sparse_exchange;  // off, auto, on; empty: as the --from run sent its tables
   // Ranks sharing one host's cores (0: every rank owns its device).
   double host_cores = 0;
   double available_cores = 0;    // 0: --link-file's measurement, else host_cores
@@ -210,6 +211,11 @@ inline void add_plan_scaling_options(CLI::App& app, plan_config& c) {
                  "a device is worth adding while it adds this share of one device's throughput")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
+  app.add_option("--sparse-exchange", c.sparse_exchange,
+                 "how the embedding tables of a --from run that listed the rows its step touched "
+                 "travel at N devices: off (dense reduce), auto (rows where fewer bytes), on "
+                 "(rows) [default: as the run sent them]")
+      ->check(CLI::IsMember({"off", "auto", "on"}));
   app.add_option("--overlap", c.overlap,
                  "share of the allreduce hidden behind compute, 0-1 [default: measured by "
                  "--from, else 0]")
@@ -519,6 +525,7 @@ inline plan_inputs make_plan_inputs(const plan_config& c) {
   o.price_per_device_hour = c.price;
   o.scaling = c.scaling == "strong" ? scaling_mode::strong : scaling_mode::weak;
   o.knee_fraction = c.knee_fraction;
+  o.exchange = detail::plan::exchange_of(c.sparse_exchange, rep ? &*rep : nullptr, c.from);
   if (c.overlap >= 0)
     o.exposed_ratio = 1.0 - c.overlap;
   else if (!rep)

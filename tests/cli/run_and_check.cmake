@@ -1223,6 +1223,38 @@ elseif(CASE STREQUAL "plan")
   endif()
   expect_error(2 "noise_scale = 0; expected samples" plan --from ${WORK}/r.json --noise-scale 0)
 
+  # (f) Embedding tables as rows: a run of a row-sparse optimizer lists the rows its step
+  # touched; its plan with --sparse-exchange auto sends them at 2 devices (fewer bytes, a larger
+  # speedup than the dense reduce), and as run (off) reduces the tables densely. A report
+  # without the list is refused --sparse-exchange.
+  train(${WORK}/rs.json --learners 20000 --courses 500 --optimizer rowwise-adagrad --epochs 1)
+  file(READ ${WORK}/rs.json jrs)
+  json_get(seg_rows "${jrs}" ledger row_segments 0 rows_per_step)
+  json_get(auto_rows "${jrs}" ledger projection rows_with_sparse_exchange_auto 1 speedup)
+  json_get(run_rows "${jrs}" ledger projection rows 1 speedup)
+  if(NOT seg_rows GREATER 0 OR NOT auto_rows GREATER run_rows)
+    message(FATAL_ERROR "train --optimizer rowwise-adagrad: rows a step ${seg_rows}, speedup at "
+                        "2 devices ${auto_rows} with auto against ${run_rows} as run; expected "
+                        "rows and a larger speedup")
+  endif()
+  foreach(x off auto)
+    tutti_ok(plan --from ${WORK}/rs.json --sparse-exchange ${x} --max-devices 2
+             --json ${WORK}/px_${x}.json)
+    file(READ ${WORK}/px_${x}.json jx)
+    json_get(exchange_${x} "${jx}" questions topology exchange)
+    json_get(speedup_${x} "${jx}" rows 1 speedup)
+  endforeach()
+  tutti_ok(plan --from ${WORK}/rs.json --max-devices 2 --json ${WORK}/px_run.json)
+  file(READ ${WORK}/px_run.json jx)
+  json_get(exchange_run "${jx}" questions topology exchange)
+  if(NOT exchange_off STREQUAL "dense" OR NOT exchange_auto STREQUAL "rows_when_fewer"
+     OR NOT exchange_run STREQUAL "dense" OR NOT speedup_auto GREATER speedup_off)
+    message(FATAL_ERROR "plan --sparse-exchange: off ${exchange_off} (speedup ${speedup_off}), "
+                        "auto ${exchange_auto} (${speedup_auto}), as run ${exchange_run}; expected "
+                        "dense, rows_when_fewer with the larger speedup, dense")
+  endif()
+  expect_error(2 "lists no rows its step touched" plan --from ${WORK}/r.json --sparse-exchange on)
+
   # (d) The page: four charts, the verdict, the predicted rows and the measured run.
   check_ledger_page(${WORK}/page)
   xml_escape(escaped "verdict: ${verdict_text}")

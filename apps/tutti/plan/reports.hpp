@@ -36,7 +36,8 @@ struct measured_run {
   // A host run of the recommender: its shape (for --host's forecast), else why not.
   std::optional<train_shape> shape;
   std::string shape_refused;
-  double peak_resident_bytes = 0;  // the process's, when the report has it
+  double peak_resident_bytes = 0;       // the process's, when the report has it
+  std::optional<std::string> exchange;  // the run's --sparse-exchange, when the report says
 };
 
 /// The recommender's shape of a one-rank host run's report: the learners, courses and rows it
@@ -184,7 +185,36 @@ inline measured_step step_of(const train_report& rep, const std::string& path) {
   m.world_size = rep.world_size;
   m.samples_per_epoch = double(rep.dataset.train_rows);
   if (ledger) m.bytes_reduced = double(ledger->bytes_reduced_per_step);
+  if (ledger && ledger->row_segments.is_array()) {
+    m.dense_bytes = double(ledger->dense_bytes_per_step);
+    for (const nlohmann::json& g : ledger->row_segments)
+      m.row_segments.push_back({.dense_bytes = detail::report_get<double>(g, "dense_bytes"),
+                                .row_bytes = detail::report_get<double>(g, "row_bytes"),
+                                .id_bytes = detail::report_get_or<double>(g, "id_bytes", 0)});
+  }
   return m;
+}
+
+/// How the embedding tables of `rep` travel at N devices: `flag` (--sparse-exchange: off, auto,
+/// on), or, when empty, as the measured run sent them (its `ledger.projection.sparse_exchange`;
+/// `measured` as `auto`). `flag` needs a report that lists the rows its step touched.
+inline projected_exchange exchange_of(const std::string& flag, const measured_run* rep,
+                                      const std::string& path) {
+  std::string name = flag;
+  if (!flag.empty()) {
+    TUTTI_EXPECTS(rep && !rep->step.row_segments.empty(), "tutti plan",
+                  "--sparse-exchange " + flag + ": " +
+                      (rep ? "--from '" + path + "' lists no rows its step touched"
+                           : std::string("no --from report")) +
+                      "; expected a report of tutti train --json whose step listed them (a "
+                      "row-sparse optimizer, or --sparse-exchange, on the host: "
+                      "ledger.row_segments)");
+  } else if (rep && rep->exchange) {
+    name = *rep->exchange;
+  }
+  if (name == "on") return projected_exchange::rows;
+  if (name == "auto" || name == "measured") return projected_exchange::rows_when_fewer;
+  return projected_exchange::dense;
 }
 
 /// Reads `tutti train --json`'s report at `path` (`flag`: --from or --thread-baseline).
@@ -209,6 +239,9 @@ inline measured_run read_train_report(const std::string& path, const char* flag 
   take_shape(rep, r);
   if (rep.memory.is_object() && rep.memory.contains("peak_resident_bytes"))
     r.peak_resident_bytes = rep.memory["peak_resident_bytes"].get<double>();
+  if (rep.ledger && rep.ledger->projection.is_object() &&
+      rep.ledger->projection.contains("sparse_exchange"))
+    r.exchange = detail::report_get<std::string>(rep.ledger->projection, "sparse_exchange");
   r.samples_per_s = r.step.global_batch / r.step.step_s();
   return r;
 }

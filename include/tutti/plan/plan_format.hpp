@@ -213,6 +213,7 @@ inline json topology_json(const plan_result& r) {
           {"inter", link_profile_json(o.inter)},
           {"nics_per_node", o.nics_per_node},
           {"scaling", to_string(o.scaling)},
+          {"exchange", to_string(o.exchange)},
           {"exposed_ratio", report_number(r.proj.exposed_ratio)},
           {"price_per_device_hour", report_number(o.price_per_device_hour)},
           {"knee_fraction", report_number(o.knee_fraction)},

@@ -36,6 +36,13 @@ enum class projected_exchange {
   rows,             ///< every segment as rows (`--sparse-exchange on`)
 };
 
+/// "dense", "rows_when_fewer" or "rows".
+inline const char* to_string(projected_exchange x) noexcept {
+  return x == projected_exchange::dense             ? "dense"
+         : x == projected_exchange::rows_when_fewer ? "rows_when_fewer"
+                                                    : "rows";
+}
+
 /// What one device spent on one step of a measured run, by account, and the run's shape. A
 /// 1-rank run with `single_rank` reduces nothing but still reports the gradient bytes.
 struct measured_step {
