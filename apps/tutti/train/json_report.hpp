@@ -152,13 +152,13 @@ inline report_ledger ledger_of(const train_config& c, const fit_result& r, const
                                  {"other", l.other},
                                  {"step", l.step}},
                     .slow_ranks = l.ranks.slow_ranks(),
+                    .row_segments = row_segments_json(r),
                     .projection = nullptr};
   if (c.sparse_exchange == "measured") led.sparse_row_cost_ratio = r.sparse_row_cost_ratio;
   if (c.overlap)
     led.overlap_settings = report_overlap{.bucket_bytes = mib_bytes(c.bucket_mb),
                                           .last_bucket_bytes = mib_bytes(c.last_bucket_mb),
                                           .comm_thread_nice = r.comm_thread_nice};
-  led.row_segments = row_segments_json(r);
   led.projection = {{"link", c.link},
                     {"sparse_exchange", c.sparse_exchange},
                     {"rows", projection_rows_json(proj)}};

@@ -362,13 +362,13 @@ struct row_segment_traffic {
   std::uint64_t dense_bytes = 0;  ///< its values (and padding) as the reducer sends them densely
   double rows_per_step = 0;       ///< rows a step of this rank touched, the mean over its steps
   std::size_t words = 0;          ///< 64-bit words a row travels in: its id, then its values
-  /// The row-sparse step gathers the ids every rank touched (a 64-bit word each) to update their
-  /// union: what it does on more than one rank, whatever the exchange.
+  /// The row-sparse step gathers the ids every rank touched (two to a 64-bit word) to update
+  /// their union: what it does on more than one rank, whatever the exchange.
   bool ids_gathered = false;
   /// The bytes this rank's touched rows take in the exchange's gather, per step.
   double row_bytes() const noexcept { return rows_per_step * double(words) * 8.0; }
   /// The bytes their ids take in the row-sparse step's gather, per step (0 without it).
-  double id_bytes() const noexcept { return ids_gathered ? rows_per_step * 8.0 : 0.0; }
+  double id_bytes() const noexcept { return ids_gathered ? rows_per_step * 4.0 : 0.0; }
 };
 
 /// Result of `trainer::fit`.

@@ -149,8 +149,8 @@ class row_step {
   }
 
   /// Replaces `touched` by the union of every rank's touched rows (one all_gather of the counts,
-  /// one of the ids, padded to the largest count); returns the bytes in the ledger's convention
-  /// (a gather of b bytes per rank counts as an allreduce of W·b/2).
+  /// one of the ids, two to a 64-bit word, padded to the largest count); returns the bytes in the
+  /// ledger's convention (a gather of b bytes per rank counts as an allreduce of W·b/2).
   template <class Reducer>
   std::uint64_t merge_ranks(Reducer& reducer, std::vector<std::vector<std::int32_t>>& touched) {
     const auto world = static_cast<std::size_t>(reducer.world_size());
@@ -168,14 +168,15 @@ class row_step {
     for (std::size_t k = 0; k < segs; ++k) {
       std::uint64_t most = 0;
       for (std::size_t r = 0; r < world; ++r) most = std::max(most, m_all_counts[r * segs + k]);
-      m_width[k + 1] = m_width[k] + static_cast<std::size_t>(most);
+      m_width[k + 1] = m_width[k] + static_cast<std::size_t>((most + 1) / 2);
     }
     const std::size_t block = m_width[segs];
     std::uint64_t bytes = world * segs * sizeof(std::uint64_t) / 2;
     if (block == 0) return bytes;
     m_mine.assign(block, 0);
     for (std::size_t k = 0; k < segs; ++k)
-      std::copy(touched[k].begin(), touched[k].end(), m_mine.begin() + std::ptrdiff_t(m_width[k]));
+      for (std::size_t j = 0; j < touched[k].size(); ++j)
+        m_mine[m_width[k] + j / 2] |= std::uint64_t(std::uint32_t(touched[k][j])) << (32 * (j % 2));
     m_all.resize(block * world);
     reducer.all_gather(std::span<const std::uint64_t>(m_mine), std::span<std::uint64_t>(m_all));
     bytes += world * block * sizeof(std::uint64_t) / 2;
@@ -185,7 +186,7 @@ class row_step {
       for (std::size_t r = 0; r < world; ++r) {
         const std::uint64_t* from = m_all.data() + r * block + m_width[k];
         for (std::uint64_t j = 0; j < m_all_counts[r * segs + k]; ++j)
-          out.push_back(static_cast<std::int32_t>(from[j]));
+          out.push_back(std::int32_t(std::uint32_t(from[j / 2] >> (32 * (j % 2)))));
       }
       std::sort(out.begin(), out.end());
       out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -104,11 +104,13 @@ class sparse_exchange {
   std::vector<row_segment_traffic> traffic(const DenseBytes& dense_wire_bytes) const {
     std::vector<row_segment_traffic> out;
     if (m_steps_counted == 0) return out;
-    for (std::size_t k = 0; k < m_segments.size(); ++k)
-      out.push_back({.segment = m_segments[k].index,
-                     .dense_bytes = dense_wire_bytes(m_segments[k].extent),
-                     .rows_per_step = double(m_rows_counted[k]) / double(m_steps_counted),
-                     .words = m_segments[k].words});
+    for (std::size_t k = 0; k < m_segments.size(); ++k) {
+      row_segment_traffic& t = out.emplace_back();
+      t.segment = m_segments[k].index;
+      t.dense_bytes = dense_wire_bytes(m_segments[k].extent);
+      t.rows_per_step = double(m_rows_counted[k]) / double(m_steps_counted);
+      t.words = m_segments[k].words;
+    }
     return out;
   }
 
