@@ -546,6 +546,9 @@ TEST_CASE("row-sparse step: each rank counts the rows its steps touched, per row
         CHECK(t.words == (layout[t.segment].cols + 2) / 2);
         CHECK(t.dense_bytes == extent(t.segment));
         CHECK(t.row_bytes() == expected * double(t.words) * 8.0);
+        // The step gathers the touched ids, two to a 64-bit word.
+        CHECK(t.ids_gathered);
+        CHECK(t.id_bytes() == expected * 4.0);
       }
     }
   }
@@ -561,8 +564,10 @@ TEST_CASE("row-sparse step: a dense step lists no rows, a sparse exchange lists 
   const tutti::parameter_layout layout = make_mf(train).layout();
   for (const rank_run& run : runs) {
     REQUIRE(run.result.row_segments.size() == 4);
-    for (const tutti::row_segment_traffic& t : run.result.row_segments)
+    for (const tutti::row_segment_traffic& t : run.result.row_segments) {
       CHECK(t.rows_per_step == (layout[t.segment].rows == 960 ? 48.0 : 1.0));
+      CHECK(t.id_bytes() == 0.0);  // sgd's dense update needs no union of the rows
+    }
   }
 }
 
