@@ -943,6 +943,11 @@ TEST_CASE("projection: a sparse exchange sends a table as the rows a device touc
   merged.row_segments[1].id_bytes = 4e3;
   CHECK(tutti::projected_bytes(merged, projected_exchange::dense, 4) ==
         doctest::Approx(1.001e9 + 4 * 12e3 / 2 + 4 * 2 * 8 / 2.0).epsilon(1e-12));
+  // The policies by the names tutti train and tutti plan take.
+  CHECK(tutti::projected_exchange_of("off") == projected_exchange::dense);
+  CHECK(tutti::projected_exchange_of("auto") == projected_exchange::rows_when_fewer);
+  CHECK(tutti::projected_exchange_of("measured") == projected_exchange::rows_when_fewer);
+  CHECK(tutti::projected_exchange_of("on") == projected_exchange::rows);
   // A measured run without row segments projects its bytes whatever the exchange.
   tutti::measured_step plain = m;
   plain.row_segments.clear();

@@ -305,7 +305,8 @@ void report_run(const train_config& c, const detail::loaded_data& d, const detai
         bytes_text(double(m.step_buffers)).c_str(), bytes_text(double(m.shard)).c_str(),
         bytes_text(double(detail::peak_resident_bytes())).c_str());
   }
-  const projection proj = detail::project_run(c, r, out.stats, detail::exchange_of(c));
+  const projection proj =
+      detail::project_run(c, r, out.stats, projected_exchange_of(c.sparse_exchange));
   const std::optional<projection> rows_proj = detail::project_rows(c, r, out.stats);
   if (!c.quiet) detail::print_ledger(r, proj, rows_proj, c.link);
   if (!c.report.empty()) {

@@ -212,9 +212,7 @@ inline projected_exchange exchange_of(const std::string& flag, const measured_ru
   } else if (rep && rep->exchange) {
     name = *rep->exchange;
   }
-  if (name == "on") return projected_exchange::rows;
-  if (name == "auto" || name == "measured") return projected_exchange::rows_when_fewer;
-  return projected_exchange::dense;
+  return projected_exchange_of(name);
 }
 
 /// Reads `tutti train --json`'s report at `path` (`flag`: --from or --thread-baseline).

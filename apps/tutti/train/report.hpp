@@ -93,14 +93,6 @@ inline measured_step to_measured_step(const fit_result& r, std::size_t train_row
   return m;
 }
 
-/// How the run's `--sparse-exchange` sends the row-sparse segments at each projected device
-/// count: `off` densely, `auto` and `measured` as rows where they are fewer bytes, `on` as rows.
-inline projected_exchange exchange_of(const train_config& c) {
-  if (c.sparse_exchange == "on") return projected_exchange::rows;
-  if (c.sparse_exchange == "off") return projected_exchange::dense;
-  return projected_exchange::rows_when_fewer;
-}
-
 /// The rows a step touched in each row-sparse segment, as the ledger prints them.
 inline std::string touched_rows_text(const fit_result& r) {
   std::string out;
@@ -109,7 +101,26 @@ inline std::string touched_rows_text(const fit_result& r) {
   return out;
 }
 
-inline void print_projection_rows(const projection& p);
+/// The projection's rows as `tutti train` prints them.
+inline void print_projection_rows(const projection& p) {
+  std::printf("%8s %12s %14s %9s %11s", "devices", "step ms", "samples/s", "speedup", "efficiency");
+  std::printf(p.b_noise ? " %12s %10s %10s\n" : "\n", "global batch", "samples x", "to-loss x");
+  for (const auto& row : p.rows) {
+    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%", row.devices, 1e3 * row.step_s,
+                row.samples_per_s, row.speedup, 100 * row.efficiency);
+    if (p.b_noise)
+      std::printf(" %12.0f %10.3f %10.2f\n", row.global_batch, row.samples_factor,
+                  row.loss_speedup);
+    else
+      std::printf("\n");
+  }
+  if (p.b_noise)
+    std::printf(
+        "(at the measured B_noise ~ %.0f: samples x = the samples the same loss takes at N's "
+        "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
+        "where more devices stop paying)\n",
+        *p.b_noise);
+}
 
 /// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection (and
 /// `with_rows`, the same with the row-sparse segments sent as rows, where the run sent them
@@ -144,27 +155,6 @@ inline void print_ledger(const fit_result& r, const projection& p,
       "where they are fewer bytes (rows a step here: %s)\n",
       touched_rows_text(r).c_str());
   print_projection_rows(*with_rows);
-}
-
-/// The projection's rows as `tutti train` prints them.
-inline void print_projection_rows(const projection& p) {
-  std::printf("%8s %12s %14s %9s %11s", "devices", "step ms", "samples/s", "speedup", "efficiency");
-  std::printf(p.b_noise ? " %12s %10s %10s\n" : "\n", "global batch", "samples x", "to-loss x");
-  for (const auto& row : p.rows) {
-    std::printf("%8d %12.3f %14.0f %9.2f %10.0f%%", row.devices, 1e3 * row.step_s,
-                row.samples_per_s, row.speedup, 100 * row.efficiency);
-    if (p.b_noise)
-      std::printf(" %12.0f %10.3f %10.2f\n", row.global_batch, row.samples_factor,
-                  row.loss_speedup);
-    else
-      std::printf("\n");
-  }
-  if (p.b_noise)
-    std::printf(
-        "(at the measured B_noise ~ %.0f: samples x = the samples the same loss takes at N's "
-        "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
-        "where more devices stop paying)\n",
-        *p.b_noise);
 }
 
 /// The outcome as `tutti train` prints it: one line with --quiet, else the test metric, the

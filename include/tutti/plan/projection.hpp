@@ -15,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tutti {
@@ -41,6 +42,15 @@ inline const char* to_string(projected_exchange x) noexcept {
   return x == projected_exchange::dense             ? "dense"
          : x == projected_exchange::rows_when_fewer ? "rows_when_fewer"
                                                     : "rows";
+}
+
+/// How a run with the sparse-exchange policy named `policy` ("off", "auto", "on", "measured", as
+/// `tutti::to_string(sparse_exchange_policy)` spells them) sends its row-sparse segments: "off"
+/// densely, "on" as rows, "auto" and "measured" as rows where they are fewer bytes.
+inline projected_exchange projected_exchange_of(std::string_view policy) noexcept {
+  if (policy == "on") return projected_exchange::rows;
+  if (policy == "auto" || policy == "measured") return projected_exchange::rows_when_fewer;
+  return projected_exchange::dense;
 }
 
 /// What one device spent on one step of a measured run, by account, and the run's shape. A

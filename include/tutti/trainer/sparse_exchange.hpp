@@ -91,9 +91,8 @@ class sparse_exchange {
   }
 
   /// Counts the rows of the step so far touched on this rank (call it before a merge across
-  /// ranks), for `traffic`'s mean.
+  /// ranks), for `traffic`'s mean; `begin_fit` starts the count.
   void count_step() {
-    m_rows_counted.resize(m_segments.size());
     for (std::size_t k = 0; k < m_segments.size(); ++k) m_rows_counted[k] += m_touched[k].size();
     ++m_steps_counted;
   }
