@@ -980,4 +980,72 @@ TEST_CASE("projection: a sparse exchange sends a table as the rows a device touc
                        tutti::invalid_argument);
 }
 
+// A row-sparse step of one device: a table of 1,000 rows of 8 values, 100 rows touched and
+// updated a step, beside 100 dense values (the rest of the gradient), 1 ms of optimizer a step.
+tutti::measured_step row_step_of(int world, double updated) {
+  tutti::measured_step m{.compute_s = 0.01,
+                         .optimizer_s = 0.001,
+                         .bytes_reduced = 32400,
+                         .global_batch = 100.0 * world,
+                         .samples_per_epoch = 1e6,
+                         .world_size = world};
+  m.dense_bytes = 32400;
+  m.row_segments = {{.dense_bytes = 32000,
+                     .row_bytes = 100 * 5 * 8,
+                     .id_bytes = 400,
+                     .table_rows = 1000,
+                     .cols = 8,
+                     .rows = 100,
+                     .updated_rows = updated}};
+  return m;
+}
+
+TEST_CASE("projection: a row-sparse step's optimizer updates the union of the devices' rows") {
+  // The union of n draws of 100 rows of 1,000: 1000 (1 - 0.9^n); the update's values follow it.
+  CHECK(tutti::union_rows(100, 1000, 1) == doctest::Approx(100).epsilon(1e-12));
+  CHECK(tutti::union_rows(100, 1000, 2) == doctest::Approx(190).epsilon(1e-12));
+  CHECK(tutti::union_rows(1000, 1000, 4) == doctest::Approx(1000).epsilon(1e-12));
+  const tutti::measured_step one = row_step_of(1, 100);
+  const auto by_hand = [](int n) {
+    return (100 + 8 * 1000 * (1 - std::pow(0.9, n))) / (100 + 8 * 100);
+  };
+  for (int n : {1, 2, 4, 8}) {
+    CAPTURE(n);
+    CHECK(tutti::projected_update_factor(one, n) == doctest::Approx(by_hand(n)).epsilon(1e-12));
+  }
+  // A 2-device run that measured a union of 190 rows: its own count projects its own time, and
+  // the others follow the same curve from it.
+  const tutti::measured_step two = row_step_of(2, 190);
+  CHECK(tutti::projected_update_factor(two, 2) == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(tutti::projected_update_factor(two, 8) ==
+        doctest::Approx((100 + 8 * 190 * (1 - std::pow(0.9, 8)) / 0.19) / (100 + 8 * 190))
+            .epsilon(1e-12));
+  // The projection charges it: the optimizer's time at each row, and a slower step than a
+  // projection that kept the measured time (a segment without updated rows).
+  const tutti::projection_options o{.devices = {1, 2, 4, 8},
+                                    .intra = tutti::find_link("pcie4"),
+                                    .inter = tutti::find_link("pcie4")};
+  const tutti::projection p = tutti::project(one, o);
+  tutti::measured_step kept = one;
+  kept.row_segments[0].updated_rows = 0;  // as a dense optimizer's step
+  const tutti::projection flat = tutti::project(kept, o);
+  REQUIRE(p.rows.size() == 4);
+  for (std::size_t i = 0; i < p.rows.size(); ++i) {
+    const int n = p.rows[i].devices;
+    CAPTURE(n);
+    CHECK(p.rows[i].update_factor == doctest::Approx(by_hand(n)).epsilon(1e-12));
+    CHECK(p.rows[i].optimizer_s == doctest::Approx(0.001 * by_hand(n)).epsilon(1e-12));
+    CHECK(flat.rows[i].update_factor == 1.0);
+    CHECK(flat.rows[i].optimizer_s == 0.001);
+    if (n > 1) CHECK(p.rows[i].speedup < flat.rows[i].speedup);
+  }
+  CHECK(tutti::format_projection_table(p).find("the optimizer's time x5.17 at 8 devices") !=
+        std::string::npos);
+  CHECK(tutti::format_projection_table(flat).find("the optimizer's time") == std::string::npos);
+  tutti::measured_step bad = one;
+  bad.row_segments[0].updated_rows = 1001;
+  CHECK_THROWS_WITH_AS(tutti::project(bad, o), doctest::Contains("at most the table's rows"),
+                       tutti::invalid_argument);
+}
+
 }  // namespace test_ledger

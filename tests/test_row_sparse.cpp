@@ -549,6 +549,10 @@ TEST_CASE("row-sparse step: each rank counts the rows its steps touched, per row
         // The step gathers the touched ids, two to a 64-bit word.
         CHECK(t.ids_gathered);
         CHECK(t.id_bytes() == expected * 4.0);
+        // Every rank updates the union: the B learners of the step, the one course.
+        CHECK(t.table_rows == layout[t.segment].rows);
+        CHECK(t.cols == layout[t.segment].cols);
+        CHECK(t.updated_rows_per_step == (layout[t.segment].rows == 960 ? 96.0 : 1.0));
       }
     }
   }
@@ -566,7 +570,8 @@ TEST_CASE("row-sparse step: a dense step lists no rows, a sparse exchange lists 
     REQUIRE(run.result.row_segments.size() == 4);
     for (const tutti::row_segment_traffic& t : run.result.row_segments) {
       CHECK(t.rows_per_step == (layout[t.segment].rows == 960 ? 48.0 : 1.0));
-      CHECK(t.id_bytes() == 0.0);  // sgd's dense update needs no union of the rows
+      CHECK(t.id_bytes() == 0.0);             // sgd's dense update needs no union of the rows
+      CHECK(t.updated_rows_per_step == 0.0);  // and updates the whole table
     }
   }
 }

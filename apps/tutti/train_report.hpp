@@ -87,7 +87,8 @@ struct report_ledger {
   std::map<std::string, account_summary> accounts;  // data, compute, guard, wait, ... step
   std::vector<int> slow_ranks;
   /// The row-sparse segments and the rows a step touched in them ([{segment, name, dense_bytes,
-  /// rows_per_step, words, row_bytes, id_bytes}]), or null where the step did not list them.
+  /// rows_per_step, words, row_bytes, id_bytes, table_rows, cols, updated_rows_per_step}]), or
+  /// null where the step did not list them.
   nlohmann::json row_segments;
   /// {link, sparse_exchange, rows[, rows_with_sparse_exchange_auto]}
   nlohmann::json projection;

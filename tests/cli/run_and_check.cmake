@@ -1253,6 +1253,15 @@ elseif(CASE STREQUAL "plan")
                         "auto ${exchange_auto} (${speedup_auto}), as run ${exchange_run}; expected "
                         "dense, rows_when_fewer with the larger speedup, dense")
   endif()
+  # Each device updates the union of the devices' rows: at 2 devices more than one device's
+  # rows and at most twice them, in both programs.
+  json_get(update_run "${jrs}" ledger projection rows 1 update_factor)
+  json_get(update_plan "${jx}" rows 1 update_factor)
+  foreach(f update_run update_plan)
+    if(NOT ${f} GREATER 1 OR ${f} GREATER 2)
+      message(FATAL_ERROR "${f}: the optimizer's time x${${f}} at 2 devices; expected in (1, 2]")
+    endif()
+  endforeach()
   expect_error(2 "lists no rows its step touched" plan --from ${WORK}/r.json --sparse-exchange on)
 
   # (d) The page: four charts, the verdict, the predicted rows and the measured run.

@@ -188,9 +188,14 @@ inline measured_step step_of(const train_report& rep, const std::string& path) {
   if (ledger && ledger->row_segments.is_array()) {
     m.dense_bytes = double(ledger->dense_bytes_per_step);
     for (const nlohmann::json& g : ledger->row_segments)
-      m.row_segments.push_back({.dense_bytes = detail::report_get<double>(g, "dense_bytes"),
-                                .row_bytes = detail::report_get<double>(g, "row_bytes"),
-                                .id_bytes = detail::report_get_or<double>(g, "id_bytes", 0)});
+      m.row_segments.push_back(
+          {.dense_bytes = detail::report_get<double>(g, "dense_bytes"),
+           .row_bytes = detail::report_get<double>(g, "row_bytes"),
+           .id_bytes = detail::report_get_or<double>(g, "id_bytes", 0),
+           .table_rows = detail::report_get_or<double>(g, "table_rows", 0),
+           .cols = detail::report_get_or<double>(g, "cols", 0),
+           .rows = detail::report_get_or<double>(g, "rows_per_step", 0),
+           .updated_rows = detail::report_get_or<double>(g, "updated_rows_per_step", 0)});
   }
   return m;
 }

@@ -105,6 +105,7 @@ inline nlohmann::json projection_rows_json(const projection& proj) {
                     {"samples_per_s", row.samples_per_s},
                     {"speedup", row.speedup},
                     {"efficiency", row.efficiency},
+                    {"update_factor", row.update_factor},
                     {"cost_per_epoch", row.cost_per_epoch}});
   return rows;
 }
@@ -120,7 +121,10 @@ inline nlohmann::json row_segments_json(const fit_result& r) {
                    {"rows_per_step", t.rows_per_step},
                    {"words", t.words},
                    {"row_bytes", t.row_bytes()},
-                   {"id_bytes", t.id_bytes()}});
+                   {"id_bytes", t.id_bytes()},
+                   {"table_rows", t.table_rows},
+                   {"cols", t.cols},
+                   {"updated_rows_per_step", t.updated_rows_per_step}});
   return out;
 }
 

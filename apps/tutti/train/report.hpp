@@ -89,7 +89,11 @@ inline measured_step to_measured_step(const fit_result& r, std::size_t train_row
   for (const row_segment_traffic& t : r.row_segments)
     m.row_segments.push_back({.dense_bytes = double(t.dense_bytes),
                               .row_bytes = t.row_bytes(),
-                              .id_bytes = t.id_bytes()});
+                              .id_bytes = t.id_bytes(),
+                              .table_rows = double(t.table_rows),
+                              .cols = double(t.cols),
+                              .rows = t.rows_per_step,
+                              .updated_rows = t.updated_rows_per_step});
   return m;
 }
 
@@ -120,6 +124,11 @@ inline void print_projection_rows(const projection& p) {
         "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
         "where more devices stop paying)\n",
         *p.b_noise);
+  if (!p.rows.empty() && p.rows.back().update_factor != 1.0)
+    std::printf(
+        "(each device updates the rows every device touched: the optimizer's time x%.2f at %d "
+        "devices)\n",
+        p.rows.back().update_factor, p.rows.back().devices);
 }
 
 /// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection (and

@@ -23,11 +23,18 @@ namespace tutti {
 /// A row-sparse segment of a measured step (an embedding table): what the dense reduce sends for
 /// it, what the rows one device's step touched take in a sparse exchange's gather (their ids and
 /// values, docs/trainer.md#sparse-embedding-exchange), and what their ids alone take in the
-/// row-sparse step's gather (0 for a step that does not gather them), per step.
+/// row-sparse step's gather (0 for a step that does not gather them), per step. Where the
+/// optimizer updated rows (the row-sparse step): the table's rows and a row's values, the rows
+/// one device's step touched and those the update read (every device's union), per step; with
+/// `updated_rows` 0 the optimizer's time is taken not to depend on the device count.
 struct measured_row_segment {
   double dense_bytes = 0;
   double row_bytes = 0;
   double id_bytes = 0;
+  double table_rows = 0;
+  double cols = 0;
+  double rows = 0;
+  double updated_rows = 0;
 };
 
 /// How a projected step sends the row-sparse segments of its gradient.
@@ -177,6 +184,37 @@ inline double projected_bytes(const measured_step& m, projected_exchange x, int 
   return bytes + (ids ? counts : 0.0);
 }
 
+/// The rows `n` devices' union holds when each touches `rows` of a table of `table_rows`,
+/// each device's a uniform draw: R (1 − (1 − r/R)^n). Rows drawn by popularity overlap more,
+/// so the union is at most this.
+inline double union_rows(double rows, double table_rows, int n) {
+  if (table_rows <= 0 || rows <= 0) return 0.0;
+  const double share = std::min(1.0, rows / table_rows);
+  return table_rows * (1.0 - std::pow(1.0 - share, double(n)));
+}
+
+/// The optimizer's time at `n` devices over the measured one: the row-sparse step updates the
+/// union of every device's touched rows, so its work follows the values of that union (the
+/// dense segments' values alike at every count). Each segment's measured union is carried to n
+/// devices by `union_rows` at n over `union_rows` at the measured world size, so the measured
+/// run's own count gives 1. 1 where a segment lists no updated rows.
+inline double projected_update_factor(const measured_step& m, int n) {
+  const double dense = m.dense_bytes > 0 ? m.dense_bytes : m.bytes_reduced;
+  double listed = 0, measured = 0, projected = 0;
+  for (const measured_row_segment& s : m.row_segments) {
+    if (s.updated_rows <= 0 || s.cols <= 0) return 1.0;
+    listed += s.dense_bytes;
+    measured += s.updated_rows * s.cols;
+    const double at_measured = union_rows(s.rows, s.table_rows, m.world_size);
+    const double grown = at_measured > 0 ? union_rows(s.rows, s.table_rows, n) / at_measured : 1;
+    projected += s.updated_rows * grown * s.cols;
+  }
+  if (measured <= 0) return 1.0;
+  // The rest of the gradient is dense: every device updates all of it (4 bytes a value).
+  const double rest = std::max(0.0, dense - listed) / 4.0;
+  return (rest + projected) / (rest + measured);
+}
+
 /// The projection for one device count.
 struct projection_row {
   int devices = 1;              ///< N
@@ -186,6 +224,9 @@ struct projection_row {
   double data_s = 0;            ///< per step, scaled with the per-device batch
   double compute_s = 0;         ///< per step, scaled with the per-device batch
   double optimizer_s = 0;       ///< per step, independent of the batch
+  /// The optimizer's time over the measured one: the union of the devices' rows a row-sparse
+  /// step updates (`projected_update_factor`); 1 for a dense optimizer.
+  double update_factor = 1;
   /// Threads of each rank on a shared host (0 when ranks own their devices).
   double threads_per_rank = 0;
   /// A rank's host work relative to the measured rank's, per sample for data and compute and per
@@ -279,6 +320,15 @@ inline void check_measured(const measured_step& m) {
         fn,
         "a row-sparse segment's bytes are " + num(s.dense_bytes) + " dense, " + num(s.row_bytes) +
             " as rows and " + num(s.id_bytes) + " as ids; expected finite bytes >= 0");
+  for (const measured_row_segment& s : m.row_segments)
+    TUTTI_EXPECTS(
+        std::isfinite(s.table_rows) && s.table_rows >= 0 && std::isfinite(s.cols) && s.cols >= 0 &&
+            std::isfinite(s.rows) && s.rows >= 0 && s.rows <= s.table_rows &&
+            std::isfinite(s.updated_rows) && s.updated_rows >= 0 && s.updated_rows <= s.table_rows,
+        fn,
+        "a row-sparse segment has " + num(s.rows) + " rows touched and " + num(s.updated_rows) +
+            " updated a step of a table of " + num(s.table_rows) + " rows of " + num(s.cols) +
+            " values; expected finite counts >= 0, at most the table's rows");
   TUTTI_EXPECTS(m.world_size >= 1, fn,
                 "world_size = " + std::to_string(m.world_size) + "; expected >= 1");
   TUTTI_EXPECTS(std::isfinite(m.global_batch) && m.global_batch >= m.world_size, fn,
@@ -383,9 +433,10 @@ inline thread_speedups thread_speedup_from(const measured_step& one_thread,
 ///
 /// Per device and step: data and compute scale with the per-device batch (weak scaling keeps
 /// it; strong scaling divides the measured global batch by N); the optimizer's time does not
-/// (it touches every parameter whatever the batch); the reduce is the fastest allreduce of the
-/// measured gradient bytes on N devices, of which the exposed ratio is charged, but no more can
-/// hide than the step's compute (`exposed_reduce_seconds`). Ranks that share a host
+/// (it touches every parameter whatever the batch), but for a row-sparse step it follows the
+/// union of the devices' rows it updates (`projected_update_factor`); the reduce is the fastest
+/// allreduce of the measured gradient bytes on N devices, of which the exposed ratio is charged,
+/// but no more can hide than the step's compute (`exposed_reduce_seconds`). Ranks that share a host
 /// (`projection_options::host`) split its cores: each account's time is multiplied by its
 /// `shared_host_factor`, and a step of more than one rank pays the measured synchronisation on
 /// top. Throws `tutti::invalid_argument` on an impossible measurement or options.
@@ -441,7 +492,8 @@ inline projection project(const measured_step& m, const projection_options& o = 
     const double scale = r.per_device_batch / b0;
     r.data_s = m.data_s * scale * fd;
     r.compute_s = m.compute_s * scale * fc;
-    r.optimizer_s = m.optimizer_s * fo;
+    r.update_factor = projected_update_factor(m, n);
+    r.optimizer_s = m.optimizer_s * fo * r.update_factor;
     r.sync_s = o.host.enabled() && n > 1 ? o.host.sync_s : 0.0;
     const allreduce_estimate e = best_allreduce(projected_bytes(m, o.exchange, n), t);
     r.algorithm = e.algorithm;
@@ -510,6 +562,11 @@ inline std::string format_projection_table(const projection& p) {
       to_string(p.options.scaling), p.exposed_ratio);
   if (p.truncated)
     out += "(strong scaling stops where a device would get less than one sample per step)\n";
+  if (!p.rows.empty() && p.rows.back().update_factor != 1.0)
+    out += sfmt(
+        "(each device updates the rows every device touched: the optimizer's time x%.2f at %d "
+        "devices)\n",
+        p.rows.back().update_factor, p.rows.back().devices);
   if (const shared_host& h = p.options.host; h.enabled()) {
     namespace f = detail::plan;
     const double T = f::measured_threads(h, p.measured, p.options.devices_per_node);

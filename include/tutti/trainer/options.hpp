@@ -362,6 +362,12 @@ struct row_segment_traffic {
   std::uint64_t dense_bytes = 0;  ///< its values (and padding) as the reducer sends them densely
   double rows_per_step = 0;       ///< rows a step of this rank touched, the mean over its steps
   std::size_t words = 0;          ///< 64-bit words a row travels in: its id, then its values
+  std::size_t table_rows = 0;     ///< rows of the segment (the table)
+  std::size_t cols = 0;           ///< values of a row
+  /// Rows the optimizer updated a step, the mean over this rank's steps: the union of every
+  /// rank's touched rows in the row-sparse step (this rank's on one), 0 where the optimizer
+  /// updates the whole table (a dense optimizer beside a sparse exchange).
+  double updated_rows_per_step = 0;
   /// The row-sparse step gathers the ids every rank touched (two to a 64-bit word) to update
   /// their union: what it does on more than one rank, whatever the exchange.
   bool ids_gathered = false;

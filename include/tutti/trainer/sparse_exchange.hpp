@@ -87,7 +87,9 @@ class sparse_exchange {
     m_trial_step = 0;
     m_row_cost_ratio = 0;
     m_rows_counted.assign(m_segments.size(), 0);
+    m_rows_updated.assign(m_segments.size(), 0);
     m_steps_counted = 0;
+    m_step_counted = false;
   }
 
   /// Counts the rows of the step so far touched on this rank (call it before a merge across
@@ -95,6 +97,15 @@ class sparse_exchange {
   void count_step() {
     for (std::size_t k = 0; k < m_segments.size(); ++k) m_rows_counted[k] += m_touched[k].size();
     ++m_steps_counted;
+    m_step_counted = true;
+  }
+
+  /// Counts the rows the optimizer updates in the step `count_step` counted (call it once the
+  /// touched rows are every rank's union, as the row-sparse step updates them).
+  void count_updated() {
+    if (!m_step_counted) return;
+    for (std::size_t k = 0; k < m_segments.size(); ++k) m_rows_updated[k] += m_touched[k].size();
+    m_step_counted = false;
   }
 
   /// Per segment, the dense reduce's bytes for it and the rows a counted step touched on the
@@ -109,6 +120,9 @@ class sparse_exchange {
       t.dense_bytes = dense_wire_bytes(m_segments[k].extent);
       t.rows_per_step = double(m_rows_counted[k]) / double(m_steps_counted);
       t.words = m_segments[k].words;
+      t.table_rows = m_segments[k].rows;
+      t.cols = m_segments[k].cols;
+      t.updated_rows_per_step = double(m_rows_updated[k]) / double(m_steps_counted);
     }
     return out;
   }
@@ -351,9 +365,12 @@ class sparse_exchange {
   std::vector<double> m_trial_costs[2];
   std::size_t m_trial_step = 0;
   double m_row_cost_ratio = 0;
-  // The rows each segment's counted steps touched on this rank, and those steps.
+  // The rows each segment's counted steps touched on this rank, and those steps; the rows the
+  // optimizer updated in them (every rank's union); whether the step is counted, not yet updated.
   std::vector<std::uint64_t> m_rows_counted;
+  std::vector<std::uint64_t> m_rows_updated;
   std::size_t m_steps_counted = 0;
+  bool m_step_counted = false;
 };
 
 }  // namespace tutti::detail

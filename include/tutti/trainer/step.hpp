@@ -220,6 +220,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const st
     // The rows any rank touched: what the optimizer updates and the arena zeroes after.
     r.bytes += m_rows.merge_ranks(m_reducer, m_exchange.touched());
   }
+  if constexpr (space_type::host_accessible)
+    if (m_rows.on()) m_exchange.count_updated();  // the rows the update reads, for the books
   timer.mark(account::reduce);
   if constexpr (space_type::host_accessible) {
     r.stop = m_grads.data()[arena + 1] != 0.f;
