@@ -30,6 +30,7 @@
 #include <tutti/trainer/memory_forecast.hpp>
 #include <tutti/trainer/noise_scale.hpp>
 #include <tutti/trainer/options.hpp>
+#include <tutti/trainer/policy_facts.hpp>
 #include <tutti/trainer/row_sparse_step.hpp>
 #include <tutti/trainer/run_settings.hpp>
 #include <tutti/trainer/sparse_exchange.hpp>
@@ -61,7 +62,11 @@
 
 namespace tutti {
 
-/// One rank of a data-parallel training run, composed at compile time from five policies.
+/// One rank of a data-parallel training run, all but its optimizer and schedule: the work that
+/// depends on the model, the sampler and the reducer alone, compiled once per those three however
+/// many optimizers and schedules a program trains them with. It asks `tutti::trainer`, the layer
+/// built on it (and the only way to construct it), for the schedule's rate and the optimizer's
+/// update; the optimizer's capabilities reach it as `detail::policy_facts`.
 ///
 /// Every rank constructs its own trainer with its own reducer handle and calls `fit` with the
 /// same data and options. The trainer owns the parameter, gradient and optimizer-state arenas;
@@ -85,21 +90,16 @@ namespace tutti {
 /// @tparam Model a `tutti::model` (its `space_type` is where everything runs)
 /// @tparam Sampler a `tutti::shard_sampler`
 /// @tparam Reducer a `tutti::gradient_reducer` that accepts the model's space
-/// @tparam Schedule a `tutti::lr_schedule`
-/// @tparam Optimizer a `tutti::optimizer` for the model's space
-template <class Model, class Sampler, class Reducer, class Schedule = constant,
-          class Optimizer = sgd>
-class trainer {
+template <class Model, class Sampler, class Reducer>
+class trainer_core {
   static_assert(check_model<Model>());
   static_assert(check_shard_sampler<Sampler>());
   static_assert(check_gradient_reducer<Reducer>());
-  static_assert(check_lr_schedule<Schedule>());
 
  public:
   using model_type = Model;
   using space_type = typename Model::space_type;
   using value_type = typename Model::value_type;
-  static_assert(check_optimizer<Optimizer, space_type>());
   static_assert(std::is_same_v<value_type, float> || detail::model_value_type_mismatch<Model>,
                 "tutti::trainer: trains float models (value_type = double is meant for gradient "
                 "checks); see docs/concepts.md#model");
@@ -107,19 +107,20 @@ class trainer {
                 "tutti::trainer: this gradient reducer cannot reduce memory of the model's space "
                 "(see docs/concepts.md#gradient-reducer)");
 
-  /// Builds a trainer for one rank; allocates and initialises the arenas (rank 0's parameters
-  /// are broadcast at the start of `fit`).
-  trainer(Model model, Sampler sampler, Reducer reducer, Schedule schedule, Optimizer optimizer,
-          train_options options)
+ protected:
+  /// Builds the core of one rank's trainer, `facts` read from its optimizer and schedule by
+  /// `tutti::trainer`; allocates and initialises the arenas (rank 0's parameters are broadcast
+  /// at the start of `fit`).
+  trainer_core(Model&& model, Sampler&& sampler, Reducer&& reducer, train_options&& options,
+               const detail::policy_facts& facts)
       : m_model(std::move(model)),
         m_sampler(std::move(sampler)),
         m_reducer(std::move(reducer)),
-        m_schedule(std::move(schedule)),
-        m_optimizer(std::move(optimizer)),
         m_options(std::move(options)),
+        m_facts(facts),
         m_space(m_model.space()),
         m_params(m_model.layout().total(), m_space),
-        m_state(detail::optimizer_state_floats(m_optimizer, m_model.layout()), m_space),
+        m_state(facts.state_floats, m_space),
         m_step_loss(1, m_space),
         m_guard(m_options.nonfinite, m_space),
         m_sums(2, m_space) {
@@ -136,8 +137,13 @@ class trainer {
     fill(m_space, m_grads, 0.f);
     if (!m_state.empty()) fill(m_space, m_state.span(), 0.f);
     start_state();
+    if constexpr (!space_type::host_accessible) m_values_on_host.assign(m_facts.values_words, 0);
   }
+  trainer_core(trainer_core&&) = default;
+  trainer_core& operator=(trainer_core&&) = default;
+  virtual ~trainer_core() = default;
 
+ public:
   /// Trains on `train` for the configured epochs, evaluating on `test` (which may be empty).
   /// Collective: every rank must call it with the same data and options.
   /// Throws `tutti::nonfinite_error` (policy `stop`) or `tutti::replica_mismatch_error` on
@@ -189,7 +195,7 @@ class trainer {
       for (std::size_t step = ep.first_step; step < ep.last_step; ++step, ++global_step) {
         const step_slots s = slots_of(plan, ep, step);
         timer.begin_step(epoch, step);
-        const double lr = m_schedule.lr(global_step, plan.total_steps, plan.lr0);
+        const double lr = rate_at(global_step, plan.total_steps, plan.lr0);
         const step_context c{plan, buf, ep, s, global_step, lr, pipeline, timer, result};
         announce_step(c);
         m_noise_step = plan_noise_step(global_step, s.global_real, plan.split, step - ep.step_base,
@@ -265,8 +271,6 @@ class trainer {
   std::span<const float> optimizer_state() const noexcept { return m_state.span(); }
   /// The model.
   const Model& model() const noexcept { return m_model; }
-  /// The optimizer the trainer steps with.
-  const Optimizer& optimizer() const noexcept { return m_optimizer; }
   /// Optimizer steps the parameters have taken: this trainer's, after those of the model a
   /// continued run started from (`train_options::continues`).
   std::uint64_t optimizer_steps() const noexcept {
@@ -277,7 +281,7 @@ class trainer {
   /// The run options.
   const train_options& options() const noexcept { return m_options; }
 
- private:
+ protected:
   static constexpr std::size_t trailing_floats = gradient_trailing_floats;
 
   using clock = std::chrono::steady_clock;
@@ -540,10 +544,21 @@ class trainer {
   // Bytes the dense reduce of `floats` gradient values moves, as the ledger counts them (a
   // compressing reducer, `compressed<R, bf16>`, says what travels).
   std::uint64_t dense_wire_bytes(std::size_t floats) const;
+  // What the trainer asks of its optimizer and schedule (`tutti::trainer` answers):
+  // The schedule's rate at global step `step` of `total`, from the base rate `base`.
+  virtual double rate_at(std::size_t step, std::size_t total, double base) const = 0;
   // Applies the optimizer to the reduced gradient of the dense step (the row-sparse step's update
   // is detail::row_sparse_step's): with the layout for layout-aware optimizers (LARS, LAMB: a
   // trust ratio per segment); else over the arena.
-  void apply_optimizer(double lr, std::uint64_t t);
+  virtual void apply_optimizer(double lr, std::uint64_t t) = 0;
+  // The row-sparse step's update of `grads`' rows to step, then their zeroing: on the host
+  // (unless `skip`), or on a device space (its kernels read the step's skip flag at `skip`).
+  virtual void update_rows(std::span<float> grads, bool skip, float rate, std::uint64_t t) = 0;
+  virtual void update_rows_on_space(std::span<float> grads, const float* skip, float rate,
+                                    std::uint64_t t) = 0;
+  // The optimizer's `row_step_values` of the step into the words of a `detail::step_values`
+  // (device spaces, `policy_facts::rows_from_memory`).
+  virtual void write_row_values(std::uint64_t* values, float rate, std::uint64_t t) = 0;
   // The row-sparse step's plan on each kind of space (its work is detail::row_sparse_step's);
   // on a space the host cannot read, the exchange of the step's rows and dense segments between
   // ranks.
@@ -662,9 +677,8 @@ class trainer {
   Model m_model;
   Sampler m_sampler;
   Reducer m_reducer;
-  Schedule m_schedule;
-  Optimizer m_optimizer;
   train_options m_options;
+  detail::policy_facts m_facts;  // what the optimizer and the schedule offer
   space_type m_space;
   buffer<float, space_type> m_params;
   // A gradient in slots (`plan_gradient_slots`) and its layout, or the layout's arena.
@@ -693,12 +707,106 @@ class trainer {
   // step's entry of the local finite flags (device).
   bool m_bucket_nonfinite = false;
   float* m_step_local_flag = nullptr;
-  // Device spaces: what changes from step to step, where the step's kernels read it; and the
-  // steady step's record on a space that replays it.
-  using row_values_type = typename detail::row_values_of<Optimizer, space_type>::type;
-  buffer<detail::step_values<row_values_type>, space_type> m_values{
-      space_type::host_accessible ? 0 : 1, m_space};
+  // Device spaces: what changes from step to step, where the step's kernels read it (the words
+  // of a `detail::step_values`, and the host's copy they are written from); and the steady
+  // step's record on a space that replays it.
+  buffer<std::uint64_t, space_type> m_values{space_type::host_accessible ? 0 : m_facts.values_words,
+                                             m_space};
+  std::vector<std::uint64_t> m_values_on_host;
   detail::step_replay<space_type> m_replay;
+};
+
+/// One rank of a data-parallel training run, composed at compile time from five policies: the
+/// model, the shard sampler, the gradient reducer (whose work is `tutti::trainer_core`'s, above),
+/// the learning-rate schedule and the optimizer. The trainer holds the schedule and the optimizer
+/// as the types it is given: each capability of theirs reaches the step from the type itself
+/// (`detail::policy_facts`), and only their own calls (the rate, the update) are compiled per
+/// schedule and optimizer.
+///
+/// @tparam Model a `tutti::model` (its `space_type` is where everything runs)
+/// @tparam Sampler a `tutti::shard_sampler`
+/// @tparam Reducer a `tutti::gradient_reducer` that accepts the model's space
+/// @tparam Schedule a `tutti::lr_schedule`
+/// @tparam Optimizer a `tutti::optimizer` for the model's space
+template <class Model, class Sampler, class Reducer, class Schedule = constant,
+          class Optimizer = sgd>
+class trainer final : public trainer_core<Model, Sampler, Reducer> {
+  using core = trainer_core<Model, Sampler, Reducer>;
+  static_assert(check_lr_schedule<Schedule>());
+
+ public:
+  using space_type = typename Model::space_type;
+  static_assert(check_optimizer<Optimizer, space_type>());
+
+  /// Builds a trainer for one rank; allocates and initialises the arenas (rank 0's parameters
+  /// are broadcast at the start of `fit`).
+  trainer(Model model, Sampler sampler, Reducer reducer, Schedule schedule, Optimizer optimizer,
+          train_options options)
+      : core(std::move(model), std::move(sampler), std::move(reducer), std::move(options),
+             detail::policy_facts_of<space_type>(optimizer, schedule, model.layout())),
+        m_schedule(std::move(schedule)),
+        m_optimizer(std::move(optimizer)) {}
+
+  /// The optimizer the trainer steps with.
+  const Optimizer& optimizer() const noexcept { return m_optimizer; }
+  /// The learning-rate schedule.
+  const Schedule& schedule() const noexcept { return m_schedule; }
+
+ private:
+  using row_values = typename detail::row_values_of<Optimizer, space_type>::type;
+
+  double rate_at(std::size_t step, std::size_t total, double base) const override {
+    return m_schedule.lr(step, total, base);
+  }
+
+  void apply_optimizer(double lr, std::uint64_t t) override {
+    const auto grads = std::span<const float>(this->m_grads.first(this->gradient_values()));
+    const auto rate = static_cast<float>(lr);
+    if constexpr (optimizer_steps_by_layout<Optimizer, space_type>)
+      m_optimizer.step(this->m_space, this->m_model.layout(), this->m_params.span(), grads,
+                       this->m_state.span(), rate, t);
+    else
+      m_optimizer.step(this->m_space, this->m_params.span(), grads, this->m_state.span(), rate, t);
+  }
+
+  void update_rows(std::span<float> grads, bool skip, float rate, std::uint64_t t) override {
+    if constexpr (space_type::host_accessible)
+      this->m_rows.update(m_optimizer, this->m_space, this->m_model.layout(), this->m_params.span(),
+                          grads, this->m_state.span(), skip, rate, t);
+    else
+      (void)grads, (void)skip, (void)rate, (void)t;
+  }
+
+  void update_rows_on_space(std::span<float> grads, const float* skip, float rate,
+                            std::uint64_t t) override {
+    if constexpr (!space_type::host_accessible) {
+      // The optimizer's values lie in the step's values in the space's memory (an address only).
+      const auto* values = reinterpret_cast<const detail::step_values<row_values>*>(
+          static_cast<const void*>(this->m_values.data()));
+      this->m_rows.update_on_space(m_optimizer, this->m_space, this->m_model.layout(),
+                                   this->m_params.span(), grads, this->m_state.span(), skip,
+                                   detail::optimizer_values_at(values), rate, t);
+    } else {
+      (void)grads, (void)skip, (void)rate, (void)t;
+    }
+  }
+
+  void write_row_values(std::uint64_t* values, float rate, std::uint64_t t) override {
+    if constexpr (optimizer_steps_rows_from_memory<Optimizer, space_type>) {
+      const row_values v = m_optimizer.row_step_values(
+          this->m_model.layout(), this->m_params.span(),
+          std::span<const float>(this->m_grads.first(this->gradient_values())),
+          this->m_state.span(), rate, t);
+      std::memcpy(
+          reinterpret_cast<char*>(values) + offsetof(detail::step_values<row_values>, optimizer),
+          &v, sizeof v);
+    } else {
+      (void)values, (void)rate, (void)t;
+    }
+  }
+
+  Schedule m_schedule;
+  Optimizer m_optimizer;
 };
 
 }  // namespace tutti

@@ -53,15 +53,17 @@ inline void split_rows(train_shape& s, double rows) {
   s.train_rows = static_cast<std::uint64_t>(std::llround(rows)) - s.test_rows;
 }
 
-/// The optimizer `tutti plan --optimizer` names, as `tutti train` would run it: `sgd` without
-/// momentum (no state), `momentum` SGD with `tutti train`'s momentum, `adamw` Adam with
-/// decoupled weight decay (Adam's state); the others by their `tutti train` names.
-inline run_optimizer planned_optimizer(const std::string& name) {
+/// Calls `use(o)` with the optimizer `tutti plan --optimizer` names as its own type, as `tutti
+/// train` would run it: `sgd` without momentum (no state), `momentum` SGD with `tutti train`'s
+/// momentum, `adamw` Adam with decoupled weight decay (Adam's state); the others by their `tutti
+/// train` names.
+template <class Use>
+decltype(auto) with_planned_optimizer(const std::string& name, Use&& use) {
   const train_config defaults;
-  if (name == "sgd") return make_optimizer(optimizer_choice::sgd, 0.f, defaults.weight_decay);
+  if (name == "sgd") return with_optimizer(optimizer_choice::sgd, 0.f, defaults.weight_decay, use);
   if (name == "momentum")
-    return make_optimizer(optimizer_choice::sgd, defaults.momentum, defaults.weight_decay);
-  if (name == "adamw") return {adam{.weight_decay = defaults.weight_decay, .decoupled = true}};
+    return with_optimizer(optimizer_choice::sgd, defaults.momentum, defaults.weight_decay, use);
+  if (name == "adamw") return use(adam{.weight_decay = defaults.weight_decay, .decoupled = true});
   // A name from the command line (checked there) or from a report's JSON.
   const std::optional<optimizer_choice> chosen = choice_named<optimizer_choice>(name);
   if (!chosen) {
@@ -74,7 +76,7 @@ inline run_optimizer planned_optimizer(const std::string& name) {
                                      "train's (" +
                                      train_names + ")");
   }
-  return make_optimizer(*chosen, defaults.momentum, defaults.weight_decay);
+  return with_optimizer(*chosen, defaults.momentum, defaults.weight_decay, use);
 }
 
 /// The forecast for `s`, with `process` the program's own resident bytes.
@@ -86,18 +88,19 @@ inline memory_forecast forecast_train_memory(const train_shape& s, std::uint64_t
   const models::matrix_factorization<host_space> model({.dim = static_cast<int>(s.dim)},
                                                        static_cast<std::int32_t>(s.learners),
                                                        static_cast<std::int32_t>(s.courses));
-  const run_optimizer optimizer = planned_optimizer(s.optimizer);
   train_options o{.batch = s.batch};
   o.negatives.per_positive = s.negatives;
   o.negatives.sampler = s.popularity ? negative_sampler::popularity : negative_sampler::uniform;
   o.compact_gradient = s.compact_gradient;
   o.rows_in_place = s.rows_in_place;
   memory_forecast f;
-  f.trainer = forecast_trainer_memory(model, optimizer, o,
-                                      {.train_rows = s.train_rows,
-                                       .learners = s.learners,
-                                       .one_label = s.one_label,
-                                       .courses = s.courses});
+  f.trainer = with_planned_optimizer(s.optimizer, [&](const auto& optimizer) {
+    return forecast_trainer_memory(model, optimizer, o,
+                                   {.train_rows = s.train_rows,
+                                    .learners = s.learners,
+                                    .one_label = s.one_label,
+                                    .courses = s.courses});
+  });
   // Held beside the trainer: the split's rows (learner, course, label) and each side's copy of
   // the id dictionaries.
   const std::uint64_t rows = s.train_rows + s.test_rows;

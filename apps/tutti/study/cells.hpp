@@ -87,12 +87,14 @@ seed_run run_study_seed(const study_config& c, const data::split_result& parts,
       out.step_seconds += e.step_seconds;
       out.skipped_steps += e.skipped_steps;
     };
-    trainer<Model, shuffled_shards, decltype(reducer), run_schedule, run_optimizer> t(
-        make(host_space{}), shuffled_shards{}, std::move(reducer),
-        make_schedule(c.schedule, out.warmup_steps), make_optimizer(recipe.optimizer, 0.9f, 0.f),
-        std::move(opt));
-    const fit_result r = t.fit(parts.train, eval.lists ? data::interactions{} : parts.test);
-    return eval.lists ? eval.of(*r.ranking) : r.eval.value;
+    // The trainer holds the recipe's optimizer as its own type.
+    return with_optimizer(recipe.optimizer, 0.9f, 0.f, [&](auto optimizer) {
+      trainer<Model, shuffled_shards, decltype(reducer), run_schedule, decltype(optimizer)> t(
+          make(host_space{}), shuffled_shards{}, std::move(reducer),
+          make_schedule(c.schedule, out.warmup_steps), std::move(optimizer), std::move(opt));
+      const fit_result r = t.fit(parts.train, eval.lists ? data::interactions{} : parts.test);
+      return eval.lists ? eval.of(*r.ranking) : r.eval.value;
+    });
   };
   const auto start = std::chrono::steady_clock::now();
   try {

@@ -83,9 +83,11 @@ continuation start_warm(const train_config& c, const loaded_data& d, Model& mode
       models::apply_warm_start(layout, params, d.warm_match, *d.warm);
     });
     if (!d.warm_state) return {};
-    const run_optimizer o = make_optimizer(c.optimizer, c.momentum, c.weight_decay);
+    const state_map map =
+        with_optimizer(c.optimizer, c.momentum, c.weight_decay,
+                       [&](const auto& o) { return state_map(o.state_map(layout)); });
     continuation next{.steps = d.warm_steps};
-    next.write_state = [&d, layout, map = o.state_map(layout)](std::span<float> state) {
+    next.write_state = [&d, layout, map](std::span<float> state) {
       models::apply_warm_state(layout, map, state, d.warm_match, *d.warm);
     };
     return next;
@@ -237,24 +239,26 @@ void train_rank(const train_config& c, const loaded_data& leader, MakeModel make
                 detail::ranking_cells(e.ranking).c_str());
     std::fflush(stdout);
   };
+  // The trainer holds the optimizer `--optimizer` names as its own type.
   auto fit_with = [&](auto sampler) {
-    trainer<Model, decltype(sampler), Reducer, run_schedule, run_optimizer> t(
-        std::move(model), std::move(sampler), std::move(reducer),
-        make_schedule(c.schedule, c.warmup_steps),
-        make_optimizer(c.optimizer, c.momentum, c.weight_decay), std::move(opt));
-    if (rank == 0)
-      out.init_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - init_start).count();
-    if constexpr (requires { t.reducer().shared_arena(); })
-      if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
-    // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
-    // metrics are the evaluation.
-    const bool ranks_only = d.lists && t.model().loss() != loss_kind::squared;
-    const data::interactions no_rows;  // a reference to either side, never a copy of the test
-    const data::interactions& test = ranks_only ? no_rows : d.parts.test;
-    fit_result fitted = t.fit(d.parts.train, test);
-    if (rank == 0 && !mostly_skipped(fitted)) write_export(c, d, t);
-    return fitted;
+    return with_optimizer(c.optimizer, c.momentum, c.weight_decay, [&](auto optimizer) {
+      trainer<Model, decltype(sampler), Reducer, run_schedule, decltype(optimizer)> t(
+          std::move(model), std::move(sampler), std::move(reducer),
+          make_schedule(c.schedule, c.warmup_steps), std::move(optimizer), std::move(opt));
+      if (rank == 0)
+        out.init_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - init_start).count();
+      if constexpr (requires { t.reducer().shared_arena(); })
+        if (rank == 0) out.shared_arena = !t.reducer().shared_arena().empty();
+      // Leave-one-out on implicit data holds out positives only, which have no AUC: the ranking
+      // metrics are the evaluation.
+      const bool ranks_only = d.lists && t.model().loss() != loss_kind::squared;
+      const data::interactions no_rows;  // a reference to either side, never a copy of the test
+      const data::interactions& test = ranks_only ? no_rows : d.parts.test;
+      fit_result fitted = t.fit(d.parts.train, test);
+      if (rank == 0 && !mostly_skipped(fitted)) write_export(c, d, t);
+      return fitted;
+    });
   };
   // Ranks holding their own shards visit only those; otherwise one permutation of the whole
   // training set is dealt to the ranks.

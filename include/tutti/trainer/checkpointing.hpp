@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file trainer/checkpointing.hpp
 /// @brief The whole-model work of `fit`: the replica checks, the checkpoint settings, writing a
-/// checkpoint and restoring one. Part of `tutti::trainer` (tutti/trainer.hpp declares these members
-/// and includes this file).
+/// checkpoint and restoring one. Part of `tutti::trainer_core` (tutti/trainer.hpp declares these
+/// members and includes this file).
 #pragma once
 
 #include <tutti/trainer.hpp>
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::replica_check(std::size_t epoch,
-                                                                          std::size_t step,
-                                                                          std::size_t global_step,
-                                                                          fit_result& result) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::replica_check(std::size_t epoch, std::size_t step,
+                                                          std::size_t global_step,
+                                                          fit_result& result) {
   const int world = m_reducer.world_size();
   const std::uint64_t mine[1] = {replica_checksum()};
   std::vector<std::uint64_t> all(static_cast<std::size_t>(world));
@@ -34,8 +33,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::replica_check(std::s
   result.replica_events.push_back(std::move(event));
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-detail::run_setting_list trainer<Model, Sampler, Reducer, Schedule, Optimizer>::checkpoint_config(
+template <class Model, class Sampler, class Reducer>
+detail::run_setting_list trainer_core<Model, Sampler, Reducer>::checkpoint_config(
     const data::interactions& train, std::uint64_t train_digest) const {
   std::uint64_t data = train_digest;
   std::uint64_t rows = train.size();
@@ -52,8 +51,8 @@ detail::run_setting_list trainer<Model, Sampler, Reducer, Schedule, Optimizer>::
       m_options, {m_model.layout().digest(), m_state.size(), rows, data, m_reducer.world_size()});
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::restore(
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::restore(
     const checkpoint_state& ck, const std::vector<std::pair<std::string, std::string>>& now) {
   static constexpr const char* fn = "tutti::trainer::fit";
   detail::check_resume_settings(ck.config, now);
@@ -76,8 +75,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::restore(
     copy_from_host(m_space, std::span<const float>(ck.optimizer_state), m_state.span());
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_state() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::start_state() {
   const continuation& c = m_options.continues;
   if (const auto& from = c.optimizer_state) {
     TUTTI_EXPECTS(from->size() == m_state.size(), "tutti::trainer",
@@ -96,8 +95,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_state() {
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_checkpoint_now(
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::write_checkpoint_now(
     const std::vector<std::pair<std::string, std::string>>& config, std::size_t epoch,
     std::size_t step_in_epoch, std::size_t global_step, std::uint64_t before_resume, double visited,
     const char* note, fit_result& result) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file trainer/epoch.hpp
 /// @brief An epoch of `fit`: its shard and slots, each step's slots, the epoch's record and the
-/// run's totals, the non-finite records, and the quality target. Part of `tutti::trainer`
+/// run's totals, the non-finite records, and the quality target. Part of `tutti::trainer_core`
 /// (tutti/trainer.hpp declares these members and includes this file).
 #pragma once
 
@@ -9,10 +9,11 @@
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
-    const run_plan& p, step_buffers& buf, std::size_t epoch, const checkpoint_state* resumed,
-    std::size_t global_step) -> epoch_plan {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::begin_epoch(const run_plan& p, step_buffers& buf,
+                                                        std::size_t epoch,
+                                                        const checkpoint_state* resumed,
+                                                        std::size_t global_step) -> epoch_plan {
   const int world = m_reducer.world_size();
   epoch_plan e;
   e.epoch = epoch;
@@ -60,9 +61,9 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_epoch(
   return e;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const run_plan& p,
-                                                                        const epoch_plan& e) const {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::check_shard(const run_plan& p,
+                                                        const epoch_plan& e) const {
   const shard& sh = e.sh;
   if (e.start_pos == 0)
     TUTTI_EXPECTS(sh.size() <= p.slots && sh.longest() == p.slots, "tutti::trainer::fit",
@@ -109,10 +110,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_shard(const ru
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buffers& buf,
-                                                                       const run_plan& p,
-                                                                       const epoch_plan& e) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::load_shard(step_buffers& buf, const run_plan& p,
+                                                       const epoch_plan& e) {
   const shard& sh = e.sh;
   buf.slot_at = buf.slots.data();
   buf.weight_at = buf.slot_weights.data();
@@ -151,18 +151,15 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::load_shard(step_buff
   fill(m_space, m_sums.span(), 0.0);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slot(const run_plan& p,
-                                                                        const epoch_plan& e,
-                                                                        int rank, std::size_t s) {
+template <class Model, class Sampler, class Reducer>
+std::size_t trainer_core<Model, Sampler, Reducer>::slot(const run_plan& p, const epoch_plan& e,
+                                                        int rank, std::size_t s) {
   return p.split.first(static_cast<std::size_t>(rank), s - e.step_base);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slots_of(const run_plan& p,
-                                                                     const epoch_plan& e,
-                                                                     std::size_t step) const
-    -> step_slots {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::slots_of(const run_plan& p, const epoch_plan& e,
+                                                     std::size_t step) const -> step_slots {
   const int rank = m_reducer.rank();
   step_slots s;
   s.step = step;
@@ -177,11 +174,13 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::slots_of(const run_p
   return s;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-epoch_record trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_epoch(
-    const run_plan& p, const epoch_plan& e, ledger& book, double step_seconds,
-    clock::time_point epoch_start, const data::interactions& test, rank_means& run,
-    fit_result& result) {
+template <class Model, class Sampler, class Reducer>
+epoch_record trainer_core<Model, Sampler, Reducer>::end_epoch(const run_plan& p,
+                                                              const epoch_plan& e, ledger& book,
+                                                              double step_seconds,
+                                                              clock::time_point epoch_start,
+                                                              const data::interactions& test,
+                                                              rank_means& run, fit_result& result) {
   const detail::epoch_skips skips = m_guard.skips();
   const step_account& totals = book.epoch_totals();
   const detail::epoch_ranks ranks = detail::gather_epoch_ranks(
@@ -231,11 +230,9 @@ epoch_record trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_epoch(
   return rec;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const run_plan& p,
-                                                                          ledger& book,
-                                                                          rank_means& run,
-                                                                          fit_result& result) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::finish_result(const run_plan& p, ledger& book,
+                                                          rank_means& run, fit_result& result) {
   result.steps = p.total_steps;
   result.noise_scale = m_noise.estimate();
   result.noise_scale_why = noise_scale_why(p.total_steps);
@@ -264,17 +261,17 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_result(const 
   result.step_graph_refused = m_replay.refused();
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-ranking_result trainer<Model, Sampler, Reducer, Schedule, Optimizer>::evaluate_option_ranking() {
+template <class Model, class Sampler, class Reducer>
+ranking_result trainer_core<Model, Sampler, Reducer>::evaluate_option_ranking() {
   if (ranks_lists() && !m_ranking_lists) m_ranking_lists.emplace(m_space, *m_options.ranking);
   return detail::evaluate_ranking_across_ranks(
       m_model, std::span<const float>(m_params.span()), m_reducer,
       m_ranking_lists ? &*m_ranking_lists : nullptr, m_options.ranking_k);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reached_target(
-    fit_result& result, clock::time_point fit_start) const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::reached_target(fit_result& result,
+                                                           clock::time_point fit_start) const {
   if (!m_options.target) return false;
   const quality_target& t = *m_options.target;
   const epoch_record& rec = result.epochs.back();
@@ -297,8 +294,8 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reached_target(
   return true;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::vector<nonfinite_record> trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_records(
+template <class Model, class Sampler, class Reducer>
+std::vector<nonfinite_record> trainer_core<Model, Sampler, Reducer>::make_records(
     std::vector<std::pair<int, std::size_t>> at, const run_plan& p, const epoch_plan& e) const {
   std::map<int, shard> others;
   const auto shard_of = [&](int r) -> const shard& {
@@ -312,16 +309,15 @@ std::vector<nonfinite_record> trainer<Model, Sampler, Reducer, Schedule, Optimiz
                                    e.epoch_first_step);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::vector<nonfinite_record>
-trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_nonfinite(
+template <class Model, class Sampler, class Reducer>
+std::vector<nonfinite_record> trainer_core<Model, Sampler, Reducer>::gather_nonfinite(
     const std::vector<std::uint64_t>& mine, const std::vector<std::uint64_t>& counts,
     const run_plan& p, const epoch_plan& e) {
   return make_records(detail::gather_bad_steps(m_reducer, mine, counts), p, e);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::vector<std::uint64_t> trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_real_slots(
+template <class Model, class Sampler, class Reducer>
+std::vector<std::uint64_t> trainer_core<Model, Sampler, Reducer>::gather_real_slots(
     const shard& sh, const detail::batch_split& split) {
   if (split.even()) return {};
   const std::uint64_t mine = detail::leading_real_slots(sh);
@@ -336,9 +332,9 @@ std::vector<std::uint64_t> trainer<Model, Sampler, Reducer, Schedule, Optimizer>
   return all;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_shard(
-    std::size_t n, int rank, std::size_t epoch, std::size_t start_pos) const {
+template <class Model, class Sampler, class Reducer>
+shard trainer_core<Model, Sampler, Reducer>::epoch_shard(std::size_t n, int rank, std::size_t epoch,
+                                                         std::size_t start_pos) const {
   const int world = m_reducer.world_size();
   if constexpr (sampler_can_reshard<Sampler>) {
     if (start_pos > 0)
@@ -347,16 +343,16 @@ shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_shard(
   return m_sampler.shard(n, world, rank, m_options.seed, epoch);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_on_space() const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::shard_on_space() const {
   if constexpr (!space_type::host_accessible && sampler_fills_on_space<Sampler, space_type>)
     return !m_options.on_batch;
   else
     return false;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_by_step() const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::shard_by_step() const {
   if constexpr (space_type::host_accessible && !rank_local_sampler<Sampler> &&
                 sampler_fills_slots<Sampler>)
     return !m_options.on_batch;
@@ -364,14 +360,14 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::shard_by_step() cons
     return false;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::outline_only() const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::outline_only() const {
   return shard_on_space() || shard_by_step();
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_outline(
-    std::size_t n, std::size_t epoch, std::size_t start_pos) const {
+template <class Model, class Sampler, class Reducer>
+shard trainer_core<Model, Sampler, Reducer>::epoch_outline(std::size_t n, std::size_t epoch,
+                                                           std::size_t start_pos) const {
   if constexpr (sampler_fills_on_space<Sampler, space_type> || sampler_fills_slots<Sampler>)
     return m_sampler.outline_from(n, m_reducer.world_size(), m_reducer.rank(), m_options.seed,
                                   epoch, start_pos);
@@ -379,8 +375,8 @@ shard trainer<Model, Sampler, Reducer, Schedule, Optimizer>::epoch_outline(
     return epoch_shard(n, m_reducer.rank(), epoch, start_pos);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::deal_step_slots(const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::deal_step_slots(const step_context& c) {
   if constexpr (space_type::host_accessible && sampler_fills_slots<Sampler>) {
     const epoch_plan& e = c.epoch;
     m_sampler.fill_slots(c.plan.n, m_reducer.world_size(), m_reducer.rank(), m_options.seed,
@@ -390,9 +386,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::deal_step_slots(cons
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_of(int rank,
-                                                                           std::size_t n) const {
+template <class Model, class Sampler, class Reducer>
+std::size_t trainer_core<Model, Sampler, Reducer>::rows_of(int rank, std::size_t n) const {
   if constexpr (rank_local_sampler<Sampler>)
     return static_cast<std::size_t>(m_sampler.rows_of(rank));
   else

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file trainer/noise_probe.hpp
 /// @brief The gradient noise scale as `fit` measures it: which steps measure it, the squared norms
-/// before and after the reduction, and why an estimate is missing. Part of `tutti::trainer`
+/// before and after the reduction, and why an estimate is missing. Part of `tutti::trainer_core`
 /// (tutti/trainer.hpp declares these members and includes this file).
 #pragma once
 
@@ -9,8 +9,8 @@
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-detail::noise_step trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_noise_step(
+template <class Model, class Sampler, class Reducer>
+detail::noise_step trainer_core<Model, Sampler, Reducer>::plan_noise_step(
     std::size_t global_step, std::uint64_t global_real, const detail::batch_split& split,
     std::size_t s, std::size_t count, std::size_t micro_batch) const {
   const std::size_t every = m_options.noise_scale_every;
@@ -29,15 +29,15 @@ detail::noise_step trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_n
   return {1.0 / double(micro_batch), to_mean * to_mean, true};
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-double trainer<Model, Sampler, Reducer, Schedule, Optimizer>::arena_squared_norm() const {
+template <class Model, class Sampler, class Reducer>
+double trainer_core<Model, Sampler, Reducer>::arena_squared_norm() const {
   if constexpr (space_type::host_accessible)
     if (m_rows.on()) return m_rows.squared_norm(m_space, m_grads.data());
   return detail::squared_norm(m_space, m_grads.data(), gradient_values());
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::record_small_noise(bool from_buckets) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::record_small_noise(bool from_buckets) {
   if (!m_noise_step.active()) return;
   if (!m_noise_step.first_micro && !from_buckets) m_noise_small = arena_squared_norm();
   const auto small = static_cast<float>(m_noise_small * m_noise_step.factor);
@@ -47,8 +47,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::record_small_noise(b
     fill(m_space, m_grads.subspan(gradient_values() + 2, 1), small);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::add_noise_measurement() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::add_noise_measurement() {
   if (!m_noise_step.active()) return;
   float trailing[3] = {0.f, 0.f, 0.f};  // non-finite flag, stop request, small-batch norm
   if constexpr (space_type::host_accessible) {
@@ -60,9 +60,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::add_noise_measuremen
   m_noise.add(trailing[2], m_noise_step.inv_small, arena_squared_norm(), double(m_options.batch));
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::string trainer<Model, Sampler, Reducer, Schedule, Optimizer>::noise_scale_why(
-    std::size_t steps) const {
+template <class Model, class Sampler, class Reducer>
+std::string trainer_core<Model, Sampler, Reducer>::noise_scale_why(std::size_t steps) const {
   if (m_noise.estimate().known()) return {};
   if (m_options.noise_scale_every == 0) return "off (noise_scale_every = 0)";
   if (m_reducer.world_size() == 1 && m_options.accumulation < 2)

@@ -2,17 +2,16 @@
 /// @file trainer/replayed_step.hpp
 /// @brief One step from the gradient to the update: its kernels one by one, or on a space that
 /// records work as a graph (a CUDA Graph), the steady step recorded once and replayed with one
-/// launch. Part of `tutti::trainer` (tutti/trainer.hpp declares these members and includes this
-/// file).
+/// launch. Part of `tutti::trainer_core` (tutti/trainer.hpp declares these members and includes
+/// this file).
 #pragma once
 
 #include <tutti/trainer.hpp>
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::run_step(const step_context& c)
-    -> reduced {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::run_step(const step_context& c) -> reduced {
   write_step_values(c);
   if (!replayable(c)) return take_step(c);
   const step_slots& s = c.slots;
@@ -40,12 +39,11 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::run_step(const step_
   return reduced{m_replay.bytes, false};
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::replayable(
-    const step_context& c) const {
-  if constexpr (space_captures_steps<space_type> &&
-                optimizer_steps_rows_from_memory<Optimizer, space_type> &&
-                model_repeats_its_kernels<Model> && model_reports_touched_rows_on_space<Model>) {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::replayable(const step_context& c) const {
+  if constexpr (space_captures_steps<space_type> && model_repeats_its_kernels<Model> &&
+                model_reports_touched_rows_on_space<Model>) {
+    if (!m_facts.rows_from_memory) return false;
     // The stop request is written into the step and read back on a poll step: those run.
     const bool stop_work =
         m_options.stop != nullptr &&
@@ -59,29 +57,22 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::replayable(
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_step_values(
-    const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::write_step_values(const step_context& c) {
   if constexpr (!space_type::host_accessible) {
-    detail::step_values<row_values_type> v;
-    v.first = c.slots.begin;
-    v.entry = c.slots.step;
-    if constexpr (optimizer_steps_rows_from_memory<Optimizer, space_type>) {
-      if (m_rows.on())
-        v.optimizer = m_optimizer.row_step_values(
-            m_model.layout(), m_params.span(),
-            std::span<const float>(m_grads.first(gradient_values())), m_state.span(),
-            static_cast<float>(c.lr), optimizer_step(c.global_step));
-    }
-    m_space.copy_from_host(m_values.data(), &v, sizeof v);
+    std::vector<std::uint64_t>& v = m_values_on_host;
+    v[0] = c.slots.begin;
+    v[1] = c.slots.step;
+    if (m_facts.rows_from_memory && m_rows.on())
+      write_row_values(v.data(), static_cast<float>(c.lr), optimizer_step(c.global_step));
+    m_space.copy_from_host(m_values.data(), v.data(), v.size() * sizeof(std::uint64_t));
   } else {
     (void)c;
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-float trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gradient_scale(
-    const step_slots& s) const {
+template <class Model, class Sampler, class Reducer>
+float trainer_core<Model, Sampler, Reducer>::gradient_scale(const step_slots& s) const {
   return s.global_real > 0
              ? static_cast<float>(double(m_reducer.world_size()) / double(s.global_real))
              : 0.f;

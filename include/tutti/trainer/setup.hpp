@@ -2,17 +2,18 @@
 /// @file trainer/setup.hpp
 /// @brief What `fit` fixes before its first step: the run plan and its buffers, the result it
 /// fills, the overlapped reduction, the row-sparse step, the sparse exchange, the agreement of the
-/// ranks and the learning-rate report. Part of `tutti::trainer` (tutti/trainer.hpp declares these
-/// members and includes this file).
+/// ranks and the learning-rate report. Part of `tutti::trainer_core` (tutti/trainer.hpp declares
+/// these members and includes this file).
 #pragma once
 
 #include <tutti/trainer.hpp>
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_run(
-    std::size_t n, const detail::run_setting_list& config) -> run_plan {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::plan_run(std::size_t n,
+                                                     const detail::run_setting_list& config)
+    -> run_plan {
   const int world = m_reducer.world_size();
   run_plan p;
   p.split = detail::batch_split{m_options.batch, static_cast<std::size_t>(world)};
@@ -71,9 +72,9 @@ buffer<Row, Space> rows_in_space(std::size_t n, const Space& space, RowAt row) {
 
 }  // namespace detail
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::copy_rows(
-    const data::interactions& train, step_buffers& buf) const {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::copy_rows(const data::interactions& train,
+                                                      step_buffers& buf) const {
   if (space_type::host_accessible && m_options.rows_in_place) return;
   const std::int32_t* users = train.users.data();
   const std::int32_t* items = train.items.data();
@@ -90,8 +91,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::copy_rows(
         });
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_source(
+template <class Model, class Sampler, class Reducer>
+detail::sample_rows trainer_core<Model, Sampler, Reducer>::row_source(
     const data::interactions& train, const step_buffers& buf) {
   if (!buf.records.empty() || train.size() == 0) return {.records = buf.records.data()};
   if (!buf.pairs.empty()) return {.pairs = buf.pairs.data(), .label = train.labels.front()};
@@ -103,9 +104,9 @@ detail::sample_rows trainer<Model, Sampler, Reducer, Schedule, Optimizer>::row_s
           .label = train.labels.front()};
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
-    const data::interactions& train, const run_plan& p) const -> step_buffers {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::make_buffers(const data::interactions& train,
+                                                         const run_plan& p) const -> step_buffers {
   const std::size_t mb = p.micro_batch;
   // With K negatives a slot gathers 1 + K rows.
   const std::size_t rows = mb * (std::size_t(m_options.negatives.per_positive) + 1);
@@ -135,9 +136,9 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_buffers(
   return buf;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffers(
-    const data::interactions& train, step_buffers& buf) const {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::make_negative_buffers(const data::interactions& train,
+                                                                  step_buffers& buf) const {
   const negative_options& o = m_options.negatives;
   detail::negative_tables t;
   if constexpr (space_type::host_accessible) {  // the lists written where the step reads them
@@ -171,8 +172,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::make_negative_buffer
     buf.item_log_q = make_buffer(m_space, std::span<const float>(t.log_q));
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::narrow_or_copy_offsets(
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::narrow_or_copy_offsets(
     const std::vector<std::uint64_t>& offsets, step_buffers& buf) const {
   if (detail::offset_bytes(offsets.back()) != sizeof(std::uint32_t)) {
     buf.taken_offsets = make_buffer(m_space, std::span<const std::uint64_t>(offsets));
@@ -185,9 +186,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::narrow_or_copy_offse
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-memory_accounts trainer<Model, Sampler, Reducer, Schedule, Optimizer>::memory_of(
-    const step_buffers& buf) const {
+template <class Model, class Sampler, class Reducer>
+memory_accounts trainer_core<Model, Sampler, Reducer>::memory_of(const step_buffers& buf) const {
   const auto bytes = [](const auto& b) {
     return static_cast<std::uint64_t>(b.size() * sizeof(*b.data()));
   };
@@ -203,8 +203,8 @@ memory_accounts trainer<Model, Sampler, Reducer, Schedule, Optimizer>::memory_of
   return m;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-fit_result trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_result(const run_plan& p) {
+template <class Model, class Sampler, class Reducer>
+fit_result trainer_core<Model, Sampler, Reducer>::begin_result(const run_plan& p) {
   fit_result result;
   m_exchange.begin_fit();  // sparse_exchange = measured: every fit measures anew
   m_noise = detail::noise_scale_tracker(m_options.noise_scale_decay);
@@ -231,10 +231,9 @@ fit_result trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_result(c
   return result;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_overlap(overlap& pipeline,
-                                                                          bool guarded,
-                                                                          fit_result& result) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::start_overlap(overlap& pipeline, bool guarded,
+                                                          fit_result& result) {
   std::function<void(std::size_t, std::size_t)> check;
   if constexpr (space_type::host_accessible) {
     // The noise scale's small-batch norm is taken here too, while the bucket is this rank's.
@@ -271,9 +270,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::start_overlap(overla
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::trace_phases(
-    step_clock& timer, clock::time_point fit_start, const std::size_t& global_step) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::trace_phases(step_clock& timer,
+                                                         clock::time_point fit_start,
+                                                         const std::size_t& global_step) {
   if constexpr (requires { timer.trace({}, fit_start); }) {
     if (m_options.on_phase)
       timer.trace(
@@ -285,18 +285,18 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::trace_phases(
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::wants_row_step() const {
-  return detail::optimizer_wants_row_step(m_optimizer);
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::wants_row_step() const {
+  return m_facts.wants_row_step;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::is_row_sparse(std::size_t i) const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::is_row_sparse(std::size_t i) const {
   return detail::segment_row_sparse(m_model, i);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::plan_row_step() {
   if (!wants_row_step()) return;
   TUTTI_EXPECTS(!m_options.overlap_reduce, "tutti::trainer",
                 "overlap_reduce with a row-sparse optimizer: the rows to update are known only "
@@ -307,8 +307,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step() {
     plan_row_step_on_host();
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_host() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::plan_row_step_on_host() {
   TUTTI_EXPECTS(model_reports_touched_rows<Model> && !m_exchange.empty(), "tutti::trainer",
                 "the optimizer takes the row-sparse step, and the model reports no row-sparse "
                 "segment (`std::span<const std::int32_t> touched_rows(std::size_t segment) "
@@ -320,12 +320,12 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_hos
     if (m_in_slots) m_model.write_gradient_to_slots(m_slot_layout);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_gradient_slots() {
-  if constexpr (space_type::host_accessible && model_writes_gradient_slots<Model> &&
-                optimizer_fuses_rows<Optimizer, space_type>) {
-    if (!m_options.compact_gradient || !wants_row_step() || m_exchange.empty() ||
-        m_reducer.world_size() != 1 || m_options.accumulation > 1 || m_options.overlap_reduce)
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::plan_gradient_slots() {
+  if constexpr (space_type::host_accessible && model_writes_gradient_slots<Model>) {
+    if (!m_facts.fuses_rows || !m_options.compact_gradient || !wants_row_step() ||
+        m_exchange.empty() || m_reducer.world_size() != 1 || m_options.accumulation > 1 ||
+        m_options.overlap_reduce)
       return;
     // A step's batch gathers 1 + K rows a sample: no table has more distinct rows in it.
     const std::size_t batch_rows =
@@ -338,11 +338,15 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_gradient_slots(
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_space() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::plan_row_step_on_space() {
   constexpr const char* fn = "tutti::trainer";
-  if constexpr (optimizer_steps_rows_on_space<Optimizer, space_type> &&
-                model_reports_touched_rows_on_space<Model>) {
+  constexpr const char* no_device_rows_step =
+      "the optimizer takes the row-sparse step (it updates only the rows a step touched); on a "
+      "device space that needs an optimizer with step_rows_on_space and a model with "
+      "touched_rows_on_space; expected both, a host space, or a dense optimizer (sgd, adam)";
+  if constexpr (model_reports_touched_rows_on_space<Model>) {
+    TUTTI_EXPECTS(m_facts.steps_rows_on_space, fn, no_device_rows_step);
     TUTTI_EXPECTS(m_reducer.world_size() == 1 || reducer_gathers_on_space<Reducer>, fn,
                   "the row-sparse step on " + std::to_string(m_reducer.world_size()) +
                       " device ranks sends the touched rows by all_gather, which this reducer "
@@ -359,16 +363,12 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_row_step_on_spa
                   "segment; expected an embedding segment, or a dense optimizer");
     m_rows.plan(m_space, m_model.layout(), std::move(sparse));
   } else {
-    TUTTI_EXPECTS(false, fn,
-                  "the optimizer takes the row-sparse step (it updates only the rows a step "
-                  "touched); on a device space that needs an optimizer with step_rows_on_space "
-                  "and a model with touched_rows_on_space; expected both, a host space, or a "
-                  "dense optimizer (sgd, adam)");
+    TUTTI_EXPECTS(false, fn, no_device_rows_step);
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_sparse_exchange() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::plan_sparse_exchange() {
   const sparse_exchange_policy policy = m_options.sparse_exchange;
   if (policy == sparse_exchange_policy::off && !wants_row_step()) return;
   if constexpr (!space_type::host_accessible) {
@@ -386,8 +386,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::plan_sparse_exchange
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_overlap_options() const {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::check_overlap_options() const {
   if (!m_options.overlap_reduce) return;
   TUTTI_EXPECTS(m_options.bucket_bytes >= sizeof(float), "tutti::trainer",
                 "bucket_bytes = " + std::to_string(m_options.bucket_bytes) +
@@ -414,8 +414,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_overlap_option
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::report_learning_rate(double lr0) const {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::report_learning_rate(double lr0) const {
   detail::learning_rate_facts facts;
   facts.world_size = m_reducer.world_size();
   facts.global_batch = m_options.batch;
@@ -423,8 +423,7 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::report_learning_rate
   facts.scaling = m_options.scaling;
   facts.base_lr = m_options.base_lr;
   facts.lr = lr0;
-  if constexpr (schedule_has_warmup<Schedule>)
-    facts.warmup_steps = static_cast<std::size_t>(m_schedule.warmup_steps);
+  facts.warmup_steps = m_facts.warmup_steps;
   if (m_options.log) m_options.log->write(detail::learning_rate_record(facts));
   const double growth = double(m_options.batch) / double(m_options.reference_batch);
   if (m_options.scaling == lr_scaling::none && growth >= m_options.batch_growth_warning &&
@@ -438,9 +437,10 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::report_learning_rate
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_agreement(
-    const data::interactions& train, const data::interactions& test, std::uint64_t train_digest) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::check_agreement(const data::interactions& train,
+                                                            const data::interactions& test,
+                                                            std::uint64_t train_digest) {
   const int world = m_reducer.world_size();
   std::uint64_t config = detail::options_digest(m_options);
   std::uint64_t data_digest = train_digest ^ detail::mix64(test.digest());

@@ -4,7 +4,7 @@
 /// update), then one function per named part in the order the step calls them, with the
 /// collectives, the finite check and the optimizer they use; `fit` announces the step before it
 /// and logs and ends it after. Every part takes the step's `step_context`. Part of
-/// `tutti::trainer` (tutti/trainer.hpp declares these members and includes this file); the
+/// `tutti::trainer_core` (tutti/trainer.hpp declares these members and includes this file); the
 /// row-sparse step's own work is in trainer/row_sparse_step.hpp, the record and replay of a
 /// step in trainer/replayed_step.hpp.
 #pragma once
@@ -13,9 +13,8 @@
 
 namespace tutti {
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::take_step(const step_context& c)
-    -> reduced {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::take_step(const step_context& c) -> reduced {
   begin_gradient(c);
   c.timer.mark(account::data);
   compute_gradient(c);  // forward and backward of each micro-batch
@@ -27,8 +26,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::take_step(const step
   return r;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::announce_step(const step_context& c) {
   const epoch_plan& e = c.epoch;
   const step_slots& s = c.slots;
   if constexpr (reducer_tracks_position<Reducer>) m_reducer.set_position(e.epoch, s.step);
@@ -41,8 +40,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::announce_step(const 
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::begin_gradient(const step_context& c) {
   overlap& pipeline = c.pipeline;
   if (m_rows.on()) {  // the arena is zero but for the flags (see detail::row_sparse_step)
     clear_flags();
@@ -57,9 +56,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::begin_gradient(const
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
-    const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::compute_gradient(const step_context& c) {
   const run_plan& p = c.plan;
   step_buffers& buf = c.buf;
   const step_slots& s = c.slots;
@@ -115,8 +113,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::compute_gradient(
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
+template <class Model, class Sampler, class Reducer>
+std::size_t trainer_core<Model, Sampler, Reducer>::gather_rows(
     step_buffers& buf, const detail::gather_batch_fn<float>& gather, std::size_t count) {
   // A device reads the step's first slot from the space's memory (see detail::step_values).
   const std::uint64_t* first = nullptr;
@@ -137,9 +135,9 @@ std::size_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_rows(
   return count;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
+template <class Model, class Sampler, class Reducer>
 template <class Offset>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_with_negatives(
+void trainer_core<Model, Sampler, Reducer>::gather_with_negatives(
     step_buffers& buf, const detail::gather_batch_fn<float>& gather, std::size_t count,
     const std::uint64_t* first, const Offset* offsets) {
   const negative_options& neg = m_options.negatives;
@@ -151,10 +149,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::gather_with_negative
       detail::gather_with_negatives_fn<float, Offset>{gather, first, buf.epoch_key.data(), draw});
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::backward(const batch_view& batch,
-                                                                     float scale, bool report,
-                                                                     overlap& pipeline) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::backward(const batch_view& batch, float scale,
+                                                     bool report, overlap& pipeline) {
   const auto params = std::span<const float>(m_params.span());
   const auto grads = m_grads.first(gradient_values());
   if constexpr (model_reports_gradient_ready<Model>) {
@@ -172,8 +169,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::backward(const batch
   m_model.loss_and_gradient(params, batch, grads, scale, m_step_loss.data());
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::finish_gradient(const step_context& c) {
   overlap& pipeline = c.pipeline;
   step_clock& timer = c.timer;
   if (pipeline) {
@@ -191,9 +188,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::finish_gradient(cons
   timer.mark(account::guard);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const step_context& c)
-    -> reduced {
+template <class Model, class Sampler, class Reducer>
+auto trainer_core<Model, Sampler, Reducer>::reduce_step(const step_context& c) -> reduced {
   step_clock& timer = c.timer;
   const std::size_t arena = gradient_values();
   if (m_options.measure_wait) {
@@ -237,8 +233,8 @@ auto trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_step(const st
   return r;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::commit_step(const step_context& c) {
   const std::uint64_t* entry = nullptr;  // a device logs at the index in the space's memory
   if constexpr (!space_type::host_accessible) entry = detail::entry_at(m_values.data());
   const bool skip = m_guard.commit(c.slots.step, m_grads.data() + gradient_values(),
@@ -250,9 +246,8 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::commit_step(const st
   return skip;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(
-    const step_context& c) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::stop_if_nonfinite(const step_context& c) {
   if constexpr (space_type::host_accessible) {
     const std::size_t step = c.slots.step;
     if (m_options.nonfinite != nonfinite_policy::stop) return;
@@ -270,9 +265,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::stop_if_nonfinite(
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const step_context& c,
-                                                                   bool skip) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::update(const step_context& c, bool skip) {
   const std::size_t step = c.slots.step;
   const double lr = c.lr;
   const std::uint64_t t = optimizer_step(c.global_step);
@@ -280,13 +274,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const step_co
   if (m_rows.on()) {  // checked before the update: nothing to revert
     const auto grads = m_grads.first(gradient_values());
     if constexpr (space_type::host_accessible)
-      m_rows.update(m_optimizer, m_space, m_model.layout(), m_params.span(), grads, m_state.span(),
-                    skip, static_cast<float>(lr), t);
+      update_rows(grads, skip, static_cast<float>(lr), t);
     else
-      m_rows.update_on_space(m_optimizer, m_space, m_model.layout(), m_params.span(), grads,
-                             m_state.span(), m_guard.skip_flag(step),
-                             detail::optimizer_values_at(m_values.data()), static_cast<float>(lr),
-                             t);
+      update_rows_on_space(grads, m_guard.skip_flag(step), static_cast<float>(lr), t);
     timer.mark(account::optimizer);
     return;
   }
@@ -298,10 +288,9 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::update(const step_co
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(const step_context& c,
-                                                                     step_log& log,
-                                                                     clock::time_point fit_start) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::log_step(const step_context& c, step_log& log,
+                                                     clock::time_point fit_start) {
   const epoch_plan& e = c.epoch;
   const step_slots& s = c.slots;
   log.since_weight += s.weight;
@@ -325,9 +314,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::log_step(const step_
   c.timer.mark(account::other);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(const step_context& c,
-                                                                     bool stop_now) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::end_step(const step_context& c, bool stop_now) {
   const run_plan& p = c.plan;
   const epoch_plan& e = c.epoch;
   const step_slots& s = c.slots;
@@ -362,29 +350,16 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::end_step(const step_
                               "); " + where);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::dense_wire_bytes(
-    std::size_t floats) const {
+template <class Model, class Sampler, class Reducer>
+std::uint64_t trainer_core<Model, Sampler, Reducer>::dense_wire_bytes(std::size_t floats) const {
   if constexpr (reducer_counts_wire_bytes<Reducer>)
     return m_reducer.wire_bytes(floats);
   else
     return static_cast<std::uint64_t>(floats) * sizeof(float);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::apply_optimizer(double lr,
-                                                                            std::uint64_t t) {
-  const auto grads = std::span<const float>(m_grads.first(gradient_values()));
-  const auto rate = static_cast<float>(lr);
-  if constexpr (optimizer_steps_by_layout<Optimizer, space_type>)
-    m_optimizer.step(m_space, m_model.layout(), m_params.span(), grads, m_state.span(), rate, t);
-  else
-    m_optimizer.step(m_space, m_params.span(), grads, m_state.span(), rate, t);
-}
-
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_rows_on_space(
-    const run_plan& p) {
+template <class Model, class Sampler, class Reducer>
+std::uint64_t trainer_core<Model, Sampler, Reducer>::exchange_rows_on_space(const run_plan& p) {
   std::uint64_t bytes = 0;
   if constexpr (reducer_gathers_on_space<Reducer>) {
     // The touched rows travel by all_gather; every rank then holds their union and its mean.
@@ -403,16 +378,16 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::exchange_ro
   return bytes + dense_wire_bytes(trailing_floats);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::clear_flags() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::clear_flags() {
   if constexpr (space_type::host_accessible)
     std::fill_n(m_grads.data() + gradient_values(), trailing_floats, 0.f);
   else
     fill(m_space, m_grads.subspan(gradient_values(), trailing_floats), 0.f);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::collect_touched_rows() {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::collect_touched_rows() {
   if constexpr (model_reports_touched_rows<Model>) {
     const auto segments = m_exchange.segments();
     for (std::size_t k = 0; k < segments.size(); ++k)
@@ -420,16 +395,15 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::collect_touched_rows
   }
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_flags(
-    std::uint64_t dense_bytes) {
+template <class Model, class Sampler, class Reducer>
+std::uint64_t trainer_core<Model, Sampler, Reducer>::reduce_flags(std::uint64_t dense_bytes) {
   m_reducer.all_reduce_mean(m_grads.subspan(gradient_values(), trailing_floats));
   return dense_bytes;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_gradients(
-    std::uint64_t dense_bytes, fit_result& result) {
+template <class Model, class Sampler, class Reducer>
+std::uint64_t trainer_core<Model, Sampler, Reducer>::reduce_gradients(std::uint64_t dense_bytes,
+                                                                      fit_result& result) {
   if (m_in_slots) return reduce_flags(dense_bytes);  // one rank: its slots are the gradient
   if constexpr (space_type::host_accessible) {
     if (m_options.sparse_exchange != sparse_exchange_policy::off && !m_exchange.empty()) {
@@ -446,10 +420,9 @@ std::uint64_t trainer<Model, Sampler, Reducer, Schedule, Optimizer>::reduce_grad
   return dense_bytes;
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::size_t step,
-                                                                         bool arena_checked,
-                                                                         bool arena_bad) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::check_finite(std::size_t step, bool arena_checked,
+                                                         bool arena_bad) {
   const std::size_t arena = gradient_values();
   const std::size_t unchecked =
       arena_checked || (m_rows.on() && !space_type::host_accessible) ? 0 : arena;
@@ -467,8 +440,8 @@ void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::check_finite(std::si
                             m_guard.local_entry(step));
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_nonfinite() const {
+template <class Model, class Sampler, class Reducer>
+bool trainer_core<Model, Sampler, Reducer>::rows_nonfinite() const {
   bool rows_checked = false;
   if constexpr (model_checks_row_gradient<Model>) {
     // One rank, one micro-batch: the touched rows hold exactly what the model wrote and checked.
@@ -478,12 +451,10 @@ bool trainer<Model, Sampler, Reducer, Schedule, Optimizer>::rows_nonfinite() con
   return m_rows.nonfinite(m_space, m_grads.data(), rows_checked);
 }
 
-template <class Model, class Sampler, class Reducer, class Schedule, class Optimizer>
-void trainer<Model, Sampler, Reducer, Schedule, Optimizer>::write_log(std::size_t epoch,
-                                                                      std::size_t step,
-                                                                      std::size_t global_step,
-                                                                      double loss, double samples,
-                                                                      double lr, double seconds) {
+template <class Model, class Sampler, class Reducer>
+void trainer_core<Model, Sampler, Reducer>::write_log(std::size_t epoch, std::size_t step,
+                                                      std::size_t global_step, double loss,
+                                                      double samples, double lr, double seconds) {
   m_options.log->write(
       detail::step_record(m_reducer.rank(), epoch, step, global_step, loss, samples, lr, seconds));
 }

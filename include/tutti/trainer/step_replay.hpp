@@ -58,6 +58,23 @@ const V* optimizer_values_at(const step_values<V>* at) noexcept {
                                     offsetof(step_values<V>, optimizer));
 }
 
+/// The same, for a `step_values` held as 64-bit words (the trainer's core, which does not know
+/// the optimizer's values' type): the first slot and the entry are its first two words.
+static_assert(offsetof(step_values<no_row_values>, first) == 0 &&
+              offsetof(step_values<no_row_values>, entry) == sizeof(std::uint64_t));
+inline const std::uint64_t* first_slot_at(const std::uint64_t* at) noexcept {
+  return at;
+}
+inline const std::uint64_t* entry_at(const std::uint64_t* at) noexcept {
+  return at + 1;
+}
+/// 64-bit words a `step_values<V>` takes.
+template <class V>
+constexpr std::size_t step_values_words() noexcept {
+  static_assert(alignof(step_values<V>) <= alignof(std::max_align_t));
+  return (sizeof(step_values<V>) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+}
+
 /// What a recorded step depends on besides the memory it reads: a step replays the record only
 /// when its own shape is the same.
 struct step_shape {
