@@ -124,11 +124,7 @@ inline void print_projection_rows(const projection& p) {
         "global batch; to-loss x = one device's time to it over N's; tutti plan --from says "
         "where more devices stop paying)\n",
         *p.b_noise);
-  if (!p.rows.empty() && p.rows.back().update_factor != 1.0)
-    std::printf(
-        "(each device updates the rows every device touched: the optimizer's time x%.2f at %d "
-        "devices)\n",
-        p.rows.back().update_factor, p.rows.back().devices);
+  std::fputs(update_factor_note(p).c_str(), stdout);
 }
 
 /// The ledger as `tutti train` prints it: the step by account, the bandwidth, the projection (and

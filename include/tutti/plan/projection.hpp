@@ -81,6 +81,11 @@ struct measured_step {
 
   /// Samples per step on one device.
   double per_device_batch() const noexcept { return global_batch / world_size; }
+  /// What the dense reduce of the whole gradient sends per step (`dense_bytes`, or else the
+  /// measured `bytes_reduced`).
+  double dense_gradient_bytes() const noexcept {
+    return dense_bytes > 0 ? dense_bytes : bytes_reduced;
+  }
   /// The step as measured: data + compute + optimizer + exposed reduce.
   double step_s() const noexcept { return data_s + compute_s + optimizer_s + reduce_exposed_s; }
 };
@@ -167,7 +172,7 @@ struct projection_options {
 /// step makes it. A device's step is taken to touch the measured rows (per-device batch kept).
 inline double projected_bytes(const measured_step& m, projected_exchange x, int n) {
   if (m.row_segments.empty()) return m.bytes_reduced;
-  const double dense = m.dense_bytes > 0 ? m.dense_bytes : m.bytes_reduced;
+  const double dense = m.dense_gradient_bytes();
   if (n <= 1) return dense;
   const double devices = n;
   const double counts = devices * double(m.row_segments.size()) * 8.0 / 2;
@@ -199,7 +204,7 @@ inline double union_rows(double rows, double table_rows, int n) {
 /// devices by `union_rows` at n over `union_rows` at the measured world size, so the measured
 /// run's own count gives 1. 1 where a segment lists no updated rows.
 inline double projected_update_factor(const measured_step& m, int n) {
-  const double dense = m.dense_bytes > 0 ? m.dense_bytes : m.bytes_reduced;
+  const double dense = m.dense_gradient_bytes();
   double listed = 0, measured = 0, projected = 0;
   for (const measured_row_segment& s : m.row_segments) {
     if (s.updated_rows <= 0 || s.cols <= 0) return 1.0;
@@ -535,6 +540,16 @@ inline projection project(const measured_step& m, const projection_options& o = 
   return p;
 }
 
+/// The line under a projection whose optimizer updates the union of the devices' rows (its
+/// factor at the most devices), or empty where the optimizer's time is kept.
+inline std::string update_factor_note(const projection& p) {
+  if (p.rows.empty() || p.rows.back().update_factor == 1.0) return {};
+  return detail::sfmt(
+      "(each device updates the rows every device touched: the optimizer's time x%.2f at %d "
+      "devices)\n",
+      p.rows.back().update_factor, p.rows.back().devices);
+}
+
 /// The projection as a fixed-width text table, one row per device count, followed by the knee
 /// (the `tutti plan` table and the projection `tutti train` prints).
 inline std::string format_projection_table(const projection& p) {
@@ -562,11 +577,7 @@ inline std::string format_projection_table(const projection& p) {
       to_string(p.options.scaling), p.exposed_ratio);
   if (p.truncated)
     out += "(strong scaling stops where a device would get less than one sample per step)\n";
-  if (!p.rows.empty() && p.rows.back().update_factor != 1.0)
-    out += sfmt(
-        "(each device updates the rows every device touched: the optimizer's time x%.2f at %d "
-        "devices)\n",
-        p.rows.back().update_factor, p.rows.back().devices);
+  out += update_factor_note(p);
   if (const shared_host& h = p.options.host; h.enabled()) {
     namespace f = detail::plan;
     const double T = f::measured_threads(h, p.measured, p.options.devices_per_node);
